@@ -1,0 +1,2 @@
+//! Tests against real outside parties (the Python MCP SDK, the conformance suite, MCP Inspector,
+//! host apps' config formats). They arrive with `autotool serve`.

@@ -1,0 +1,653 @@
+//! The launch policy of one tool process and the plan it turns into.
+//!
+//! The supervisor builds a [`LaunchPolicy`], serialises it as JSON and hands it to
+//! `autotool-launcher` on a file descriptor. The launcher calls [`LaunchPolicy::plan`], a pure
+//! function, and performs the resulting [`Plan`] in order. Keeping every decision here means the
+//! whole sandbox layout is checked by comparing plans in unit tests, without privileges.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+/// Where the tool's own directory appears inside the sandbox (read-only, noexec).
+pub const TOOL_MOUNT: &str = "/tool";
+/// The tool's private home inside the sandbox (tmpfs, noexec).
+pub const HOME_MOUNT: &str = "/home/tool";
+/// The tool's private temporary directory inside the sandbox (tmpfs, noexec).
+pub const TMP_MOUNT: &str = "/tmp";
+/// The user and group id the tool runs as inside its user namespace.
+pub const TOOL_ID: u32 = 1000;
+/// The lowest Landlock ABI that gives every right the sandbox relies on: filesystem rights
+/// including truncate and device ioctls, TCP connect/bind rules, and the abstract-unix-socket and
+/// signal scopes (ABI 6, Linux 6.12).
+pub const MIN_LANDLOCK_ABI: u8 = 6;
+/// Device nodes visible in the sandbox's `/dev`.
+pub const DEV_NODES: [&str; 4] = ["null", "zero", "random", "urandom"];
+/// Port the egress listener binds inside the tool's network namespace (127.0.0.1 and ::1).
+pub const DEFAULT_EGRESS_PORT: u16 = 3128;
+
+/// Everything the launcher needs to confine and start one tool process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchPolicy {
+    /// Host directory holding the tool; mounted read-only and noexec at [`TOOL_MOUNT`].
+    pub tool_dir: PathBuf,
+    /// File name of the tool's entry point inside `tool_dir` (a plain name, no slashes).
+    pub tool_file: String,
+    /// Absolute path of the interpreter. It must resolve (inside the sandbox) to an ELF binary,
+    /// never a script or shim; it is executed directly, never looked up on `PATH`.
+    pub interpreter: PathBuf,
+    /// Arguments placed between the interpreter and the tool file.
+    #[serde(default = "default_interpreter_args")]
+    pub interpreter_args: Vec<String>,
+    /// Host directories mounted read-only *with* exec at the same path: the Python runtime (its
+    /// prefix and any virtual environment).
+    #[serde(default)]
+    pub runtime_dirs: Vec<PathBuf>,
+    /// System directories mounted read-only with exec at the same path when they exist.
+    #[serde(default = "default_system_dirs")]
+    pub system_dirs: Vec<PathBuf>,
+    /// Individual files of `/etc` made visible read-only when they exist. `/etc` itself is never
+    /// mounted whole (it holds `shadow`, keys and host configuration).
+    #[serde(default = "default_etc_files")]
+    pub etc_files: Vec<PathBuf>,
+    /// The tool's environment, exactly. Nothing is inherited.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Resource limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Descriptors (besides stdin, stdout and stderr) kept open for the tool.
+    #[serde(default)]
+    pub keep_fds: Vec<i32>,
+    /// The egress listener: bound inside the tool's network namespace and passed to the parent.
+    #[serde(default)]
+    pub egress: Option<Egress>,
+    /// Lowest Landlock ABI accepted; a kernel below it is an error, never a downgrade.
+    #[serde(default = "default_landlock_abi")]
+    pub min_landlock_abi: u8,
+    /// Host name inside the UTS namespace.
+    #[serde(default = "default_hostname")]
+    pub hostname: String,
+}
+
+/// Where the egress listener goes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Egress {
+    /// A unix socket (inherited descriptor) on which the launcher sends the listening sockets
+    /// with `SCM_RIGHTS`: first the 127.0.0.1 one, then the ::1 one.
+    pub report_fd: i32,
+    /// Port bound on 127.0.0.1 and ::1 inside the namespace; the only TCP port the tool may
+    /// connect to.
+    #[serde(default = "default_egress_port")]
+    pub port: u16,
+}
+
+/// Resource limits of one tool process (and its threads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Address space, bytes (`RLIMIT_AS`).
+    pub memory_bytes: u64,
+    /// Threads of the tool's user inside its namespace (`RLIMIT_NPROC`).
+    pub threads: u64,
+    /// Open descriptors (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+    /// Largest file the tool may write (`RLIMIT_FSIZE`).
+    pub file_size_bytes: u64,
+    /// CPU seconds over the process's life (`RLIMIT_CPU`); the supervisor restarts a tool that
+    /// hits it.
+    pub cpu_seconds: u64,
+    /// Size of each private tmpfs (`/tmp` and the home directory).
+    pub tmp_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 2 << 30,
+            threads: 64,
+            open_files: 256,
+            file_size_bytes: 64 << 20,
+            cpu_seconds: 3600,
+            tmp_bytes: 64 << 20,
+        }
+    }
+}
+
+fn default_interpreter_args() -> Vec<String> {
+    vec!["-I".into(), "-B".into()]
+}
+fn default_system_dirs() -> Vec<PathBuf> {
+    ["/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"]
+        .iter()
+        .map(PathBuf::from)
+        .collect()
+}
+fn default_etc_files() -> Vec<PathBuf> {
+    [
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/localtime",
+        "/etc/nsswitch.conf",
+        "/etc/protocols",
+        "/etc/services",
+        "/etc/mime.types",
+        "/etc/ssl/certs",
+        "/etc/ssl/openssl.cnf",
+        "/etc/ca-certificates.conf",
+        "/etc/pki/tls/certs",
+        "/etc/alternatives",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect()
+}
+fn default_landlock_abi() -> u8 {
+    MIN_LANDLOCK_ABI
+}
+fn default_hostname() -> String {
+    "autotool".into()
+}
+fn default_egress_port() -> u16 {
+    DEFAULT_EGRESS_PORT
+}
+
+/// Why a policy cannot be planned.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PolicyError {
+    #[error("{what} must be an absolute path without `..`: {path:?}")]
+    NotAbsolute { what: &'static str, path: PathBuf },
+    #[error("tool_file must be a plain file name: {0:?}")]
+    ToolFile(String),
+    #[error("{what} {path:?} would hide a directory the sandbox reserves ({reserved})")]
+    Reserved {
+        what: &'static str,
+        path: PathBuf,
+        reserved: &'static str,
+    },
+    #[error("environment variable name {0:?} is empty or contains `=` or NUL")]
+    EnvName(String),
+    #[error("environment variable {0} holds a NUL byte")]
+    EnvValue(String),
+    #[error("limit {0} must be greater than zero")]
+    ZeroLimit(&'static str),
+    #[error("descriptor {0} cannot be kept: 0-2 are stdio, and the egress report socket is closed")]
+    KeepFd(i32),
+    #[error("min_landlock_abi {0} is below {MIN_LANDLOCK_ABI}, the lowest ABI the sandbox is built on")]
+    LandlockAbi(u8),
+    #[error("hostname {0:?} is not a valid host name")]
+    Hostname(String),
+    #[error("egress port must not be 0")]
+    EgressPort,
+    #[error("policy is not valid JSON for a launch policy: {0}")]
+    Json(String),
+}
+
+/// Filesystem rights a Landlock rule grants beneath a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum FsAccess {
+    /// Read files and directories.
+    Read,
+    /// Read and execute (system and runtime directories).
+    ReadExec,
+    /// Read, write, create, rename and remove, never execute (the private tmpfs).
+    ReadWrite,
+    /// Read and write an existing device file, with its ioctls (`/dev/null`, …).
+    Device,
+}
+
+/// One Landlock rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathRule {
+    pub path: PathBuf,
+    pub access: FsAccess,
+}
+
+/// One step of building the sandbox's filesystem. Targets are paths inside the new root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mount {
+    /// A host directory or file, bound recursively, read-only, nosuid and nodev; `exec` decides
+    /// noexec. Skipped when `optional` and the source does not exist.
+    Bind {
+        source: PathBuf,
+        target: PathBuf,
+        exec: bool,
+        optional: bool,
+    },
+    /// A private size-limited tmpfs, writable, nosuid, nodev and noexec.
+    Tmpfs {
+        target: PathBuf,
+        size_bytes: u64,
+        mode: u32,
+    },
+    /// A fresh procfs of the tool's PID namespace.
+    Proc { target: PathBuf },
+    /// A minimal `/dev`: a tmpfs holding the listed host device nodes bound in, plus the usual
+    /// `fd`, `stdin`, `stdout`, `stderr` links.
+    Dev { target: PathBuf, nodes: Vec<String> },
+    /// A small file the launcher writes (passwd, group, hosts), read-only once the root is sealed.
+    File { target: PathBuf, contents: String },
+    /// A symbolic link, recreated inside the root when the host has one at the same place (for
+    /// example `/bin -> usr/bin` on merged-/usr systems).
+    HostSymlink { path: PathBuf },
+}
+
+/// A resource limit to set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RlimitResource {
+    AddressSpace,
+    Threads,
+    OpenFiles,
+    FileSize,
+    Cpu,
+    Core,
+}
+
+/// A resource limit, soft and hard set alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rlimit {
+    pub resource: RlimitResource,
+    pub value: u64,
+}
+
+/// What the launcher performs, in order: the pure result of a [`LaunchPolicy`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub hostname: String,
+    /// Filesystem steps, in order, below a fresh tmpfs root that is made read-only afterwards.
+    pub mounts: Vec<Mount>,
+    /// Landlock rules; every filesystem right is handled, so anything not listed is denied.
+    pub landlock: Vec<PathRule>,
+    /// TCP ports the tool may connect to (only the egress listener).
+    pub connect_ports: Vec<u16>,
+    pub min_landlock_abi: u8,
+    pub rlimits: Vec<Rlimit>,
+    /// The environment, exactly.
+    pub env: Vec<(String, String)>,
+    pub keep_fds: Vec<i32>,
+    pub egress: Option<Egress>,
+    /// Path executed (inside the root) and the full argv, argv\[0\] included.
+    pub exec_path: PathBuf,
+    pub argv: Vec<String>,
+    pub working_dir: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+const RESERVED: [&str; 5] = ["/proc", "/dev", TMP_MOUNT, TOOL_MOUNT, "/home"];
+
+fn check_abs(what: &'static str, path: &Path) -> Result<(), PolicyError> {
+    let ok = path.is_absolute()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if ok {
+        Ok(())
+    } else {
+        Err(PolicyError::NotAbsolute {
+            what,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// Refuse a mount target that is, contains or lies inside a reserved directory, or is `/`.
+fn check_not_reserved(what: &'static str, path: &Path) -> Result<(), PolicyError> {
+    for reserved in RESERVED {
+        let r = Path::new(reserved);
+        if path.starts_with(r) || r.starts_with(path) {
+            return Err(PolicyError::Reserved {
+                what,
+                path: path.to_path_buf(),
+                reserved,
+            });
+        }
+    }
+    if path == Path::new("/etc") || Path::new("/etc").starts_with(path) {
+        return Err(PolicyError::Reserved {
+            what,
+            path: path.to_path_buf(),
+            reserved: "/etc",
+        });
+    }
+    Ok(())
+}
+
+impl LaunchPolicy {
+    /// A policy with every default for a tool at `tool_dir/tool_file`, run by `interpreter`
+    /// whose runtime lives under `runtime_dirs`.
+    pub fn new(
+        tool_dir: impl Into<PathBuf>,
+        tool_file: impl Into<String>,
+        interpreter: impl Into<PathBuf>,
+        runtime_dirs: Vec<PathBuf>,
+    ) -> Self {
+        LaunchPolicy {
+            tool_dir: tool_dir.into(),
+            tool_file: tool_file.into(),
+            interpreter: interpreter.into(),
+            interpreter_args: default_interpreter_args(),
+            runtime_dirs,
+            system_dirs: default_system_dirs(),
+            etc_files: default_etc_files(),
+            env: BTreeMap::new(),
+            limits: Limits::default(),
+            keep_fds: Vec::new(),
+            egress: None,
+            min_landlock_abi: MIN_LANDLOCK_ABI,
+            hostname: default_hostname(),
+        }
+    }
+
+    /// Parse a policy sent by the supervisor.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, PolicyError> {
+        serde_json::from_slice(bytes).map_err(|e| PolicyError::Json(e.to_string()))
+    }
+
+    /// Serialise for the launcher.
+    pub fn to_json(&self) -> Vec<u8> {
+        // A policy holds only strings, numbers and paths: serialising it cannot fail, but a
+        // path that is not UTF-8 would, so fall back to an empty document the launcher rejects.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Check the policy and turn it into the launcher's plan. Pure: no file is looked at.
+    pub fn plan(&self) -> Result<Plan, PolicyError> {
+        check_abs("tool_dir", &self.tool_dir)?;
+        check_abs("interpreter", &self.interpreter)?;
+        if self.tool_file.is_empty()
+            || self.tool_file.contains('/')
+            || self.tool_file.contains('\0')
+            || self.tool_file == "."
+            || self.tool_file == ".."
+        {
+            return Err(PolicyError::ToolFile(self.tool_file.clone()));
+        }
+        for dir in &self.runtime_dirs {
+            check_abs("runtime dir", dir)?;
+            check_not_reserved("runtime dir", dir)?;
+        }
+        for dir in &self.system_dirs {
+            check_abs("system dir", dir)?;
+            check_not_reserved("system dir", dir)?;
+        }
+        for file in &self.etc_files {
+            check_abs("etc file", file)?;
+            if !file.starts_with("/etc") || file == Path::new("/etc") {
+                return Err(PolicyError::Reserved {
+                    what: "etc file",
+                    path: file.clone(),
+                    reserved: "/etc (only entries below it may be listed)",
+                });
+            }
+            for synthesized in ["/etc/passwd", "/etc/group", "/etc/hosts"] {
+                if file.starts_with(synthesized) {
+                    return Err(PolicyError::Reserved {
+                        what: "etc file",
+                        path: file.clone(),
+                        reserved: synthesized,
+                    });
+                }
+            }
+        }
+        for (k, v) in &self.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(PolicyError::EnvName(k.clone()));
+            }
+            if v.contains('\0') {
+                return Err(PolicyError::EnvValue(k.clone()));
+            }
+        }
+        let l = &self.limits;
+        for (name, v) in [
+            ("memory_bytes", l.memory_bytes),
+            ("threads", l.threads),
+            ("open_files", l.open_files),
+            ("file_size_bytes", l.file_size_bytes),
+            ("cpu_seconds", l.cpu_seconds),
+            ("tmp_bytes", l.tmp_bytes),
+        ] {
+            if v == 0 {
+                return Err(PolicyError::ZeroLimit(name));
+            }
+        }
+        for &fd in &self.keep_fds {
+            if fd <= 2 || self.egress.as_ref().is_some_and(|e| e.report_fd == fd) {
+                return Err(PolicyError::KeepFd(fd));
+            }
+        }
+        if self.min_landlock_abi < MIN_LANDLOCK_ABI {
+            return Err(PolicyError::LandlockAbi(self.min_landlock_abi));
+        }
+        let host_ok = !self.hostname.is_empty()
+            && self.hostname.len() <= 64
+            && self
+                .hostname
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if !host_ok {
+            return Err(PolicyError::Hostname(self.hostname.clone()));
+        }
+        if let Some(e) = &self.egress
+            && e.port == 0
+        {
+            return Err(PolicyError::EgressPort);
+        }
+
+        let mut mounts = Vec::new();
+        let mut landlock = Vec::new();
+        for dir in &self.system_dirs {
+            mounts.push(Mount::HostSymlink { path: dir.clone() });
+            mounts.push(Mount::Bind {
+                source: dir.clone(),
+                target: dir.clone(),
+                exec: true,
+                optional: true,
+            });
+            landlock.push(PathRule {
+                path: dir.clone(),
+                access: FsAccess::ReadExec,
+            });
+        }
+        for dir in &self.runtime_dirs {
+            mounts.push(Mount::Bind {
+                source: dir.clone(),
+                target: dir.clone(),
+                exec: true,
+                optional: false,
+            });
+            landlock.push(PathRule {
+                path: dir.clone(),
+                access: FsAccess::ReadExec,
+            });
+        }
+        for file in &self.etc_files {
+            mounts.push(Mount::Bind {
+                source: file.clone(),
+                target: file.clone(),
+                exec: false,
+                optional: true,
+            });
+        }
+        mounts.push(Mount::File {
+            target: "/etc/passwd".into(),
+            contents: format!(
+                "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n\
+                 tool:x:{TOOL_ID}:{TOOL_ID}:autotool tool:{HOME_MOUNT}:/usr/sbin/nologin\n\
+                 nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            ),
+        });
+        mounts.push(Mount::File {
+            target: "/etc/group".into(),
+            contents: format!("root:x:0:\ntool:x:{TOOL_ID}:\nnogroup:x:65534:\n"),
+        });
+        mounts.push(Mount::File {
+            target: "/etc/hosts".into(),
+            contents: format!(
+                "127.0.0.1\tlocalhost {h}\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+                h = self.hostname
+            ),
+        });
+        landlock.push(PathRule {
+            path: "/etc".into(),
+            access: FsAccess::Read,
+        });
+        mounts.push(Mount::Bind {
+            source: self.tool_dir.clone(),
+            target: TOOL_MOUNT.into(),
+            exec: false,
+            optional: false,
+        });
+        landlock.push(PathRule {
+            path: TOOL_MOUNT.into(),
+            access: FsAccess::Read,
+        });
+        for target in [TMP_MOUNT, HOME_MOUNT] {
+            mounts.push(Mount::Tmpfs {
+                target: target.into(),
+                size_bytes: l.tmp_bytes,
+                mode: if target == TMP_MOUNT { 0o1777 } else { 0o700 },
+            });
+            landlock.push(PathRule {
+                path: target.into(),
+                access: FsAccess::ReadWrite,
+            });
+        }
+        mounts.push(Mount::Proc {
+            target: "/proc".into(),
+        });
+        landlock.push(PathRule {
+            path: "/proc".into(),
+            access: FsAccess::Read,
+        });
+        mounts.push(Mount::Dev {
+            target: "/dev".into(),
+            nodes: DEV_NODES.iter().map(|s| s.to_string()).collect(),
+        });
+        landlock.push(PathRule {
+            path: "/dev".into(),
+            access: FsAccess::Read,
+        });
+        for node in DEV_NODES {
+            landlock.push(PathRule {
+                path: Path::new("/dev").join(node),
+                access: FsAccess::Device,
+            });
+        }
+
+        let rlimits = vec![
+            Rlimit {
+                resource: RlimitResource::AddressSpace,
+                value: l.memory_bytes,
+            },
+            Rlimit {
+                resource: RlimitResource::Threads,
+                value: l.threads,
+            },
+            Rlimit {
+                resource: RlimitResource::OpenFiles,
+                value: l.open_files,
+            },
+            Rlimit {
+                resource: RlimitResource::FileSize,
+                value: l.file_size_bytes,
+            },
+            Rlimit {
+                resource: RlimitResource::Cpu,
+                value: l.cpu_seconds,
+            },
+            Rlimit {
+                resource: RlimitResource::Core,
+                value: 0,
+            },
+        ];
+
+        let tool_path = Path::new(TOOL_MOUNT).join(&self.tool_file);
+        let mut argv = vec![self.interpreter.to_string_lossy().into_owned()];
+        argv.extend(self.interpreter_args.iter().cloned());
+        argv.push(tool_path.to_string_lossy().into_owned());
+
+        let mut keep_fds = self.keep_fds.clone();
+        keep_fds.sort_unstable();
+        keep_fds.dedup();
+
+        Ok(Plan {
+            hostname: self.hostname.clone(),
+            mounts,
+            landlock,
+            connect_ports: self.egress.iter().map(|e| e.port).collect(),
+            min_landlock_abi: self.min_landlock_abi,
+            rlimits,
+            env: self
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            keep_fds,
+            egress: self.egress.clone(),
+            exec_path: self.interpreter.clone(),
+            argv,
+            working_dir: TOOL_MOUNT.into(),
+            uid: TOOL_ID,
+            gid: TOOL_ID,
+        })
+    }
+}
+
+/// The environment of a tool process: exactly the approved keys, the OS basics, `*_API_BASE`
+/// overrides and the proxy variables pointing at the in-namespace listener (`NO_PROXY` empty).
+/// `keys` are the declared and approved credentials; `api_bases` the `*_API_BASE` variables the
+/// supervisor passes through.
+pub fn tool_environment(
+    keys: &BTreeMap<String, String>,
+    api_bases: &BTreeMap<String, String>,
+    egress_port: Option<u16>,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for (k, v) in [
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("HOME", HOME_MOUNT),
+        ("TMPDIR", TMP_MOUNT),
+        ("LANG", "C.UTF-8"),
+        ("LC_ALL", "C.UTF-8"),
+        ("PYTHONUTF8", "1"),
+        ("PYTHONDONTWRITEBYTECODE", "1"),
+        ("SSL_CERT_DIR", "/etc/ssl/certs"),
+        ("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"),
+        ("USER", "tool"),
+        ("LOGNAME", "tool"),
+    ] {
+        env.insert(k.to_string(), v.to_string());
+    }
+    for (k, v) in api_bases {
+        if k.ends_with("_API_BASE") {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(port) = egress_port {
+        let url = format!("http://127.0.0.1:{port}");
+        for k in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            env.insert(k.to_string(), url.clone());
+        }
+        env.insert("NO_PROXY".into(), String::new());
+        env.insert("no_proxy".into(), String::new());
+    }
+    // Keys last: a key can never be shadowed by a basic of the same name, and never shadows one
+    // either (the supervisor refuses such key names before they reach here).
+    for (k, v) in keys {
+        env.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests;

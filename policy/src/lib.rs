@@ -1,0 +1,13 @@
+//! Pure data and decisions shared by the supervisor and the launcher.
+//!
+//! This crate is responsible for *what* a confined tool process may see and do, never for doing it:
+//! it performs no system calls. [`launch`] holds the launch policy the supervisor hands to
+//! `autotool-launcher` and the pure function that turns it into a [`launch::Plan`] (mounts,
+//! Landlock rules, limits, environment, argv) which the launcher then carries out step by step.
+
+pub mod launch;
+
+pub use launch::{
+    Egress, FsAccess, LaunchPolicy, Limits, Mount, PathRule, Plan, PolicyError, Rlimit,
+    RlimitResource,
+};

@@ -1,0 +1,1 @@
+//! autotool supervisor library.

@@ -1,0 +1,2 @@
+//! End-to-end tests, compiled into one binary.
+mod suite;
