@@ -120,10 +120,12 @@ fn default_interpreter_args() -> Vec<String> {
     vec!["-I".into(), "-B".into()]
 }
 fn default_system_dirs() -> Vec<PathBuf> {
-    ["/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"]
-        .iter()
-        .map(PathBuf::from)
-        .collect()
+    [
+        "/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect()
 }
 fn default_etc_files() -> Vec<PathBuf> {
     [
@@ -175,7 +177,9 @@ pub enum PolicyError {
     ZeroLimit(&'static str),
     #[error("descriptor {0} cannot be kept: 0-2 are stdio, and the egress report socket is closed")]
     KeepFd(i32),
-    #[error("min_landlock_abi {0} is below {MIN_LANDLOCK_ABI}, the lowest ABI the sandbox is built on")]
+    #[error(
+        "min_landlock_abi {0} is below {MIN_LANDLOCK_ABI}, the lowest ABI the sandbox is built on"
+    )]
     LandlockAbi(u8),
     #[error("hostname {0:?} is not a valid host name")]
     Hostname(String),

@@ -1,0 +1,301 @@
+//! The tool's filesystem: a fresh tmpfs root assembled from the plan's mount steps, sealed
+//! read-only, then entered with `pivot_root`.
+//!
+//! Every host object to be bound is opened (`O_PATH`) before any namespace exists, with the
+//! invoking user's full view of the host; the binds then go through those descriptors. This is
+//! what lets a launcher started by root run the tool as `nobody` and still mount a runtime that
+//! lives under `/root`.
+
+use crate::error::LaunchError;
+use crate::sys::{Attrs, Fs, MountSys, Source};
+use autotool_policy::{Mount, Plan};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Where the new root is assembled before `pivot_root` (only in the tool's mount namespace).
+pub const STAGE: &str = "/tmp";
+/// Size of the root tmpfs: it holds only mount points and a few small files.
+const ROOT_BYTES: u64 = 1 << 20;
+/// Size of the `/dev` tmpfs.
+const DEV_BYTES: u64 = 64 << 10;
+
+/// What a host path turned out to be.
+#[derive(Debug)]
+enum Host {
+    Dir(OwnedFd),
+    File(OwnedFd),
+}
+
+/// Host objects the plan binds, opened up front.
+#[derive(Debug, Default)]
+pub struct HostSources {
+    opened: BTreeMap<PathBuf, Host>,
+    symlinks: BTreeMap<PathBuf, PathBuf>,
+}
+
+fn open_path(path: &Path) -> io::Result<Option<Host>> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("path holds a NUL"))?;
+    // SAFETY: c is a valid C string; O_PATH opens no file contents.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        return if err.raw_os_error() == Some(libc::ENOENT) {
+            Ok(None)
+        } else {
+            Err(err)
+        };
+    }
+    // SAFETY: fd is fresh and ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let meta = std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    Ok(Some(if meta.is_dir() {
+        Host::Dir(fd)
+    } else {
+        Host::File(fd)
+    }))
+}
+
+impl HostSources {
+    /// Open every bind source and read every host symlink the plan mentions.
+    pub fn open(plan: &Plan) -> Result<Self, LaunchError> {
+        let mut me = HostSources::default();
+        let fail = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| LaunchError::OpenSource { path, source }
+        };
+        for m in &plan.mounts {
+            match m {
+                Mount::Bind { source, .. } => {
+                    if let Some(h) = open_path(source).map_err(fail(source))? {
+                        me.opened.insert(source.clone(), h);
+                    }
+                }
+                Mount::HostSymlink { path } => {
+                    if let Ok(meta) = std::fs::symlink_metadata(path)
+                        && meta.file_type().is_symlink()
+                    {
+                        let target = std::fs::read_link(path).map_err(fail(path))?;
+                        me.symlinks.insert(path.clone(), target);
+                    }
+                }
+                Mount::Dev { target: _, nodes } => {
+                    for node in nodes {
+                        let p = Path::new("/dev").join(node);
+                        match open_path(&p).map_err(fail(&p))? {
+                            Some(h) => {
+                                me.opened.insert(p, h);
+                            }
+                            None => {
+                                return Err(LaunchError::OpenSource {
+                                    path: p,
+                                    source: io::Error::from_raw_os_error(libc::ENOENT),
+                                });
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(me)
+    }
+
+    /// For tests: pretend `dirs` are directories, `files` files and `links` symlinks.
+    pub fn fake(dirs: &[&str], files: &[&str], links: &[(&str, &str)]) -> Self {
+        let mut me = HostSources::default();
+        for (paths, dir) in [(dirs, true), (files, false)] {
+            for p in paths {
+                // Any open descriptor will do: the recorder never uses it.
+                if let Ok(f) = std::fs::File::open("/") {
+                    let fd = OwnedFd::from(f);
+                    me.opened.insert(
+                        PathBuf::from(p),
+                        if dir { Host::Dir(fd) } else { Host::File(fd) },
+                    );
+                }
+            }
+        }
+        for (l, t) in links {
+            me.symlinks.insert(PathBuf::from(l), PathBuf::from(t));
+        }
+        me
+    }
+
+    fn get(&self, path: &Path) -> Option<(&Host, Source<'_>)> {
+        self.opened.get_key_value(path).map(|(p, h)| {
+            let fd = match h {
+                Host::Dir(fd) | Host::File(fd) => fd.as_raw_fd(),
+            };
+            (h, Source { path: p, fd })
+        })
+    }
+}
+
+fn inside(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Build the root below [`STAGE`] and pivot into it.
+pub fn build_root(
+    plan: &Plan,
+    sources: &HostSources,
+    sys: &mut dyn MountSys,
+) -> Result<(), LaunchError> {
+    let root = Path::new(STAGE);
+    let step = |step: &'static str, target: &Path| {
+        let target = target.to_path_buf();
+        move |source| LaunchError::Mount {
+            step,
+            target,
+            source,
+        }
+    };
+    let sealed = Attrs {
+        read_only: false,
+        noexec: true,
+        nosuid: true,
+        nodev: true,
+    };
+    sys.make_private().map_err(LaunchError::MountPrivate)?;
+    sys.mount(
+        &Fs::Tmpfs {
+            size_bytes: ROOT_BYTES,
+            mode: 0o755,
+        },
+        root,
+        sealed,
+    )
+    .map_err(step("root tmpfs", root))?;
+
+    let mut linked = BTreeSet::new();
+    for m in &plan.mounts {
+        match m {
+            Mount::HostSymlink { path } => {
+                if let Some(target) = sources.symlinks.get(path) {
+                    let link = inside(root, path);
+                    sys.symlink(target, &link).map_err(step("symlink", path))?;
+                    linked.insert(path.clone());
+                }
+            }
+            Mount::Bind {
+                source,
+                target,
+                exec,
+                optional,
+            } => {
+                if linked.contains(target) {
+                    continue;
+                }
+                let Some((host, src)) = sources.get(source) else {
+                    if *optional {
+                        continue;
+                    }
+                    return Err(LaunchError::OpenSource {
+                        path: source.clone(),
+                        source: io::Error::from_raw_os_error(libc::ENOENT),
+                    });
+                };
+                let t = inside(root, target);
+                match host {
+                    Host::Dir(_) => sys.mkdir_all(&t),
+                    Host::File(_) => sys.create_file(&t, b""),
+                }
+                .map_err(step("mount point", target))?;
+                sys.bind(&src, &t).map_err(step("bind", target))?;
+                let attrs = Attrs {
+                    read_only: true,
+                    noexec: !exec,
+                    nosuid: true,
+                    nodev: true,
+                };
+                sys.set_attrs(&t, attrs, true)
+                    .map_err(step("read-only (recursive)", target))?;
+            }
+            Mount::Tmpfs {
+                target,
+                size_bytes,
+                mode,
+            } => {
+                let t = inside(root, target);
+                sys.mkdir_all(&t).map_err(step("mount point", target))?;
+                let fs = Fs::Tmpfs {
+                    size_bytes: *size_bytes,
+                    mode: *mode,
+                };
+                sys.mount(&fs, &t, sealed).map_err(step("tmpfs", target))?;
+            }
+            Mount::Proc { target } => {
+                let t = inside(root, target);
+                sys.mkdir_all(&t).map_err(step("mount point", target))?;
+                sys.mount(&Fs::Proc, &t, sealed)
+                    .map_err(step("proc", target))?;
+            }
+            Mount::Dev { target, nodes } => {
+                let t = inside(root, target);
+                sys.mkdir_all(&t).map_err(step("mount point", target))?;
+                let fs = Fs::Tmpfs {
+                    size_bytes: DEV_BYTES,
+                    mode: 0o755,
+                };
+                sys.mount(&fs, &t, sealed)
+                    .map_err(step("dev tmpfs", target))?;
+                for node in nodes {
+                    let host = Path::new("/dev").join(node);
+                    let Some((_, src)) = sources.get(&host) else {
+                        return Err(LaunchError::OpenSource {
+                            path: host,
+                            source: io::Error::from_raw_os_error(libc::ENOENT),
+                        });
+                    };
+                    let n = t.join(node);
+                    sys.create_file(&n, b"")
+                        .map_err(step("device node", &host))?;
+                    sys.bind(&src, &n).map_err(step("device bind", &host))?;
+                    let attrs = Attrs {
+                        read_only: false,
+                        noexec: true,
+                        nosuid: true,
+                        nodev: false,
+                    };
+                    sys.set_attrs(&n, attrs, false)
+                        .map_err(step("device flags", &host))?;
+                }
+                for (name, to) in [
+                    ("fd", "/proc/self/fd"),
+                    ("stdin", "/proc/self/fd/0"),
+                    ("stdout", "/proc/self/fd/1"),
+                    ("stderr", "/proc/self/fd/2"),
+                ] {
+                    sys.symlink(Path::new(to), &t.join(name))
+                        .map_err(step("dev symlink", target))?;
+                }
+                let ro = Attrs {
+                    read_only: true,
+                    ..sealed
+                };
+                sys.set_attrs(&t, ro, false)
+                    .map_err(step("dev read-only", target))?;
+            }
+            Mount::File { target, contents } => {
+                let t = inside(root, target);
+                sys.create_file(&t, contents.as_bytes())
+                    .map_err(step("file", target))?;
+            }
+        }
+    }
+    let ro = Attrs {
+        read_only: true,
+        ..sealed
+    };
+    sys.set_attrs(root, ro, false)
+        .map_err(step("root read-only", root))?;
+    sys.pivot_root(root).map_err(LaunchError::PivotRoot)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1 @@
+//! Unit tests of the mount stage, through the recording MountSys.
