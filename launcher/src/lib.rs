@@ -29,6 +29,7 @@ pub mod mounts;
 pub mod namespaces;
 pub mod net;
 pub mod privileges;
+pub mod probe;
 pub mod process;
 pub mod seccomp;
 pub mod sys;
@@ -57,6 +58,7 @@ pub fn cli(args: &[String]) -> Result<u8, LaunchError> {
                         .map_err(|_| LaunchError::Usage(format!("bad descriptor {v:?}")))?,
                 );
             }
+            "--probe" => return Ok(probe::run()),
             "--version" => {
                 eprintln!("autotool-launcher {}", env!("CARGO_PKG_VERSION"));
                 return Ok(0);

@@ -1,0 +1,354 @@
+//! `autotool doctor`: what this machine offers the sandbox, whether a tool can be launched right
+//! now, and the fix for each missing piece.
+
+use crate::launcher::{self, Probe};
+use crate::runtime;
+use autotool_policy::LaunchPolicy;
+use serde::Serialize;
+use std::io::Read;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How one check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn new(name: &'static str, status: Status, detail: impl Into<String>) -> Self {
+        Check {
+            name,
+            status,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+    fn fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// The worst status of any check.
+    pub fn worst(&self) -> Status {
+        self.checks
+            .iter()
+            .map(|c| c.status)
+            .max()
+            .unwrap_or(Status::Ok)
+    }
+
+    /// Human-readable form.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for c in &self.checks {
+            let mark = match c.status {
+                Status::Ok => "ok  ",
+                Status::Warn => "warn",
+                Status::Fail => "FAIL",
+            };
+            out.push_str(&format!("[{mark}] {}: {}\n", c.name, c.detail));
+            if let Some(fix) = &c.fix {
+                out.push_str(&format!("       fix: {fix}\n"));
+            }
+        }
+        out.push_str(match self.worst() {
+            Status::Fail => {
+                "\nautotool cannot confine tools on this machine until the FAIL lines are fixed.\n"
+            }
+            Status::Warn => "\nTools can be confined; the warnings above are worth a look.\n",
+            Status::Ok => "\nTools can be confined on this machine.\n",
+        });
+        out
+    }
+}
+
+fn read_sysctl(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// The fix for missing unprivileged user namespaces, specific to what switched them off.
+fn userns_fix() -> String {
+    let mut fixes = Vec::new();
+    if read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1")
+    {
+        fixes.push("sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0".to_string());
+    }
+    if read_sysctl("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        fixes.push("sudo sysctl -w kernel.unprivileged_userns_clone=1".to_string());
+    }
+    if read_sysctl("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        fixes.push("sudo sysctl -w user.max_user_namespaces=15000".to_string());
+    }
+    let mut s = String::from(
+        "run `autotool setup --launcher` (installs the launcher with file capabilities)",
+    );
+    if !fixes.is_empty() {
+        s.push_str(&format!(
+            ", or enable user namespaces: {}",
+            fixes.join(" && ")
+        ));
+    }
+    s
+}
+
+fn kernel_checks(p: &Probe, launcher: &Path, out: &mut Vec<Check>) {
+    let need = p.required_landlock_abi;
+    out.push(match p.landlock_abi {
+        Some(abi) if abi >= i32::from(need) => {
+            Check::new("landlock", Status::Ok, format!("ABI {abi} (needs {need})"))
+        }
+        Some(abi) => Check::new(
+            "landlock",
+            Status::Fail,
+            format!("ABI {abi}, the sandbox needs ABI {need} (Linux 6.12+)"),
+        )
+        .fix("upgrade the kernel to Linux 6.12 or newer"),
+        None => Check::new(
+            "landlock",
+            Status::Fail,
+            format!(
+                "not available ({})",
+                p.landlock_error.as_deref().unwrap_or("unknown")
+            ),
+        )
+        .fix("boot with `landlock` in the `lsm=` kernel parameter (CONFIG_SECURITY_LANDLOCK=y)"),
+    });
+    out.push(if p.seccomp_filter {
+        Check::new("seccomp", Status::Ok, "filters available")
+    } else {
+        Check::new("seccomp", Status::Fail, "seccomp filters unavailable")
+            .fix("use a kernel built with CONFIG_SECCOMP_FILTER=y")
+    });
+    out.push(if p.mdwe {
+        Check::new(
+            "mdwe",
+            Status::Ok,
+            "PR_SET_MDWE available (no executable-memory gain)",
+        )
+    } else {
+        Check::new("mdwe", Status::Fail, "PR_SET_MDWE unavailable").fix("use Linux 6.3 or newer")
+    });
+    let userns = &p.user_namespace;
+    out.push(if userns.ok {
+        Check::new(
+            "user namespaces",
+            Status::Ok,
+            "unprivileged user namespaces work",
+        )
+    } else if p.file_capabilities {
+        Check::new(
+            "user namespaces",
+            Status::Ok,
+            format!(
+                "unavailable ({}); {} holds file capabilities and builds the sandbox with them",
+                userns.error.as_deref().unwrap_or("refused"),
+                launcher.display()
+            ),
+        )
+    } else {
+        Check::new(
+            "user namespaces",
+            Status::Fail,
+            format!(
+                "unavailable ({}) and the launcher holds no file capabilities",
+                userns.error.as_deref().unwrap_or("refused")
+            ),
+        )
+        .fix(userns_fix())
+    });
+    let failed: Vec<String> = p
+        .namespaces
+        .iter()
+        .filter(|(_, o)| !o.ok)
+        .map(|(n, o)| format!("{n} ({})", o.error.as_deref().unwrap_or("refused")))
+        .collect();
+    let names: Vec<&str> = p.namespaces.keys().map(String::as_str).collect();
+    out.push(if failed.is_empty() {
+        Check::new("namespaces", Status::Ok, names.join(", "))
+    } else {
+        Check::new(
+            "namespaces",
+            Status::Fail,
+            format!("cannot create: {}", failed.join(", ")),
+        )
+        .fix(userns_fix())
+    });
+    out.push(if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        Check::new("cgroups", Status::Ok, "cgroup v2; each tool gets its own cgroup namespace")
+    } else {
+        Check::new(
+            "cgroups",
+            Status::Warn,
+            "no cgroup v2 hierarchy at /sys/fs/cgroup; limits rely on resource limits (rlimits) alone",
+        )
+    });
+}
+
+/// Launch a trivial tool through the launcher and check it answered.
+fn trial_launch(launcher: &Path, python: &runtime::Python) -> Check {
+    let run = || -> Result<Duration, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("autotool-doctor-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        std::fs::write(dir.path().join("tool.py"), "print('autotool-doctor-ok')\n")
+            .map_err(|e| e.to_string())?;
+        let mut perms = std::fs::metadata(dir.path())
+            .map_err(|e| e.to_string())?
+            .permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(dir.path(), perms).map_err(|e| e.to_string())?;
+        let mut policy = LaunchPolicy::new(
+            dir.path(),
+            "tool.py",
+            &python.interpreter,
+            python.runtime_dirs.clone(),
+        );
+        policy.env = autotool_policy::launch::tool_environment(
+            &Default::default(),
+            &Default::default(),
+            None,
+        );
+        let start = Instant::now();
+        let mut child =
+            launcher::spawn(launcher, &policy, Vec::new()).map_err(|e| e.to_string())?;
+        drop(child.stdin.take());
+        let deadline = start + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("the trial tool did not finish within 20 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let elapsed = start.elapsed();
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        if let Some(mut s) = child.stdout.take() {
+            let _ = s.read_to_string(&mut stdout);
+        }
+        if let Some(mut s) = child.stderr.take() {
+            let _ = s.read_to_string(&mut stderr);
+        }
+        if status.success() && stdout.trim() == "autotool-doctor-ok" {
+            Ok(elapsed)
+        } else {
+            Err(format!("{status}; {}", stderr.trim()))
+        }
+    };
+    match run() {
+        Ok(t) => Check::new(
+            "trial launch",
+            Status::Ok,
+            format!("a confined tool ran and answered in {} ms", t.as_millis()),
+        ),
+        Err(e) => Check::new("trial launch", Status::Fail, format!("failed: {e}"))
+            .fix("fix the FAIL lines above; `autotool-launcher` printed the reason"),
+    }
+}
+
+/// Run every check.
+pub fn run() -> Report {
+    let mut checks = Vec::new();
+    let launcher = match launcher::locate() {
+        Ok(p) => p,
+        Err(e) => {
+            checks.push(
+                Check::new("launcher", Status::Fail, e.to_string())
+                    .fix("cargo build --release -p autotool-launcher"),
+            );
+            return Report { checks };
+        }
+    };
+    let probe = match launcher::probe(&launcher) {
+        Ok(p) => p,
+        Err(e) => {
+            checks.push(Check::new("launcher", Status::Fail, e.to_string()));
+            return Report { checks };
+        }
+    };
+    let mut launcher_check = Check::new(
+        "launcher",
+        Status::Ok,
+        format!(
+            "{} (version {}{})",
+            launcher.display(),
+            probe.launcher_version,
+            if probe.file_capabilities {
+                ", file capabilities"
+            } else {
+                ""
+            }
+        ),
+    );
+    if probe.launcher_version != env!("CARGO_PKG_VERSION") {
+        launcher_check.status = Status::Warn;
+        launcher_check.detail.push_str(&format!(
+            "; autotool is version {}",
+            env!("CARGO_PKG_VERSION")
+        ));
+        launcher_check = launcher_check.fix("reinstall it: autotool setup --launcher");
+    }
+    checks.push(launcher_check);
+    kernel_checks(&probe, &launcher, &mut checks);
+    match runtime::resolve(None) {
+        Ok(python) => {
+            checks.push(Check::new(
+                "python",
+                Status::Ok,
+                format!(
+                    "{} (Python {}{})",
+                    python.interpreter.display(),
+                    python.version,
+                    if python.runtime_dirs.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            ", mounted: {}",
+                            python
+                                .runtime_dirs
+                                .iter()
+                                .map(|d| d.display().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                ),
+            ));
+            checks.push(trial_launch(&launcher, &python));
+        }
+        Err(e) => checks.push(
+            Check::new("python", Status::Fail, e.to_string())
+                .fix("sudo apt-get install python3 python3-venv (3.10 or newer)"),
+        ),
+    }
+    Report { checks }
+}
