@@ -22,11 +22,18 @@ const ROOT_BYTES: u64 = 1 << 20;
 /// Size of the `/dev` tmpfs.
 const DEV_BYTES: u64 = 64 << 10;
 
+/// Largest host file that is copied into the root rather than bind-mounted.
+const COPY_LIMIT: u64 = 1 << 20;
+
 /// What a host path turned out to be.
 #[derive(Debug)]
 enum Host {
     Dir(OwnedFd),
     File(OwnedFd),
+    /// A small regular file to be bound without exec: its contents, copied into the root
+    /// instead. Once the root is sealed the view is the same read-only file, for one write
+    /// instead of a mount and a `mount_setattr`.
+    Contents(Vec<u8>),
 }
 
 /// Host objects the plan binds, opened up front.
@@ -59,6 +66,23 @@ fn open_path(path: &Path) -> io::Result<Option<Host>> {
     }))
 }
 
+/// The contents of a small regular file, read through its `O_PATH` descriptor.
+fn small_contents(fd: &OwnedFd) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > COPY_LIMIT {
+        return None;
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(&path)
+        .ok()?
+        .take(COPY_LIMIT + 1)
+        .read_to_end(&mut buf)
+        .ok()?;
+    (buf.len() as u64 <= COPY_LIMIT).then_some(buf)
+}
+
 impl HostSources {
     /// Open every bind source and read every host symlink the plan mentions.
     pub fn open(plan: &Plan) -> Result<Self, LaunchError> {
@@ -69,8 +93,13 @@ impl HostSources {
         };
         for m in &plan.mounts {
             match m {
-                Mount::Bind { source, .. } => {
-                    if let Some(h) = open_path(source).map_err(fail(source))? {
+                Mount::Bind { source, exec, .. } => {
+                    if let Some(mut h) = open_path(source).map_err(fail(source))? {
+                        if let (Host::File(fd), false) = (&h, exec)
+                            && let Some(bytes) = small_contents(fd)
+                        {
+                            h = Host::Contents(bytes);
+                        }
                         me.opened.insert(source.clone(), h);
                     }
                 }
@@ -129,9 +158,21 @@ impl HostSources {
         self.opened.get_key_value(path).map(|(p, h)| {
             let fd = match h {
                 Host::Dir(fd) | Host::File(fd) => fd.as_raw_fd(),
+                Host::Contents(_) => -1,
             };
             (h, Source { path: p, fd })
         })
+    }
+
+    /// Bytes copied into the root.
+    fn copied_bytes(&self) -> u64 {
+        self.opened
+            .values()
+            .map(|h| match h {
+                Host::Contents(b) => b.len() as u64,
+                _ => 0,
+            })
+            .sum()
     }
 }
 
@@ -163,7 +204,7 @@ pub fn build_root(
     sys.make_private().map_err(LaunchError::MountPrivate)?;
     sys.mount(
         &Fs::Tmpfs {
-            size_bytes: ROOT_BYTES,
+            size_bytes: ROOT_BYTES + sources.copied_bytes(),
             mode: 0o755,
         },
         root,
@@ -203,6 +244,10 @@ pub fn build_root(
                 match host {
                     Host::Dir(_) => sys.mkdir_all(&t),
                     Host::File(_) => sys.create_file(&t, b""),
+                    Host::Contents(bytes) => {
+                        sys.create_file(&t, bytes).map_err(step("copy", target))?;
+                        continue;
+                    }
                 }
                 .map_err(step("mount point", target))?;
                 sys.bind(&src, &t).map_err(step("bind", target))?;

@@ -213,7 +213,9 @@ pub struct PathRule {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mount {
     /// A host directory or file, bound recursively, read-only, nosuid and nodev; `exec` decides
-    /// noexec. Skipped when `optional` and the source does not exist.
+    /// noexec. Skipped when `optional` and the source does not exist. The launcher may copy a
+    /// small regular file without exec into the root instead of binding it: once the root is
+    /// sealed the tool sees the same read-only file.
     Bind {
         source: PathBuf,
         target: PathBuf,
