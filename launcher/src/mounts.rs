@@ -154,6 +154,13 @@ impl HostSources {
         me
     }
 
+    /// For tests: pretend `path` is a small regular file with `bytes`, to be copied.
+    pub fn with_contents(mut self, path: &str, bytes: &[u8]) -> Self {
+        self.opened
+            .insert(PathBuf::from(path), Host::Contents(bytes.to_vec()));
+        self
+    }
+
     fn get(&self, path: &Path) -> Option<(&Host, Source<'_>)> {
         self.opened.get_key_value(path).map(|(p, h)| {
             let fd = match h {

@@ -267,18 +267,18 @@ pub fn rules(cookie: &Cookie) -> Result<BTreeMap<i64, Vec<SeccompRule>>, LaunchE
         map.insert(nr, Vec::new());
     }
     let prot_exec = libc::PROT_EXEC as u64;
-    // mmap: never executable *and* anonymous; executable file mappings (shared libraries) come
-    // only from exec-allowed mounts, which are read-only.
+    let prot_write = libc::PROT_WRITE as u64;
+    // mmap: anything not executable; or an executable mapping of a file (shared libraries, from
+    // exec-allowed mounts only) that is not also writable. Never executable anonymous memory,
+    // never writable and executable at once (PR_SET_MDWE refuses that too).
     map.insert(
         libc::SYS_mmap,
         vec![
             rule(vec![cond(2, Len::Dword, Op::MaskedEq(prot_exec), 0)?])?,
-            rule(vec![cond(
-                3,
-                Len::Dword,
-                Op::MaskedEq(libc::MAP_ANONYMOUS as u64),
-                0,
-            )?])?,
+            rule(vec![
+                cond(2, Len::Dword, Op::MaskedEq(prot_write), 0)?,
+                cond(3, Len::Dword, Op::MaskedEq(libc::MAP_ANONYMOUS as u64), 0)?,
+            ])?,
         ],
     );
     map.insert(
@@ -428,3 +428,6 @@ pub fn install(prog: &BpfProgram) -> Result<(), LaunchError> {
     seccompiler::apply_filter(prog)
         .map_err(|e| LaunchError::SeccompInstall(std::io::Error::other(e.to_string())))
 }
+
+#[cfg(test)]
+mod tests;

@@ -177,6 +177,10 @@ pub enum PolicyError {
     ZeroLimit(&'static str),
     #[error("descriptor {0} cannot be kept: 0-2 are stdio, and the egress report socket is closed")]
     KeepFd(i32),
+    #[error("egress report descriptor {0} must be above 2 (0-2 are the tool's stdio)")]
+    ReportFd(i32),
+    #[error("interpreter argument {0:?} holds a NUL byte")]
+    InterpreterArg(String),
     #[error(
         "min_landlock_abi {0} is below {MIN_LANDLOCK_ABI}, the lowest ABI the sandbox is built on"
     )]
@@ -311,7 +315,7 @@ fn check_not_reserved(what: &'static str, path: &Path) -> Result<(), PolicyError
             });
         }
     }
-    if path == Path::new("/etc") || Path::new("/etc").starts_with(path) {
+    if path.starts_with("/etc") || Path::new("/etc").starts_with(path) {
         return Err(PolicyError::Reserved {
             what,
             path: path.to_path_buf(),
@@ -370,6 +374,9 @@ impl LaunchPolicy {
             || self.tool_file == ".."
         {
             return Err(PolicyError::ToolFile(self.tool_file.clone()));
+        }
+        if let Some(arg) = self.interpreter_args.iter().find(|a| a.contains('\0')) {
+            return Err(PolicyError::InterpreterArg(arg.clone()));
         }
         for dir in &self.runtime_dirs {
             check_abs("runtime dir", dir)?;
@@ -436,10 +443,13 @@ impl LaunchPolicy {
         if !host_ok {
             return Err(PolicyError::Hostname(self.hostname.clone()));
         }
-        if let Some(e) = &self.egress
-            && e.port == 0
-        {
-            return Err(PolicyError::EgressPort);
+        if let Some(e) = &self.egress {
+            if e.port == 0 {
+                return Err(PolicyError::EgressPort);
+            }
+            if e.report_fd <= 2 {
+                return Err(PolicyError::ReportFd(e.report_fd));
+            }
         }
 
         let mut mounts = Vec::new();

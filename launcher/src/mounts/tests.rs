@@ -1,1 +1,701 @@
 //! Unit tests of the mount stage, through the recording MountSys.
+//!
+//! Plans come from real policies ([`LaunchPolicy::plan`]); the host is faked with
+//! [`HostSources::fake`], and [`Recorder`] writes down every call [`build_root`] makes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use crate::sys::{Op, Recorder};
+use autotool_policy::{LaunchPolicy, Limits};
+
+/// The root tmpfs, `/tmp`, `/home/tool`, `/proc` and `/dev` before sealing.
+const SEALED: Attrs = Attrs {
+    read_only: false,
+    noexec: true,
+    nosuid: true,
+    nodev: true,
+};
+/// The root and `/dev` once sealed.
+const SEALED_RO: Attrs = Attrs {
+    read_only: true,
+    noexec: true,
+    nosuid: true,
+    nodev: true,
+};
+/// System and runtime binds.
+const RO_EXEC: Attrs = Attrs {
+    read_only: true,
+    noexec: false,
+    nosuid: true,
+    nodev: true,
+};
+/// The tool directory and `/etc` entries.
+const RO_NOEXEC: Attrs = Attrs {
+    read_only: true,
+    noexec: true,
+    nosuid: true,
+    nodev: true,
+};
+/// Device nodes: writable, and device access kept.
+const DEVICE: Attrs = Attrs {
+    read_only: false,
+    noexec: true,
+    nosuid: true,
+    nodev: false,
+};
+
+const PASSWD: &str = "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n\
+                      tool:x:1000:1000:autotool tool:/home/tool:/usr/sbin/nologin\n\
+                      nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+const GROUP: &str = "root:x:0:\ntool:x:1000:\nnogroup:x:65534:\n";
+
+const DEV_FILES: [&str; 4] = ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"];
+
+fn policy() -> LaunchPolicy {
+    let mut policy = LaunchPolicy::new(
+        "/srv/tools/weather",
+        "weather.py",
+        "/opt/python/bin/python3",
+        vec![PathBuf::from("/opt/python")],
+    );
+    policy.limits = Limits {
+        tmp_bytes: 12 << 20,
+        ..Limits::default()
+    };
+    policy.hostname = "weather".into();
+    policy
+}
+
+fn run(policy: &LaunchPolicy, sources: &HostSources) -> (Result<(), LaunchError>, Vec<Op>) {
+    let plan = policy.plan().unwrap();
+    let mut rec = Recorder::default();
+    let result = build_root(&plan, sources, &mut rec);
+    (result, rec.ops)
+}
+
+fn ok_ops(policy: &LaunchPolicy, sources: &HostSources) -> Vec<Op> {
+    let (result, ops) = run(policy, sources);
+    result.unwrap();
+    ops
+}
+
+/// A host with every required source and the device nodes, nothing else.
+fn bare_host() -> HostSources {
+    let mut files = DEV_FILES.to_vec();
+    files.push("/etc/localtime");
+    HostSources::fake(&["/usr", "/opt/python", "/srv/tools/weather"], &files, &[])
+}
+
+fn mkdir(p: &str) -> Op {
+    Op::MkdirAll(p.into())
+}
+fn create(path: &str, contents: &str) -> Op {
+    Op::CreateFile {
+        path: path.into(),
+        contents: contents.into(),
+    }
+}
+fn symlink(target: &str, link: &str) -> Op {
+    Op::Symlink {
+        target: target.into(),
+        link: link.into(),
+    }
+}
+fn bind(source: &str, target: &str) -> Op {
+    Op::Bind {
+        source: source.into(),
+        target: target.into(),
+    }
+}
+fn attrs(target: &str, attrs: Attrs, recursive: bool) -> Op {
+    Op::SetAttrs {
+        target: target.into(),
+        attrs,
+        recursive,
+    }
+}
+fn tmpfs(target: &str, size_bytes: u64, mode: u32) -> Op {
+    Op::Mount {
+        fs: Fs::Tmpfs { size_bytes, mode },
+        target: target.into(),
+        attrs: SEALED,
+    }
+}
+
+/// A merged-/usr host: `/bin`, `/lib`, `/lib64` and `/sbin` are symlinks into `/usr` (and open
+/// as directories, as the real [`HostSources::open`] would find them), no `/lib32` or
+/// `/libx32`; some `/etc` entries are missing.
+#[test]
+fn merged_usr_host_builds_exactly() {
+    let sources = HostSources::fake(
+        &[
+            "/usr",
+            "/bin",
+            "/lib",
+            "/lib64",
+            "/sbin",
+            "/opt/python",
+            "/srv/tools/weather",
+            "/etc/ssl/certs",
+            "/etc/alternatives",
+        ],
+        &[
+            "/etc/ld.so.cache",
+            "/etc/localtime",
+            "/etc/nsswitch.conf",
+            "/etc/protocols",
+            "/etc/services",
+            "/etc/ssl/openssl.cnf",
+            "/etc/ca-certificates.conf",
+            "/dev/null",
+            "/dev/zero",
+            "/dev/random",
+            "/dev/urandom",
+        ],
+        &[
+            ("/bin", "usr/bin"),
+            ("/lib", "usr/lib"),
+            ("/lib64", "usr/lib64"),
+            ("/sbin", "usr/sbin"),
+        ],
+    );
+    let ops = ok_ops(&policy(), &sources);
+    let tmp = 12 << 20;
+    let expected = vec![
+        Op::MakePrivate,
+        tmpfs("/tmp", 1 << 20, 0o755),
+        // /usr is a directory: bound with exec.
+        mkdir("/tmp/usr"),
+        bind("/usr", "/tmp/usr"),
+        attrs("/tmp/usr", RO_EXEC, true),
+        // The others are recreated as links; /lib32 and /libx32 do not exist.
+        symlink("usr/lib", "/tmp/lib"),
+        symlink("usr/lib64", "/tmp/lib64"),
+        symlink("usr/bin", "/tmp/bin"),
+        symlink("usr/sbin", "/tmp/sbin"),
+        // Runtime, with exec.
+        mkdir("/tmp/opt/python"),
+        bind("/opt/python", "/tmp/opt/python"),
+        attrs("/tmp/opt/python", RO_EXEC, true),
+        // /etc entries that exist: files get an empty file as mount point, directories a
+        // directory; /etc/ld.so.conf, /etc/mime.types and /etc/pki/tls/certs are missing.
+        create("/tmp/etc/ld.so.cache", ""),
+        bind("/etc/ld.so.cache", "/tmp/etc/ld.so.cache"),
+        attrs("/tmp/etc/ld.so.cache", RO_NOEXEC, true),
+        create("/tmp/etc/localtime", ""),
+        bind("/etc/localtime", "/tmp/etc/localtime"),
+        attrs("/tmp/etc/localtime", RO_NOEXEC, true),
+        create("/tmp/etc/nsswitch.conf", ""),
+        bind("/etc/nsswitch.conf", "/tmp/etc/nsswitch.conf"),
+        attrs("/tmp/etc/nsswitch.conf", RO_NOEXEC, true),
+        create("/tmp/etc/protocols", ""),
+        bind("/etc/protocols", "/tmp/etc/protocols"),
+        attrs("/tmp/etc/protocols", RO_NOEXEC, true),
+        create("/tmp/etc/services", ""),
+        bind("/etc/services", "/tmp/etc/services"),
+        attrs("/tmp/etc/services", RO_NOEXEC, true),
+        mkdir("/tmp/etc/ssl/certs"),
+        bind("/etc/ssl/certs", "/tmp/etc/ssl/certs"),
+        attrs("/tmp/etc/ssl/certs", RO_NOEXEC, true),
+        create("/tmp/etc/ssl/openssl.cnf", ""),
+        bind("/etc/ssl/openssl.cnf", "/tmp/etc/ssl/openssl.cnf"),
+        attrs("/tmp/etc/ssl/openssl.cnf", RO_NOEXEC, true),
+        create("/tmp/etc/ca-certificates.conf", ""),
+        bind("/etc/ca-certificates.conf", "/tmp/etc/ca-certificates.conf"),
+        attrs("/tmp/etc/ca-certificates.conf", RO_NOEXEC, true),
+        mkdir("/tmp/etc/alternatives"),
+        bind("/etc/alternatives", "/tmp/etc/alternatives"),
+        attrs("/tmp/etc/alternatives", RO_NOEXEC, true),
+        // Synthesized files.
+        create("/tmp/etc/passwd", PASSWD),
+        create("/tmp/etc/group", GROUP),
+        create(
+            "/tmp/etc/hosts",
+            "127.0.0.1\tlocalhost weather\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+        ),
+        // The tool, noexec.
+        mkdir("/tmp/tool"),
+        bind("/srv/tools/weather", "/tmp/tool"),
+        attrs("/tmp/tool", RO_NOEXEC, true),
+        // Private tmpfs, sized by the policy.
+        mkdir("/tmp/tmp"),
+        tmpfs("/tmp/tmp", tmp, 0o1777),
+        mkdir("/tmp/home/tool"),
+        tmpfs("/tmp/home/tool", tmp, 0o700),
+        mkdir("/tmp/proc"),
+        Op::Mount {
+            fs: Fs::Proc,
+            target: "/tmp/proc".into(),
+            attrs: SEALED,
+        },
+        // /dev: a small tmpfs, the four nodes bound in with device access, links, then sealed.
+        mkdir("/tmp/dev"),
+        tmpfs("/tmp/dev", 64 << 10, 0o755),
+        create("/tmp/dev/null", ""),
+        bind("/dev/null", "/tmp/dev/null"),
+        attrs("/tmp/dev/null", DEVICE, false),
+        create("/tmp/dev/zero", ""),
+        bind("/dev/zero", "/tmp/dev/zero"),
+        attrs("/tmp/dev/zero", DEVICE, false),
+        create("/tmp/dev/random", ""),
+        bind("/dev/random", "/tmp/dev/random"),
+        attrs("/tmp/dev/random", DEVICE, false),
+        create("/tmp/dev/urandom", ""),
+        bind("/dev/urandom", "/tmp/dev/urandom"),
+        attrs("/tmp/dev/urandom", DEVICE, false),
+        symlink("/proc/self/fd", "/tmp/dev/fd"),
+        symlink("/proc/self/fd/0", "/tmp/dev/stdin"),
+        symlink("/proc/self/fd/1", "/tmp/dev/stdout"),
+        symlink("/proc/self/fd/2", "/tmp/dev/stderr"),
+        attrs("/tmp/dev", SEALED_RO, false),
+        // Seal the root and enter it.
+        attrs("/tmp", SEALED_RO, false),
+        Op::PivotRoot("/tmp".into()),
+    ];
+    assert_eq!(ops, expected);
+}
+
+#[test]
+fn split_usr_host_binds_every_system_dir() {
+    let sources = HostSources::fake(
+        &[
+            "/usr",
+            "/bin",
+            "/lib",
+            "/lib64",
+            "/sbin",
+            "/opt/python",
+            "/srv/tools/weather",
+        ],
+        &DEV_FILES,
+        &[],
+    );
+    let ops = ok_ops(&policy(), &sources);
+    let system_binds: Vec<&Op> = ops
+        .iter()
+        .filter(|op| {
+            matches!(op, Op::Bind { source, .. } if !source.starts_with("/dev")
+            && !source.starts_with("/opt") && !source.starts_with("/srv"))
+        })
+        .collect();
+    assert_eq!(
+        system_binds,
+        [
+            &bind("/usr", "/tmp/usr"),
+            &bind("/lib", "/tmp/lib"),
+            &bind("/lib64", "/tmp/lib64"),
+            &bind("/bin", "/tmp/bin"),
+            &bind("/sbin", "/tmp/sbin"),
+        ]
+    );
+    assert!(!ops.iter().any(|op| matches!(op, Op::Symlink { link, .. }
+        if !link.starts_with("/tmp/dev/"))));
+}
+
+fn open_source_path(result: Result<(), LaunchError>) -> PathBuf {
+    match result {
+        Err(LaunchError::OpenSource { path, source }) => {
+            assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            path
+        }
+        other => panic!("expected OpenSource, got {other:?}"),
+    }
+}
+
+#[test]
+fn missing_runtime_dir_is_an_error() {
+    let sources = HostSources::fake(&["/usr", "/srv/tools/weather"], &DEV_FILES, &[]);
+    let (result, ops) = run(&policy(), &sources);
+    assert_eq!(open_source_path(result), PathBuf::from("/opt/python"));
+    // Stopped before anything was mounted for it, and never pivoted.
+    assert!(!ops.iter().any(|op| *op == mkdir("/tmp/opt/python")));
+    assert!(!ops.iter().any(|op| matches!(op, Op::PivotRoot(_))));
+}
+
+#[test]
+fn missing_tool_dir_is_an_error() {
+    let sources = HostSources::fake(&["/usr", "/opt/python"], &DEV_FILES, &[]);
+    let (result, ops) = run(&policy(), &sources);
+    assert_eq!(
+        open_source_path(result),
+        PathBuf::from("/srv/tools/weather")
+    );
+    assert!(!ops.iter().any(|op| matches!(op, Op::PivotRoot(_))));
+}
+
+#[test]
+fn missing_device_node_is_an_error() {
+    for missing in DEV_FILES {
+        let files: Vec<&str> = DEV_FILES
+            .iter()
+            .copied()
+            .filter(|f| *f != missing)
+            .collect();
+        let sources =
+            HostSources::fake(&["/usr", "/opt/python", "/srv/tools/weather"], &files, &[]);
+        let (result, ops) = run(&policy(), &sources);
+        assert_eq!(open_source_path(result), PathBuf::from(missing));
+        assert!(!ops.iter().any(|op| matches!(op, Op::PivotRoot(_))));
+    }
+}
+
+#[test]
+fn missing_optional_sources_are_skipped() {
+    // Only /usr of the system dirs and only /etc/localtime of the /etc entries exist.
+    let ops = ok_ops(&policy(), &bare_host());
+    for op in &ops {
+        let paths: Vec<&str> = match op {
+            Op::MkdirAll(p) => vec![p],
+            Op::CreateFile { path, .. } => vec![path],
+            Op::Bind { source, target } => vec![source, target],
+            Op::SetAttrs { target, .. } => vec![target],
+            _ => vec![],
+        };
+        for p in paths {
+            for absent in [
+                "/lib",
+                "/lib64",
+                "/lib32",
+                "/libx32",
+                "/bin",
+                "/sbin",
+                "/etc/ld.so.cache",
+                "/etc/ssl",
+                "/etc/pki",
+                "/etc/alternatives",
+            ] {
+                assert!(
+                    !p.ends_with(absent) && !p.contains(&format!("{absent}/")),
+                    "{absent} is missing on the host but {op:?} was made"
+                );
+            }
+        }
+    }
+    assert!(ops.contains(&bind("/etc/localtime", "/tmp/etc/localtime")));
+    assert_eq!(ops.last(), Some(&Op::PivotRoot("/tmp".into())));
+}
+
+#[test]
+fn symlinked_system_dir_is_linked_not_bound() {
+    let mut policy = policy();
+    policy.system_dirs = vec![PathBuf::from("/usr"), PathBuf::from("/lib64")];
+    // /lib64 opens as a directory (through the link), but the link wins.
+    let sources = HostSources::fake(
+        &["/usr", "/lib64", "/opt/python", "/srv/tools/weather"],
+        &DEV_FILES,
+        &[("/lib64", "/usr/lib/x86_64-linux-gnu")],
+    );
+    let ops = ok_ops(&policy, &sources);
+    let about_lib64: Vec<&Op> = ops
+        .iter()
+        .filter(|op| format!("{op:?}").contains("lib64"))
+        .collect();
+    assert_eq!(
+        about_lib64,
+        [&symlink("/usr/lib/x86_64-linux-gnu", "/tmp/lib64")]
+    );
+}
+
+#[test]
+fn a_link_with_no_host_source_still_links() {
+    let mut policy = policy();
+    policy.system_dirs = vec![PathBuf::from("/usr"), PathBuf::from("/bin")];
+    let sources = HostSources::fake(
+        &["/usr", "/opt/python", "/srv/tools/weather"],
+        &DEV_FILES,
+        &[("/bin", "usr/bin")],
+    );
+    let ops = ok_ops(&policy, &sources);
+    assert!(ops.contains(&symlink("usr/bin", "/tmp/bin")));
+    assert!(
+        !ops.iter()
+            .any(|op| matches!(op, Op::Bind { source, .. } if source == "/bin"))
+    );
+}
+
+#[test]
+fn every_bind_is_sealed_read_only_recursively_with_noexec_unless_exec() {
+    let mut policy = policy();
+    policy
+        .runtime_dirs
+        .push(PathBuf::from("/srv/venvs/weather"));
+    let sources = HostSources::fake(
+        &[
+            "/usr",
+            "/opt/python",
+            "/srv/venvs/weather",
+            "/srv/tools/weather",
+            "/etc/ssl/certs",
+        ],
+        &[
+            "/etc/localtime",
+            "/dev/null",
+            "/dev/zero",
+            "/dev/random",
+            "/dev/urandom",
+        ],
+        &[],
+    );
+    let plan = policy.plan().unwrap();
+    let mut rec = Recorder::default();
+    build_root(&plan, &sources, &mut rec).unwrap();
+    let ops = rec.ops;
+
+    let mut seen = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let Op::Bind { source, target } = op else {
+            continue;
+        };
+        if source.starts_with("/dev/") {
+            continue;
+        }
+        let exec = match source.as_str() {
+            "/usr" | "/opt/python" | "/srv/venvs/weather" => true,
+            "/srv/tools/weather" | "/etc/ssl/certs" | "/etc/localtime" => false,
+            other => panic!("unexpected bind of {other}"),
+        };
+        assert_eq!(
+            ops.get(i + 1),
+            Some(&Op::SetAttrs {
+                target: target.clone(),
+                attrs: Attrs {
+                    read_only: true,
+                    noexec: !exec,
+                    nosuid: true,
+                    nodev: true,
+                },
+                recursive: true,
+            }),
+            "after the bind of {source}"
+        );
+        seen.push(source.as_str());
+    }
+    assert_eq!(
+        seen,
+        [
+            "/usr",
+            "/opt/python",
+            "/srv/venvs/weather",
+            "/etc/localtime",
+            "/etc/ssl/certs",
+            "/srv/tools/weather",
+        ]
+    );
+    // The plan agrees: the tool is the one noexec bind that is required.
+    assert!(plan.mounts.contains(&Mount::Bind {
+        source: "/srv/tools/weather".into(),
+        target: "/tool".into(),
+        exec: false,
+        optional: false,
+    }));
+}
+
+#[test]
+fn tmpfs_mounts_carry_size_and_mode_from_the_policy() {
+    for tmp_bytes in [1, 4096, 12 << 20, 1 << 33] {
+        let mut policy = policy();
+        policy.limits.tmp_bytes = tmp_bytes;
+        let ops = ok_ops(&policy, &bare_host());
+        let mounts: Vec<&Op> = ops
+            .iter()
+            .filter(|op| matches!(op, Op::Mount { .. }))
+            .collect();
+        assert_eq!(
+            mounts,
+            [
+                &tmpfs("/tmp", 1 << 20, 0o755),
+                &tmpfs("/tmp/tmp", tmp_bytes, 0o1777),
+                &tmpfs("/tmp/home/tool", tmp_bytes, 0o700),
+                &Op::Mount {
+                    fs: Fs::Proc,
+                    target: "/tmp/proc".into(),
+                    attrs: SEALED,
+                },
+                &tmpfs("/tmp/dev", 64 << 10, 0o755),
+            ]
+        );
+        // Each mount point is made just before its mount.
+        for target in ["/tmp/tmp", "/tmp/home/tool", "/tmp/proc", "/tmp/dev"] {
+            let at = ops
+                .iter()
+                .position(|op| matches!(op, Op::Mount { target: t, .. } if t == target))
+                .unwrap();
+            assert_eq!(ops[at - 1], mkdir(target));
+        }
+    }
+}
+
+#[test]
+fn root_is_private_first_then_sealed_non_recursively_and_pivoted_last() {
+    let ops = ok_ops(&policy(), &bare_host());
+    assert_eq!(ops[0], Op::MakePrivate);
+    assert_eq!(ops[1], tmpfs("/tmp", 1 << 20, 0o755));
+    assert_eq!(
+        ops[ops.len() - 2..],
+        [
+            attrs("/tmp", SEALED_RO, false),
+            Op::PivotRoot("/tmp".into())
+        ]
+    );
+    // The root is made read-only once, non-recursively: the private tmpfs stay writable.
+    let root_attrs: Vec<&Op> = ops
+        .iter()
+        .filter(|op| matches!(op, Op::SetAttrs { target, .. } if target == "/tmp"))
+        .collect();
+    assert_eq!(root_attrs, [&attrs("/tmp", SEALED_RO, false)]);
+    for private in ["/tmp/tmp", "/tmp/home/tool", "/tmp/proc"] {
+        assert!(
+            !ops.iter()
+                .any(|op| matches!(op, Op::SetAttrs { target, .. } if target == private)),
+            "{private} must stay as mounted"
+        );
+    }
+}
+
+#[test]
+fn device_nodes_keep_dev_and_stay_writable_while_dev_is_sealed() {
+    let ops = ok_ops(&policy(), &bare_host());
+    let dev_ops: Vec<&Op> = ops
+        .iter()
+        .filter(|op| format!("{op:?}").contains("/tmp/dev"))
+        .collect();
+    let mut expected = vec![mkdir("/tmp/dev"), tmpfs("/tmp/dev", 64 << 10, 0o755)];
+    for node in ["null", "zero", "random", "urandom"] {
+        let n = format!("/tmp/dev/{node}");
+        expected.push(create(&n, ""));
+        expected.push(bind(&format!("/dev/{node}"), &n));
+        expected.push(attrs(&n, DEVICE, false));
+    }
+    for (name, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        expected.push(symlink(to, &format!("/tmp/dev/{name}")));
+    }
+    expected.push(attrs("/tmp/dev", SEALED_RO, false));
+    // The seal of /dev is the last thing done to it.
+    assert_eq!(dev_ops, expected.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn synthesized_files_follow_the_etc_binds_and_use_the_hostname() {
+    let mut policy = policy();
+    policy.hostname = "box-7.local".into();
+    let ops = ok_ops(&policy, &bare_host());
+    let localtime = ops
+        .iter()
+        .position(|op| *op == bind("/etc/localtime", "/tmp/etc/localtime"))
+        .unwrap();
+    let passwd = ops
+        .iter()
+        .position(|op| *op == create("/tmp/etc/passwd", PASSWD))
+        .unwrap();
+    assert!(localtime < passwd);
+    assert_eq!(ops[passwd + 1], create("/tmp/etc/group", GROUP));
+    assert_eq!(
+        ops[passwd + 2],
+        create(
+            "/tmp/etc/hosts",
+            "127.0.0.1\tlocalhost box-7.local\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+        )
+    );
+}
+
+#[test]
+fn a_failing_call_stops_the_stage_with_its_step() {
+    /// Fails `bind` for one target, records the rest.
+    struct FailBind<'a> {
+        rec: Recorder,
+        target: &'a str,
+    }
+    impl MountSys for FailBind<'_> {
+        fn make_private(&mut self) -> io::Result<()> {
+            self.rec.make_private()
+        }
+        fn mount(&mut self, fs: &Fs, target: &Path, attrs: Attrs) -> io::Result<()> {
+            self.rec.mount(fs, target, attrs)
+        }
+        fn mkdir_all(&mut self, path: &Path) -> io::Result<()> {
+            self.rec.mkdir_all(path)
+        }
+        fn create_file(&mut self, path: &Path, contents: &[u8]) -> io::Result<()> {
+            self.rec.create_file(path, contents)
+        }
+        fn symlink(&mut self, target: &Path, link: &Path) -> io::Result<()> {
+            self.rec.symlink(target, link)
+        }
+        fn bind(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()> {
+            if target == Path::new(self.target) {
+                return Err(io::Error::from_raw_os_error(libc::EPERM));
+            }
+            self.rec.bind(source, target)
+        }
+        fn set_attrs(&mut self, target: &Path, attrs: Attrs, recursive: bool) -> io::Result<()> {
+            self.rec.set_attrs(target, attrs, recursive)
+        }
+        fn pivot_root(&mut self, new_root: &Path) -> io::Result<()> {
+            self.rec.pivot_root(new_root)
+        }
+    }
+    for (fail, step, reported) in [
+        ("/tmp/tool", "bind", "/tool"),
+        ("/tmp/dev/zero", "device bind", "/dev/zero"),
+    ] {
+        let plan = policy().plan().unwrap();
+        let mut sys = FailBind {
+            rec: Recorder::default(),
+            target: fail,
+        };
+        match build_root(&plan, &bare_host(), &mut sys) {
+            Err(LaunchError::Mount {
+                step: s,
+                target,
+                source,
+            }) => {
+                assert_eq!(s, step);
+                assert_eq!(target, PathBuf::from(reported));
+                assert_eq!(source.raw_os_error(), Some(libc::EPERM));
+            }
+            other => panic!("expected a Mount error, got {other:?}"),
+        }
+        assert!(!sys.rec.ops.iter().any(|op| matches!(op, Op::PivotRoot(_))));
+        assert!(
+            !sys.rec
+                .ops
+                .iter()
+                .any(|op| matches!(op, Op::SetAttrs { target, .. } if target == fail))
+        );
+    }
+}
+
+/// A small read-only file is copied into the root (one write, no mount) and the root tmpfs grows
+/// by its size; a directory next to it is still bound.
+#[test]
+fn small_files_are_copied_not_bound() {
+    let zone = b"TZif2 fake zone data";
+    let sources = HostSources::fake(
+        &[
+            "/usr",
+            "/opt/python",
+            "/srv/tools/weather",
+            "/etc/ssl/certs",
+        ],
+        &DEV_FILES,
+        &[],
+    )
+    .with_contents("/etc/localtime", zone);
+    let ops = ok_ops(&policy(), &sources);
+    assert_eq!(ops[1], tmpfs("/tmp", (1 << 20) + zone.len() as u64, 0o755));
+    let zone_ops: Vec<&Op> = ops
+        .iter()
+        .filter(|op| format!("{op:?}").contains("localtime"))
+        .collect();
+    assert_eq!(
+        zone_ops,
+        vec![&create("/tmp/etc/localtime", "TZif2 fake zone data")]
+    );
+    assert!(ops.contains(&bind("/etc/ssl/certs", "/tmp/etc/ssl/certs")));
+}

@@ -1,1 +1,912 @@
 //! Unit tests of the launch plan.
+//!
+//! The central test, [`representative_policy_plans_exactly`], compares the whole plan of a
+//! realistic policy with one literal; the others check every refusal of [`LaunchPolicy::plan`],
+//! the JSON form and [`tool_environment`].
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+
+fn p(s: &str) -> PathBuf {
+    PathBuf::from(s)
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn map(v: &[(&str, &str)]) -> BTreeMap<String, String> {
+    v.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A policy as the supervisor sends it: defaults for system directories and `/etc`, a Python
+/// prefix and a virtual environment as runtime, an egress listener, two kept descriptors and
+/// custom limits.
+fn representative() -> LaunchPolicy {
+    let mut policy = LaunchPolicy::new(
+        "/srv/tools/weather",
+        "weather.py",
+        "/opt/python/bin/python3.12",
+        vec![p("/opt/python"), p("/srv/venvs/weather")],
+    );
+    policy.env = map(&[
+        ("PATH", "/usr/bin:/bin"),
+        ("HOME", "/home/tool"),
+        ("OPENAI_API_KEY", "sk-test"),
+    ]);
+    policy.limits = Limits {
+        memory_bytes: 1 << 30,
+        threads: 32,
+        open_files: 128,
+        file_size_bytes: 16 << 20,
+        cpu_seconds: 600,
+        tmp_bytes: 32 << 20,
+    };
+    policy.keep_fds = vec![9, 7, 9];
+    policy.egress = Some(Egress {
+        report_fd: 5,
+        port: 3128,
+    });
+    policy.hostname = "weather".into();
+    policy
+}
+
+/// A valid minimal policy to vary in the refusal tests.
+fn base() -> LaunchPolicy {
+    LaunchPolicy::new(
+        "/srv/tools/t",
+        "t.py",
+        "/usr/bin/python3",
+        vec![p("/opt/python")],
+    )
+}
+
+fn bind(source: &str, target: &str, exec: bool, optional: bool) -> Mount {
+    Mount::Bind {
+        source: p(source),
+        target: p(target),
+        exec,
+        optional,
+    }
+}
+
+fn rule(path: &str, access: FsAccess) -> PathRule {
+    PathRule {
+        path: p(path),
+        access,
+    }
+}
+
+#[test]
+fn representative_policy_plans_exactly() {
+    let plan = representative().plan().unwrap();
+    let expected = Plan {
+        hostname: "weather".into(),
+        mounts: vec![
+            // System directories: a host symlink is recreated, otherwise an optional bind.
+            Mount::HostSymlink { path: p("/usr") },
+            bind("/usr", "/usr", true, true),
+            Mount::HostSymlink { path: p("/lib") },
+            bind("/lib", "/lib", true, true),
+            Mount::HostSymlink { path: p("/lib64") },
+            bind("/lib64", "/lib64", true, true),
+            Mount::HostSymlink { path: p("/lib32") },
+            bind("/lib32", "/lib32", true, true),
+            Mount::HostSymlink { path: p("/libx32") },
+            bind("/libx32", "/libx32", true, true),
+            Mount::HostSymlink { path: p("/bin") },
+            bind("/bin", "/bin", true, true),
+            Mount::HostSymlink { path: p("/sbin") },
+            bind("/sbin", "/sbin", true, true),
+            // Runtime: required, with exec.
+            bind("/opt/python", "/opt/python", true, false),
+            bind("/srv/venvs/weather", "/srv/venvs/weather", true, false),
+            // Single entries of /etc: optional, noexec.
+            bind("/etc/ld.so.cache", "/etc/ld.so.cache", false, true),
+            bind("/etc/ld.so.conf", "/etc/ld.so.conf", false, true),
+            bind("/etc/localtime", "/etc/localtime", false, true),
+            bind("/etc/nsswitch.conf", "/etc/nsswitch.conf", false, true),
+            bind("/etc/protocols", "/etc/protocols", false, true),
+            bind("/etc/services", "/etc/services", false, true),
+            bind("/etc/mime.types", "/etc/mime.types", false, true),
+            bind("/etc/ssl/certs", "/etc/ssl/certs", false, true),
+            bind("/etc/ssl/openssl.cnf", "/etc/ssl/openssl.cnf", false, true),
+            bind(
+                "/etc/ca-certificates.conf",
+                "/etc/ca-certificates.conf",
+                false,
+                true,
+            ),
+            bind("/etc/pki/tls/certs", "/etc/pki/tls/certs", false, true),
+            bind("/etc/alternatives", "/etc/alternatives", false, true),
+            Mount::File {
+                target: p("/etc/passwd"),
+                contents: "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n\
+                           tool:x:1000:1000:autotool tool:/home/tool:/usr/sbin/nologin\n\
+                           nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+                    .into(),
+            },
+            Mount::File {
+                target: p("/etc/group"),
+                contents: "root:x:0:\ntool:x:1000:\nnogroup:x:65534:\n".into(),
+            },
+            Mount::File {
+                target: p("/etc/hosts"),
+                contents: "127.0.0.1\tlocalhost weather\n\
+                           ::1\tlocalhost ip6-localhost ip6-loopback\n"
+                    .into(),
+            },
+            // The tool itself: required, noexec.
+            bind("/srv/tools/weather", "/tool", false, false),
+            Mount::Tmpfs {
+                target: p("/tmp"),
+                size_bytes: 32 << 20,
+                mode: 0o1777,
+            },
+            Mount::Tmpfs {
+                target: p("/home/tool"),
+                size_bytes: 32 << 20,
+                mode: 0o700,
+            },
+            Mount::Proc { target: p("/proc") },
+            Mount::Dev {
+                target: p("/dev"),
+                nodes: strings(&["null", "zero", "random", "urandom"]),
+            },
+        ],
+        landlock: vec![
+            rule("/usr", FsAccess::ReadExec),
+            rule("/lib", FsAccess::ReadExec),
+            rule("/lib64", FsAccess::ReadExec),
+            rule("/lib32", FsAccess::ReadExec),
+            rule("/libx32", FsAccess::ReadExec),
+            rule("/bin", FsAccess::ReadExec),
+            rule("/sbin", FsAccess::ReadExec),
+            rule("/opt/python", FsAccess::ReadExec),
+            rule("/srv/venvs/weather", FsAccess::ReadExec),
+            rule("/etc", FsAccess::Read),
+            rule("/tool", FsAccess::Read),
+            rule("/tmp", FsAccess::ReadWrite),
+            rule("/home/tool", FsAccess::ReadWrite),
+            rule("/proc", FsAccess::Read),
+            rule("/dev", FsAccess::Read),
+            rule("/dev/null", FsAccess::Device),
+            rule("/dev/zero", FsAccess::Device),
+            rule("/dev/random", FsAccess::Device),
+            rule("/dev/urandom", FsAccess::Device),
+        ],
+        connect_ports: vec![3128],
+        min_landlock_abi: 6,
+        rlimits: vec![
+            Rlimit {
+                resource: RlimitResource::AddressSpace,
+                value: 1 << 30,
+            },
+            Rlimit {
+                resource: RlimitResource::Threads,
+                value: 32,
+            },
+            Rlimit {
+                resource: RlimitResource::OpenFiles,
+                value: 128,
+            },
+            Rlimit {
+                resource: RlimitResource::FileSize,
+                value: 16 << 20,
+            },
+            Rlimit {
+                resource: RlimitResource::Cpu,
+                value: 600,
+            },
+            Rlimit {
+                resource: RlimitResource::Core,
+                value: 0,
+            },
+        ],
+        // Sorted by name (the policy holds a BTreeMap).
+        env: vec![
+            ("HOME".into(), "/home/tool".into()),
+            ("OPENAI_API_KEY".into(), "sk-test".into()),
+            ("PATH".into(), "/usr/bin:/bin".into()),
+        ],
+        // Sorted and deduplicated.
+        keep_fds: vec![7, 9],
+        egress: Some(Egress {
+            report_fd: 5,
+            port: 3128,
+        }),
+        exec_path: p("/opt/python/bin/python3.12"),
+        argv: strings(&["/opt/python/bin/python3.12", "-I", "-B", "/tool/weather.py"]),
+        working_dir: p("/tool"),
+        uid: 1000,
+        gid: 1000,
+    };
+    assert_eq!(plan, expected);
+}
+
+#[test]
+fn minimal_plan_has_no_egress_no_ports_and_custom_argv() {
+    let mut policy = LaunchPolicy::new("/t", "main.py", "/usr/bin/python3", vec![]);
+    policy.system_dirs = vec![];
+    policy.etc_files = vec![];
+    policy.interpreter_args = strings(&["-X", "utf8"]);
+    policy.min_landlock_abi = 7;
+    let plan = policy.plan().unwrap();
+    assert_eq!(plan.connect_ports, Vec::<u16>::new());
+    assert_eq!(plan.egress, None);
+    assert_eq!(plan.keep_fds, Vec::<i32>::new());
+    assert_eq!(plan.env, Vec::<(String, String)>::new());
+    assert_eq!(plan.min_landlock_abi, 7);
+    assert_eq!(plan.hostname, "autotool");
+    assert_eq!(
+        plan.argv,
+        strings(&["/usr/bin/python3", "-X", "utf8", "/tool/main.py"])
+    );
+    assert_eq!(plan.exec_path, p("/usr/bin/python3"));
+    // Without system directories, runtime or /etc entries, only the fixed steps remain.
+    let kinds: Vec<&str> = plan
+        .mounts
+        .iter()
+        .map(|m| match m {
+            Mount::Bind { .. } => "bind",
+            Mount::Tmpfs { .. } => "tmpfs",
+            Mount::Proc { .. } => "proc",
+            Mount::Dev { .. } => "dev",
+            Mount::File { .. } => "file",
+            Mount::HostSymlink { .. } => "symlink",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "file", "file", "file", "bind", "tmpfs", "tmpfs", "proc", "dev"
+        ]
+    );
+}
+
+#[test]
+fn plan_is_a_pure_function() {
+    let policy = representative();
+    assert_eq!(policy.plan().unwrap(), policy.plan().unwrap());
+}
+
+#[test]
+fn defaults_match_constants() {
+    let policy = base();
+    assert_eq!(policy.interpreter_args, strings(&["-I", "-B"]));
+    assert_eq!(policy.min_landlock_abi, MIN_LANDLOCK_ABI);
+    assert_eq!(policy.hostname, "autotool");
+    assert_eq!(
+        policy.limits,
+        Limits {
+            memory_bytes: 2 << 30,
+            threads: 64,
+            open_files: 256,
+            file_size_bytes: 64 << 20,
+            cpu_seconds: 3600,
+            tmp_bytes: 64 << 20,
+        }
+    );
+    assert!(policy.plan().is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refusals of `plan`
+// ---------------------------------------------------------------------------------------------
+
+fn refused(policy: &LaunchPolicy) -> PolicyError {
+    match policy.plan() {
+        Ok(plan) => panic!("policy was accepted: {policy:?}\nplan: {plan:?}"),
+        Err(e) => e,
+    }
+}
+
+fn not_absolute(what: &'static str, path: &str) -> PolicyError {
+    PolicyError::NotAbsolute {
+        what,
+        path: p(path),
+    }
+}
+
+fn reserved(what: &'static str, path: &str, reserved: &'static str) -> PolicyError {
+    PolicyError::Reserved {
+        what,
+        path: p(path),
+        reserved,
+    }
+}
+
+const BAD_PATHS: [&str; 6] = [
+    "relative/dir",
+    "./dir",
+    "",
+    "/srv/../etc",
+    "/srv/tools/..",
+    "../srv",
+];
+
+#[test]
+fn tool_dir_must_be_absolute_without_dotdot() {
+    for bad in BAD_PATHS {
+        let mut policy = base();
+        policy.tool_dir = p(bad);
+        assert_eq!(refused(&policy), not_absolute("tool_dir", bad), "{bad:?}");
+    }
+}
+
+#[test]
+fn interpreter_must_be_absolute_without_dotdot() {
+    for bad in BAD_PATHS.iter().copied().chain(["python3"]) {
+        let mut policy = base();
+        policy.interpreter = p(bad);
+        assert_eq!(
+            refused(&policy),
+            not_absolute("interpreter", bad),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn tool_file_must_be_a_plain_name() {
+    for bad in ["", "a/b.py", "/t.py", "sub/", "..", ".", "t\0.py"] {
+        let mut policy = base();
+        policy.tool_file = bad.into();
+        assert_eq!(
+            refused(&policy),
+            PolicyError::ToolFile(bad.into()),
+            "{bad:?}"
+        );
+    }
+    for good in ["t.py", "..t.py", "t..py", ".hidden.py", "main"] {
+        let mut policy = base();
+        policy.tool_file = good.into();
+        let plan = policy.plan().unwrap();
+        assert_eq!(plan.argv.last().unwrap(), &format!("/tool/{good}"));
+    }
+}
+
+#[test]
+fn runtime_and_system_dirs_must_be_absolute() {
+    for bad in BAD_PATHS {
+        let mut policy = base();
+        policy.runtime_dirs = vec![p("/opt/ok"), p(bad)];
+        assert_eq!(
+            refused(&policy),
+            not_absolute("runtime dir", bad),
+            "{bad:?}"
+        );
+
+        let mut policy = base();
+        policy.system_dirs = vec![p("/usr"), p(bad)];
+        assert_eq!(refused(&policy), not_absolute("system dir", bad), "{bad:?}");
+    }
+}
+
+/// (target, the reserved directory reported). A target is refused when it is, lies inside or
+/// contains a reserved directory; `/` contains them all and `/proc` is checked first.
+const RESERVED_TARGETS: [(&str, &str); 16] = [
+    ("/", "/proc"),
+    ("/proc", "/proc"),
+    ("/proc/self", "/proc"),
+    ("/dev", "/dev"),
+    ("/dev/shm", "/dev"),
+    ("/tmp", "/tmp"),
+    ("/tmp/runtime", "/tmp"),
+    ("/tool", "/tool"),
+    ("/tool/lib", "/tool"),
+    ("/home", "/home"),
+    ("/home/tool", "/home"),
+    ("/home/tool/.venv", "/home"),
+    ("/home/alice/.pyenv", "/home"),
+    ("/etc", "/etc"),
+    // `/.` is `/` once parsed into components.
+    ("/.", "/proc"),
+    ("//", "/proc"),
+];
+
+#[test]
+fn runtime_dirs_cannot_hide_reserved_directories() {
+    for (target, what) in RESERVED_TARGETS {
+        let mut policy = base();
+        policy.runtime_dirs = vec![p("/opt/python"), p(target)];
+        assert_eq!(
+            refused(&policy),
+            reserved("runtime dir", target, what),
+            "{target:?}"
+        );
+    }
+}
+
+#[test]
+fn system_dirs_cannot_hide_reserved_directories() {
+    for (target, what) in RESERVED_TARGETS {
+        let mut policy = base();
+        policy.system_dirs = vec![p("/usr"), p(target)];
+        assert_eq!(
+            refused(&policy),
+            reserved("system dir", target, what),
+            "{target:?}"
+        );
+    }
+}
+
+#[test]
+fn near_misses_of_reserved_names_are_accepted() {
+    for ok in [
+        "/homework",
+        "/tmpfiles",
+        "/devtools",
+        "/processes",
+        "/tools",
+        "/etcetera",
+        "/opt/home",
+        "/usr/lib/python3/tmp",
+    ] {
+        let mut policy = base();
+        policy.runtime_dirs = vec![p(ok)];
+        policy.system_dirs = vec![p(ok)];
+        assert!(policy.plan().is_ok(), "{ok:?}");
+    }
+}
+
+#[test]
+fn etc_files_must_lie_below_etc() {
+    let why = "/etc (only entries below it may be listed)";
+    for bad in [
+        "/etc",
+        "/usr/share/zoneinfo",
+        "/etcetera/x",
+        "/",
+        "/root/.netrc",
+    ] {
+        let mut policy = base();
+        policy.etc_files = vec![p("/etc/localtime"), p(bad)];
+        assert_eq!(refused(&policy), reserved("etc file", bad, why), "{bad:?}");
+    }
+    for bad in ["etc/hostname", "/etc/../root/.ssh", "/etc/ssl/.."] {
+        let mut policy = base();
+        policy.etc_files = vec![p(bad)];
+        assert_eq!(refused(&policy), not_absolute("etc file", bad), "{bad:?}");
+    }
+}
+
+#[test]
+fn etc_files_cannot_shadow_the_synthesized_files() {
+    for (bad, what) in [
+        ("/etc/passwd", "/etc/passwd"),
+        ("/etc/group", "/etc/group"),
+        ("/etc/hosts", "/etc/hosts"),
+        ("/etc/hosts/extra", "/etc/hosts"),
+    ] {
+        let mut policy = base();
+        policy.etc_files = vec![p(bad)];
+        assert_eq!(refused(&policy), reserved("etc file", bad, what), "{bad:?}");
+    }
+    // Names that merely start alike are other files.
+    for ok in [
+        "/etc/passwd-",
+        "/etc/group.bak",
+        "/etc/hosts.allow",
+        "/etc/gshadow",
+    ] {
+        let mut policy = base();
+        policy.etc_files = vec![p(ok)];
+        assert!(policy.plan().is_ok(), "{ok:?}");
+    }
+}
+
+#[test]
+fn env_names_must_be_nonempty_without_equals_or_nul() {
+    for bad in ["", "A=B", "=", "A\0B", "\0"] {
+        let mut policy = base();
+        policy.env = map(&[("GOOD", "1"), (bad, "v")]);
+        assert_eq!(
+            refused(&policy),
+            PolicyError::EnvName(bad.into()),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn env_values_must_not_hold_nul() {
+    let mut policy = base();
+    policy.env = map(&[("GOOD", "1"), ("TOKEN", "abc\0def")]);
+    assert_eq!(refused(&policy), PolicyError::EnvValue("TOKEN".into()));
+    // Empty values, `=` and newlines are fine in a value.
+    policy.env = map(&[("NO_PROXY", ""), ("A", "b=c"), ("M", "x\ny")]);
+    assert!(policy.plan().is_ok());
+}
+
+#[test]
+fn every_limit_must_be_nonzero() {
+    type Set = fn(&mut Limits);
+    let cases: [(&str, Set); 6] = [
+        ("memory_bytes", |l| l.memory_bytes = 0),
+        ("threads", |l| l.threads = 0),
+        ("open_files", |l| l.open_files = 0),
+        ("file_size_bytes", |l| l.file_size_bytes = 0),
+        ("cpu_seconds", |l| l.cpu_seconds = 0),
+        ("tmp_bytes", |l| l.tmp_bytes = 0),
+    ];
+    for (name, zero) in cases {
+        let mut policy = base();
+        zero(&mut policy.limits);
+        assert_eq!(refused(&policy), PolicyError::ZeroLimit(name), "{name}");
+    }
+    let mut policy = base();
+    policy.limits = Limits {
+        memory_bytes: 1,
+        threads: 1,
+        open_files: 1,
+        file_size_bytes: 1,
+        cpu_seconds: 1,
+        tmp_bytes: 1,
+    };
+    assert!(policy.plan().is_ok());
+}
+
+#[test]
+fn keep_fds_cannot_be_stdio_or_the_egress_report_socket() {
+    for bad in [-1, 0, 1, 2] {
+        let mut policy = base();
+        policy.keep_fds = vec![5, bad];
+        assert_eq!(refused(&policy), PolicyError::KeepFd(bad), "{bad}");
+    }
+    let mut policy = base();
+    policy.egress = Some(Egress {
+        report_fd: 6,
+        port: DEFAULT_EGRESS_PORT,
+    });
+    policy.keep_fds = vec![3, 6];
+    assert_eq!(refused(&policy), PolicyError::KeepFd(6));
+    policy.keep_fds = vec![3, 7];
+    assert_eq!(policy.plan().unwrap().keep_fds, vec![3, 7]);
+    // Without egress, the same descriptor may be kept.
+    policy.egress = None;
+    policy.keep_fds = vec![6];
+    assert_eq!(policy.plan().unwrap().keep_fds, vec![6]);
+}
+
+#[test]
+fn landlock_abi_below_six_is_refused() {
+    for abi in 0..MIN_LANDLOCK_ABI {
+        let mut policy = base();
+        policy.min_landlock_abi = abi;
+        assert_eq!(refused(&policy), PolicyError::LandlockAbi(abi), "{abi}");
+    }
+    for abi in [6, 7, 8] {
+        let mut policy = base();
+        policy.min_landlock_abi = abi;
+        assert_eq!(policy.plan().unwrap().min_landlock_abi, abi);
+    }
+}
+
+#[test]
+fn bad_hostnames_are_refused() {
+    let long = "a".repeat(65);
+    for bad in [
+        "",
+        long.as_str(),
+        "has space",
+        "under_score",
+        "slash/name",
+        "ünicode",
+        "new\nline",
+        "nul\0",
+    ] {
+        let mut policy = base();
+        policy.hostname = bad.into();
+        assert_eq!(
+            refused(&policy),
+            PolicyError::Hostname(bad.into()),
+            "{bad:?}"
+        );
+    }
+    let longest = "b".repeat(64);
+    for good in ["a", "tool-1", "weather.local", "UPPER", longest.as_str()] {
+        let mut policy = base();
+        policy.hostname = good.into();
+        assert_eq!(policy.plan().unwrap().hostname, good);
+    }
+}
+
+#[test]
+fn egress_port_zero_is_refused() {
+    let mut policy = base();
+    policy.egress = Some(Egress {
+        report_fd: 5,
+        port: 0,
+    });
+    assert_eq!(refused(&policy), PolicyError::EgressPort);
+    policy.egress = Some(Egress {
+        report_fd: 5,
+        port: 8080,
+    });
+    let plan = policy.plan().unwrap();
+    assert_eq!(plan.connect_ports, vec![8080]);
+}
+
+#[test]
+fn errors_say_what_is_wrong() {
+    let mut policy = base();
+    policy.runtime_dirs = vec![p("/tmp/venv")];
+    assert_eq!(
+        refused(&policy).to_string(),
+        "runtime dir \"/tmp/venv\" would hide a directory the sandbox reserves (/tmp)"
+    );
+    assert_eq!(
+        PolicyError::ZeroLimit("threads").to_string(),
+        "limit threads must be greater than zero"
+    );
+}
+
+/// The egress report socket is closed after use: 0-2 (the tool's stdio) or a negative number
+/// are refused up front, like `keep_fds` 0-2.
+#[test]
+fn egress_report_fd_cannot_be_stdio() {
+    for bad in [-1, 0, 1, 2] {
+        let mut policy = base();
+        policy.egress = Some(Egress {
+            report_fd: bad,
+            port: DEFAULT_EGRESS_PORT,
+        });
+        assert!(policy.plan().is_err(), "report_fd {bad} was accepted");
+    }
+}
+
+/// An interpreter argument holding NUL is refused by `plan`, before any namespace or mount is
+/// built.
+#[test]
+fn interpreter_args_cannot_hold_nul() {
+    let mut policy = base();
+    policy.interpreter_args = strings(&["-I", "-c\0import os"]);
+    assert!(policy.plan().is_err());
+}
+
+/// Runtime and system directories may not shadow the synthesized `/etc/passwd`, `/etc/group`
+/// and `/etc/hosts` (nor anything else below `/etc`), any more than `etc_files` may.
+#[test]
+fn runtime_and_system_dirs_cannot_shadow_synthesized_etc_files() {
+    for target in ["/etc/passwd", "/etc/group", "/etc/hosts"] {
+        let mut policy = base();
+        policy.runtime_dirs = vec![p(target)];
+        assert!(policy.plan().is_err(), "runtime dir {target}");
+        let mut policy = base();
+        policy.system_dirs = vec![p(target)];
+        assert!(policy.plan().is_err(), "system dir {target}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn json_round_trip_keeps_every_field() {
+    let mut policy = representative();
+    policy.interpreter_args = strings(&["-I", "-X", "utf8"]);
+    policy.system_dirs = vec![p("/usr")];
+    policy.etc_files = vec![p("/etc/localtime")];
+    policy.min_landlock_abi = 7;
+    let json = policy.to_json();
+    assert!(!json.is_empty());
+    assert_eq!(LaunchPolicy::from_json(&json).unwrap(), policy);
+    // The plan, too, survives serde unchanged.
+    let plan = policy.plan().unwrap();
+    let back: Plan = serde_json::from_slice(&serde_json::to_vec(&plan).unwrap()).unwrap();
+    assert_eq!(back, plan);
+}
+
+#[test]
+fn json_defaults_fill_missing_fields() {
+    let json = br#"{"tool_dir": "/srv/t", "tool_file": "t.py", "interpreter": "/usr/bin/python3"}"#;
+    assert_eq!(
+        LaunchPolicy::from_json(json).unwrap(),
+        LaunchPolicy::new("/srv/t", "t.py", "/usr/bin/python3", vec![])
+    );
+}
+
+#[test]
+fn json_defaults_fill_missing_nested_fields() {
+    let json = br#"{"tool_dir": "/srv/t", "tool_file": "t.py", "interpreter": "/usr/bin/python3",
+        "limits": {"threads": 8}, "egress": {"report_fd": 4}}"#;
+    let policy = LaunchPolicy::from_json(json).unwrap();
+    assert_eq!(
+        policy.limits,
+        Limits {
+            threads: 8,
+            ..Limits::default()
+        }
+    );
+    assert_eq!(
+        policy.egress,
+        Some(Egress {
+            report_fd: 4,
+            port: DEFAULT_EGRESS_PORT,
+        })
+    );
+}
+
+#[test]
+fn json_unknown_fields_are_refused_at_every_level() {
+    for json in [
+        // Top level: a misspelt field must not be silently ignored.
+        r#"{"tool_dir": "/t", "tool_file": "t.py", "interpreter": "/i", "envs": {}}"#,
+        r#"{"tool_dir": "/t", "tool_file": "t.py", "interpreter": "/i", "network": true}"#,
+        r#"{"tool_dir": "/t", "tool_file": "t.py", "interpreter": "/i", "limits": {"memory": 1}}"#,
+        r#"{"tool_dir": "/t", "tool_file": "t.py", "interpreter": "/i",
+            "egress": {"report_fd": 4, "host": "0.0.0.0"}}"#,
+    ] {
+        match LaunchPolicy::from_json(json.as_bytes()) {
+            Err(PolicyError::Json(msg)) => assert!(msg.contains("unknown field"), "{msg}"),
+            other => panic!("{json}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn json_missing_required_fields_and_garbage_are_refused() {
+    for json in [
+        r#"{"tool_file": "t.py", "interpreter": "/i"}"#,
+        r#"{"tool_dir": "/t", "interpreter": "/i"}"#,
+        r#"{"tool_dir": "/t", "tool_file": "t.py"}"#,
+        r#"{"tool_dir": "/t", "tool_file": "t.py", "interpreter": "/i", "keep_fds": ["3"]}"#,
+        r#"{"tool_dir": "/t", "tool_file": "t.py", "interpreter": "/i", "min_landlock_abi": 300}"#,
+        "",
+        "[]",
+        "not json",
+    ] {
+        assert!(
+            matches!(
+                LaunchPolicy::from_json(json.as_bytes()),
+                Err(PolicyError::Json(_))
+            ),
+            "{json}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// tool_environment
+// ---------------------------------------------------------------------------------------------
+
+const BASICS: [(&str, &str); 11] = [
+    ("HOME", "/home/tool"),
+    ("LANG", "C.UTF-8"),
+    ("LC_ALL", "C.UTF-8"),
+    ("LOGNAME", "tool"),
+    ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    ("PYTHONDONTWRITEBYTECODE", "1"),
+    ("PYTHONUTF8", "1"),
+    ("SSL_CERT_DIR", "/etc/ssl/certs"),
+    ("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"),
+    ("TMPDIR", "/tmp"),
+    ("USER", "tool"),
+];
+
+#[test]
+fn environment_without_egress_is_exactly_the_basics_and_keys() {
+    let keys = map(&[("OPENAI_API_KEY", "sk-1")]);
+    let mut expected = map(&BASICS);
+    expected.insert("OPENAI_API_KEY".into(), "sk-1".into());
+    assert_eq!(tool_environment(&keys, &BTreeMap::new(), None), expected);
+    assert_eq!(
+        tool_environment(&BTreeMap::new(), &BTreeMap::new(), None),
+        map(&BASICS)
+    );
+}
+
+#[test]
+fn environment_with_egress_points_every_proxy_at_the_listener() {
+    let keys = map(&[("OPENAI_API_KEY", "sk-1")]);
+    let api = map(&[("OPENAI_API_BASE", "https://api.example/v1")]);
+    let expected = map(&[
+        ("ALL_PROXY", "http://127.0.0.1:3128"),
+        ("HOME", "/home/tool"),
+        ("HTTPS_PROXY", "http://127.0.0.1:3128"),
+        ("HTTP_PROXY", "http://127.0.0.1:3128"),
+        ("LANG", "C.UTF-8"),
+        ("LC_ALL", "C.UTF-8"),
+        ("LOGNAME", "tool"),
+        ("NO_PROXY", ""),
+        ("OPENAI_API_BASE", "https://api.example/v1"),
+        ("OPENAI_API_KEY", "sk-1"),
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("PYTHONDONTWRITEBYTECODE", "1"),
+        ("PYTHONUTF8", "1"),
+        ("SSL_CERT_DIR", "/etc/ssl/certs"),
+        ("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"),
+        ("TMPDIR", "/tmp"),
+        ("USER", "tool"),
+        ("all_proxy", "http://127.0.0.1:3128"),
+        ("http_proxy", "http://127.0.0.1:3128"),
+        ("https_proxy", "http://127.0.0.1:3128"),
+        ("no_proxy", ""),
+    ]);
+    assert_eq!(tool_environment(&keys, &api, Some(3128)), expected);
+}
+
+#[test]
+fn environment_proxy_uses_the_given_port() {
+    let env = tool_environment(&BTreeMap::new(), &BTreeMap::new(), Some(40123));
+    for k in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ] {
+        assert_eq!(env[k], "http://127.0.0.1:40123", "{k}");
+    }
+    assert_eq!(env["NO_PROXY"], "");
+    assert_eq!(env["no_proxy"], "");
+}
+
+#[test]
+fn only_names_ending_in_api_base_pass_through() {
+    let api = map(&[
+        ("ANTHROPIC_API_BASE", "https://a.example"),
+        ("_API_BASE", "https://bare.example"),
+        ("OPENAI_API_BASE_URL", "https://no.example"),
+        ("API_BASE", "https://no.example"),
+        ("openai_api_base", "https://no.example"),
+        ("PATH", "/evil"),
+        ("HTTP_PROXY", "http://evil.example"),
+        ("LD_PRELOAD", "/tmp/evil.so"),
+    ]);
+    let mut expected = map(&BASICS);
+    expected.insert("ANTHROPIC_API_BASE".into(), "https://a.example".into());
+    expected.insert("_API_BASE".into(), "https://bare.example".into());
+    assert_eq!(tool_environment(&BTreeMap::new(), &api, None), expected);
+}
+
+#[test]
+fn keys_cannot_override_basics_proxies_or_api_bases() {
+    let keys = map(&[
+        ("PATH", "/evil/bin"),
+        ("HOME", "/evil"),
+        ("SSL_CERT_FILE", "/evil.pem"),
+        ("HTTP_PROXY", "http://evil.example"),
+        ("https_proxy", "http://evil.example"),
+        ("NO_PROXY", "*"),
+        ("no_proxy", "*"),
+        ("OPENAI_API_BASE", "https://evil.example"),
+        ("OPENAI_API_KEY", "sk-1"),
+    ]);
+    let api = map(&[("OPENAI_API_BASE", "https://api.example")]);
+    let env = tool_environment(&keys, &api, Some(3128));
+    assert_eq!(env["PATH"], "/usr/local/bin:/usr/bin:/bin");
+    assert_eq!(env["HOME"], "/home/tool");
+    assert_eq!(env["SSL_CERT_FILE"], "/etc/ssl/certs/ca-certificates.crt");
+    assert_eq!(env["HTTP_PROXY"], "http://127.0.0.1:3128");
+    assert_eq!(env["https_proxy"], "http://127.0.0.1:3128");
+    assert_eq!(env["NO_PROXY"], "");
+    assert_eq!(env["no_proxy"], "");
+    assert_eq!(env["OPENAI_API_BASE"], "https://api.example");
+    assert_eq!(env["OPENAI_API_KEY"], "sk-1");
+    // Nothing but the 11 basics, 8 proxy variables, one API base and one new key.
+    assert_eq!(env.len(), 11 + 8 + 1 + 1);
+}
+
+#[test]
+fn environment_feeds_a_valid_plan() {
+    let mut policy = base();
+    policy.env = tool_environment(
+        &map(&[("OPENAI_API_KEY", "sk-1")]),
+        &BTreeMap::new(),
+        Some(DEFAULT_EGRESS_PORT),
+    );
+    policy.egress = Some(Egress {
+        report_fd: 5,
+        port: DEFAULT_EGRESS_PORT,
+    });
+    let plan = policy.plan().unwrap();
+    assert_eq!(plan.env.len(), 11 + 8 + 1);
+    assert!(plan.env.contains(&("NO_PROXY".into(), String::new())));
+}
