@@ -1,0 +1,82 @@
+//! Where the pieces under test are: the launcher binary, the tool fixtures and the Python runtime.
+//!
+//! Each can be overridden by an environment variable, so the same test binary can be copied
+//! elsewhere and run as another user:
+//! - `AUTOTOOL_LAUNCHER`: the `autotool-launcher` binary;
+//! - `AUTOTOOL_TEST_TOOLS`: the directory of Python tool fixtures;
+//! - `AUTOTOOL_TEST_RUNTIME`: a virtual environment with `mcp` installed.
+
+use anyhow::{Context as _, Result, bail};
+use std::path::{Path, PathBuf};
+
+/// The runtime used when `AUTOTOOL_TEST_RUNTIME` is unset.
+pub const DEFAULT_RUNTIME: &str = "/opt/autotool-test-runtime";
+
+/// The workspace root (the parent of this crate).
+pub fn workspace_dir() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// The launcher binary: `AUTOTOOL_LAUNCHER`, else the one next to the running test binary's
+/// profile directory (`target/<profile>/autotool-launcher`), else `target/debug` of the workspace.
+pub fn launcher() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("AUTOTOOL_LAUNCHER") {
+        let path = PathBuf::from(path);
+        if !path.is_file() {
+            bail!("AUTOTOOL_LAUNCHER points at {path:?}, which is not a file");
+        }
+        return Ok(path);
+    }
+    let mut candidates = Vec::new();
+    // Test binaries live in target/<profile>/deps/.
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(profile) = exe.parent().and_then(Path::parent)
+    {
+        candidates.push(profile.join("autotool-launcher"));
+    }
+    candidates.push(workspace_dir().join("target/debug/autotool-launcher"));
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .with_context(|| {
+            format!(
+                "autotool-launcher not found (looked at {candidates:?}): build it with \
+                 `cargo build -p autotool-launcher`, or set AUTOTOOL_LAUNCHER"
+            )
+        })
+}
+
+/// The directory of Python tool fixtures: `AUTOTOOL_TEST_TOOLS`, else this crate's `tools/`.
+pub fn tools_dir() -> PathBuf {
+    std::env::var_os("AUTOTOOL_TEST_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tools"))
+}
+
+/// The Python runtime tools run on: a virtual environment holding the MCP SDK.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runtime {
+    /// The virtual environment's directory (mounted read-only with exec in the sandbox).
+    pub venv: PathBuf,
+    /// `<venv>/bin/python3`.
+    pub python: PathBuf,
+}
+
+/// The runtime from `AUTOTOOL_TEST_RUNTIME`, else [`DEFAULT_RUNTIME`]. A missing runtime is an
+/// error, never a reason to skip: without it nothing is tested at all.
+pub fn runtime() -> Result<Runtime> {
+    let venv = std::env::var_os("AUTOTOOL_TEST_RUNTIME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_RUNTIME));
+    let python = venv.join("bin/python3");
+    if !python.exists() {
+        bail!(
+            "no Python runtime at {venv:?} ({python:?} is missing): create it with \
+             `/usr/bin/python3 -m venv {venv:?} && {venv:?}/bin/pip install mcp==2.3.0 httpx2`, \
+             or point AUTOTOOL_TEST_RUNTIME at one"
+        );
+    }
+    Ok(Runtime { venv, python })
+}
