@@ -24,7 +24,7 @@ pub mod probe;
 pub mod tool;
 
 pub use mcp::CallResult;
-pub use probe::{confinement_available, print_skip, skip_unless_confined};
+pub use probe::{capabilities_mode, confinement_available, print_skip, skip_unless_confined};
 pub use tool::{EgressListeners, Mode, ToolBuilder, ToolProcess};
 
 use std::time::Duration;

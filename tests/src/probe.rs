@@ -118,3 +118,23 @@ pub fn skip_unless_confined(test: &str) -> bool {
         Probe::Broken(why) => panic!("{test}: {why}"),
     }
 }
+
+/// Whether the launcher under test builds sandboxes with its file capabilities because user
+/// namespaces are unavailable (the machines `autotool setup --launcher` is for). Asked of the
+/// launcher itself (`--probe`). There the tool keeps the invoking user's id, and the thread
+/// limit counts every task of that user.
+pub fn capabilities_mode() -> bool {
+    static MODE: OnceLock<bool> = OnceLock::new();
+    *MODE.get_or_init(|| {
+        let Ok(launcher) = crate::locate::launcher() else {
+            return false;
+        };
+        let Ok(out) = std::process::Command::new(launcher).arg("--probe").output() else {
+            return false;
+        };
+        let Ok(report) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+            return false;
+        };
+        report["file_capabilities"] == true && report["user_namespace"]["ok"] == false
+    })
+}
