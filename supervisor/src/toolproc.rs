@@ -1,0 +1,843 @@
+//! A running tool process, spoken to over MCP.
+//!
+//! [`ToolProcess::start`] starts one tool (confined through `autotool-launcher`, or plainly with
+//! `--sandbox off`), performs the MCP `initialize` handshake as an rmcp client within a start
+//! timeout, and then serves [`ToolProcess::list_tools`] and concurrent [`ToolProcess::call`]s
+//! until [`ToolProcess::shutdown`]. Layout:
+//! - [`child`]: the OS process in either sandbox mode: spawn, wait, kill;
+//! - [`stdio`]: stdin we can close, stdout checked line by line before rmcp reads it (rmcp
+//!   itself skips lines that are not JSON), stderr kept in a bounded ring for error messages.
+//!
+//! Failure model: a timeout, the process ending mid-request, or anything on stdout that is not
+//! an MCP message fails the request with a [`ToolProcError`] that quotes the tail of the tool's
+//! stderr, and marks the process dead ([`ToolProcess::is_alive`]); a process killed for one
+//! request fails every other request in flight at once. Nothing here panics or waits without a
+//! bound. Errors quote the tool's stderr verbatim: redact them before they reach the model.
+
+mod child;
+mod stdio;
+
+use crate::launcher::LauncherError;
+use crate::runtime::Python;
+use autotool_policy::{Limits, PolicyError};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
+    JsonObject, ProtocolVersion, Tool,
+};
+use rmcp::service::RunningService;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, ServiceError};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use stdio::{SharedStdin, StderrLog};
+use tokio::sync::{Notify, watch};
+
+pub use rmcp::model::ContentBlock;
+
+/// How long a tool may take from spawn to its answer to `initialize`.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long [`ToolProcess::shutdown`] waits after closing stdin before it kills.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// How long a failed request waits for the process to finish dying, so its exit status and its
+/// last stderr lines make it into the error.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How long the monitor waits for stderr to close after the process has exited.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+/// Capacity of the pipe between the stdout guard and rmcp.
+const GUARDED_PIPE: usize = 64 << 10;
+/// The protocol revision offered in `initialize`: the newest one with a handshake. The Python
+/// SDK (mcp 2.3.0) answers it, and also answers `2025-11-25` to an `initialize` offering
+/// `2026-07-28`; the supervisor–tool link is private, so the era of the host does not matter.
+const OFFERED_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// Whether a tool runs confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// Through `autotool-launcher`: namespaces, fresh root, limits, Landlock, seccomp.
+    #[default]
+    Strict,
+    /// The interpreter run directly: an environment of exactly the given variables, the tool
+    /// directory as working directory, its own process group, best-effort resource limits
+    /// (no thread limit). For machines where autotool already runs inside a container or VM.
+    Off,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    /// Directory holding the tool.
+    pub tool_dir: PathBuf,
+    /// The tool's file inside `tool_dir` (a plain name).
+    pub tool_file: String,
+    /// The interpreter it runs on.
+    pub python: Python,
+    /// The tool's environment, exactly (see `autotool_policy::launch::tool_environment`).
+    pub env: BTreeMap<String, String>,
+    /// Resource limits.
+    pub limits: Limits,
+    pub sandbox: SandboxMode,
+    /// The launcher for [`SandboxMode::Strict`]; `None` finds it with
+    /// [`crate::launcher::locate`].
+    pub launcher: Option<PathBuf>,
+    /// Bound on spawn → `initialize` answered; also the bound on [`ToolProcess::list_tools`].
+    pub start_timeout: Duration,
+}
+
+impl ToolSpec {
+    /// A spec with an empty environment, default limits, the launcher found by
+    /// [`crate::launcher::locate`] and [`DEFAULT_START_TIMEOUT`].
+    pub fn new(
+        tool_dir: impl Into<PathBuf>,
+        tool_file: impl Into<String>,
+        python: Python,
+        sandbox: SandboxMode,
+    ) -> Self {
+        ToolSpec {
+            tool_dir: tool_dir.into(),
+            tool_file: tool_file.into(),
+            python,
+            env: BTreeMap::new(),
+            limits: Limits::default(),
+            sandbox,
+            launcher: None,
+            start_timeout: DEFAULT_START_TIMEOUT,
+        }
+    }
+}
+
+/// Why a tool did not become a working MCP server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InitFailure {
+    #[error("it gave no answer to `initialize` within {}", secs(*after))]
+    NoAnswer { after: Duration },
+    #[error("it ended ({exit}) before answering `initialize`")]
+    Exited {
+        status: Option<ExitStatus>,
+        exit: String,
+    },
+    #[error("{what}")]
+    Garbage { what: String },
+    #[error("the `initialize` handshake failed: {what}")]
+    Handshake { what: String },
+}
+
+/// What went wrong with a tool process. Messages say what happened and what to do, and quote
+/// the tail of the tool's stderr verbatim (redact before showing them to a model).
+#[derive(Debug, thiserror::Error)]
+pub enum ToolProcError {
+    #[error("the tool's launch policy is invalid: {0}")]
+    Policy(#[from] PolicyError),
+    #[error("the tool cannot be confined: {0}")]
+    Launcher(#[from] LauncherError),
+    #[error(
+        "could not start {program:?}: {source}; check the Python runtime and the launcher with `autotool doctor`"
+    )]
+    Spawn {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "the tool did not start as an MCP server: {reason}. A tool must be a Python MCP server that ends with `mcp.run()` and writes nothing but MCP messages to stdout (log to stderr).{}",
+        stderr_section(stderr_tail)
+    )]
+    Initialize {
+        reason: InitFailure,
+        stderr_tail: String,
+    },
+    #[error(
+        "`{operation}` got no answer within {}, so the tool process was stopped; make the function return sooner, or give it a longer timeout.{}",
+        secs(*after),
+        stderr_section(stderr_tail)
+    )]
+    Timeout {
+        operation: String,
+        after: Duration,
+        stderr_tail: String,
+    },
+    #[error(
+        "the tool process ended ({exit}) before answering `{operation}`; fix what its stderr shows (a crash, an exit, a limit) and start it again.{}",
+        stderr_section(stderr_tail)
+    )]
+    Exited {
+        operation: String,
+        status: Option<ExitStatus>,
+        exit: String,
+        stderr_tail: String,
+    },
+    #[error(
+        "the tool broke the MCP protocol during `{operation}`: {what}. It was stopped; print diagnostics to stderr (`print(..., file=sys.stderr)` or `logging`), never to stdout.{}",
+        stderr_section(stderr_tail)
+    )]
+    Protocol {
+        operation: String,
+        what: String,
+        stderr_tail: String,
+    },
+    #[error("the tool refused `{operation}` with JSON-RPC error {code}: {message}")]
+    Rejected {
+        operation: String,
+        code: i32,
+        message: String,
+    },
+    #[error(
+        "`{operation}` was not answered: the tool process is not running any more ({why}); start it again"
+    )]
+    Stopped { operation: String, why: String },
+}
+
+fn secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+fn stderr_section(tail: &str) -> String {
+    if tail.is_empty() {
+        " It wrote nothing to stderr.".to_string()
+    } else {
+        format!("\n--- the tool's stderr, last lines ---\n{tail}")
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        6 => "SIGABRT".into(),
+        9 => "SIGKILL".into(),
+        11 => "SIGSEGV".into(),
+        15 => "SIGTERM".into(),
+        24 => "SIGXCPU: its CPU-time limit".into(),
+        25 => "SIGXFSZ: its file-size limit".into(),
+        31 => "SIGSYS: a system call the sandbox refuses".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+/// Say how a process ended. Under the launcher, 125 is the launcher's own failure and 128+N
+/// the tool's death by signal N.
+fn describe_exit(status: Option<ExitStatus>, sandbox: SandboxMode) -> String {
+    let Some(status) = status else {
+        return "its exit status could not be read".into();
+    };
+    if let Some(sig) = status.signal() {
+        return format!("killed by {}", signal_name(sig));
+    }
+    match (status.code(), sandbox) {
+        (Some(125), SandboxMode::Strict) => {
+            "exit status 125: autotool-launcher could not start it, for the reason in its stderr"
+                .into()
+        }
+        (Some(c), SandboxMode::Strict) if (129..=192).contains(&c) => {
+            format!("exit status {c}: killed by {}", signal_name(c - 128))
+        }
+        (Some(c), _) => format!("exit status {c}"),
+        (None, _) => "no exit status".into(),
+    }
+}
+
+/// A tool function as the tool describes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub input_schema: JsonObject,
+    /// Present for functions with a return annotation (`-> str` gives
+    /// `{"properties": {"result": …}}`).
+    pub output_schema: Option<JsonObject>,
+    /// The tool's own hints (`readOnlyHint`, …), untrusted.
+    pub annotations: Option<serde_json::Value>,
+}
+
+impl From<Tool> for ToolInfo {
+    fn from(t: Tool) -> Self {
+        ToolInfo {
+            name: t.name.into_owned(),
+            title: t.title,
+            description: t.description.map(|d| d.into_owned()),
+            input_schema: Arc::unwrap_or_clone(t.input_schema),
+            output_schema: t.output_schema.map(Arc::unwrap_or_clone),
+            annotations: t.annotations.and_then(|a| serde_json::to_value(a).ok()),
+        }
+    }
+}
+
+/// The answer to one `tools/call`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    pub content: Vec<ContentBlock>,
+    /// `{"result": …}` for a function with a return annotation.
+    pub structured_content: Option<serde_json::Value>,
+    /// The tool reported an error: a `ToolError`'s message, or for an unexpected exception
+    /// only "Error executing tool NAME" (the traceback is in [`CallOutcome::stderr`]).
+    pub is_error: bool,
+    /// What the process wrote to stderr while the call ran, up to its answer (for an error
+    /// result, until stderr went quiet for a moment). Best effort; calls running at the same
+    /// time share one stderr, so this may hold their lines too.
+    pub stderr: String,
+    /// Request sent → answer received.
+    pub duration: Duration,
+}
+
+/// Who answered `initialize`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerDetails {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub protocol_version: String,
+    pub instructions: Option<String>,
+    /// The tool says it may send `notifications/tools/list_changed`.
+    pub tools_list_changed: bool,
+}
+
+/// How [`ToolProcess::shutdown`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// `None` when the exit could not be observed within the bounds.
+    pub status: Option<ExitStatus>,
+    /// It did not exit within [`SHUTDOWN_GRACE`] of its stdin closing and was killed.
+    pub killed: bool,
+    pub took: Duration,
+}
+
+/// The first reason the process stopped serving.
+#[derive(Debug, Clone)]
+enum Cause {
+    Exited(Option<ExitStatus>),
+    TimedOut {
+        request: u64,
+        operation: String,
+        after: Duration,
+    },
+    /// Something other than MCP on stdout, or an answer MCP does not allow.
+    Violation(String),
+    /// The `initialize` handshake failed while the process kept running.
+    Refused(String),
+    ShutDown,
+}
+
+/// The process was reaped (and its stderr drained, within [`STDERR_DRAIN`]).
+#[derive(Debug, Clone, Copy)]
+struct Exit(Option<ExitStatus>);
+
+/// State shared by the handle, the monitor, the stdout guard and the stderr pump.
+#[derive(Debug)]
+struct Shared {
+    sandbox: SandboxMode,
+    stderr: Arc<StderrLog>,
+    cause: watch::Sender<Option<Cause>>,
+    exit: watch::Sender<Option<Exit>>,
+    /// Ask the monitor to SIGKILL the process.
+    kill: Notify,
+    stdin: SharedStdin,
+}
+
+impl Shared {
+    /// Record why the process stops serving (the first reason wins) and, unless it is already
+    /// gone or going, kill it.
+    fn fail(&self, cause: Cause) {
+        let kill = matches!(
+            cause,
+            Cause::TimedOut { .. } | Cause::Violation(_) | Cause::Refused(_)
+        );
+        self.cause.send_if_modified(|c| {
+            if c.is_none() {
+                *c = Some(cause);
+                true
+            } else {
+                false
+            }
+        });
+        if kill {
+            self.kill.notify_one();
+        }
+    }
+
+    fn cause(&self) -> Option<Cause> {
+        self.cause.borrow().clone()
+    }
+
+    /// The reason, once there is one.
+    async fn next_cause(&self) -> Cause {
+        let mut rx = self.cause.subscribe();
+        let cause = rx
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|c| c.clone());
+        // The sender lives in `self`, so the wait cannot end without a value.
+        cause.unwrap_or(Cause::ShutDown)
+    }
+
+    async fn cause_within(&self, bound: Duration) -> Option<Cause> {
+        tokio::time::timeout(bound, self.next_cause()).await.ok()
+    }
+
+    /// The exit, waiting for it at most `bound`.
+    async fn exited(&self, bound: Duration) -> Option<Exit> {
+        let mut rx = self.exit.subscribe();
+        let waited = tokio::time::timeout(bound, rx.wait_for(Option::is_some)).await;
+        waited.ok()?.ok().and_then(|e| *e)
+    }
+
+    fn tail(&self) -> String {
+        self.stderr.tail(stdio::STDERR_IN_ERRORS)
+    }
+}
+
+/// Owns the OS process: waits for it, kills it on request, and publishes its exit.
+async fn monitor(
+    mut child: child::Child,
+    shared: Arc<Shared>,
+    stderr: tokio::task::JoinHandle<()>,
+) {
+    let status = loop {
+        let waited = tokio::select! {
+            r = child.wait() => Some(r),
+            () = shared.kill.notified() => None,
+        };
+        match waited {
+            Some(Ok(status)) => break Some(status),
+            Some(Err(e)) => {
+                tracing::warn!(%e, "waiting for a tool process failed; killing it");
+                child.kill();
+                break None;
+            }
+            None => child.kill(),
+        }
+    };
+    child.kill_leftovers();
+    // Its last words (a traceback) are usually still in the pipe.
+    let _ = tokio::time::timeout(STDERR_DRAIN, stderr).await;
+    shared.exit.send_replace(Some(Exit(status)));
+    shared.fail(Cause::Exited(status));
+}
+
+/// A started tool process with an initialised MCP session.
+pub struct ToolProcess {
+    peer: Peer<RoleClient>,
+    service: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
+    shared: Arc<Shared>,
+    server: ServerDetails,
+    pid: Option<u32>,
+    started_in: Duration,
+    list_timeout: Duration,
+    next_request: AtomicU64,
+}
+
+impl std::fmt::Debug for ToolProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolProcess")
+            .field("pid", &self.pid)
+            .field("sandbox", &self.shared.sandbox)
+            .field("server", &self.server)
+            .field("alive", &self.is_alive())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the start-up race ended.
+enum Start {
+    Up(Box<RunningService<RoleClient, ClientConfig>>),
+    Refused(String),
+    Late,
+    Died(Cause),
+}
+
+impl ToolProcess {
+    /// Start the tool and complete `initialize` within `spec.start_timeout`. On any failure
+    /// the process is killed before this returns.
+    pub async fn start(spec: ToolSpec) -> Result<ToolProcess, ToolProcError> {
+        let t0 = Instant::now();
+        let spawned = child::spawn(&spec)?;
+        let pid = spawned.child.id();
+        let stdin = SharedStdin::new(spawned.stdin);
+        let shared = Arc::new(Shared {
+            sandbox: spec.sandbox,
+            stderr: Arc::new(StderrLog::new(&spawned.stderr)),
+            cause: watch::Sender::new(None),
+            exit: watch::Sender::new(None),
+            kill: Notify::new(),
+            stdin: stdin.clone(),
+        });
+        let pump = tokio::spawn(stdio::pump_stderr(spawned.stderr, shared.stderr.clone()));
+        let (guarded, guard_out) = tokio::io::simplex(GUARDED_PIPE);
+        let on_violation = {
+            let shared = shared.clone();
+            move |v: stdio::Violation| shared.fail(Cause::Violation(v.0))
+        };
+        tokio::spawn(stdio::guard_stdout(spawned.stdout, guard_out, on_violation));
+        tokio::spawn(monitor(spawned.child, shared.clone(), pump));
+
+        let client = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("autotool", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(OFFERED_VERSION);
+        let handshake =
+            client.serve_with_lifecycle((guarded, stdin), ClientLifecycleMode::Initialize);
+        let start = tokio::select! {
+            biased;
+            r = handshake => match r {
+                Ok(service) => Start::Up(Box::new(service)),
+                Err(e) => Start::Refused(e.to_string()),
+            },
+            () = tokio::time::sleep(spec.start_timeout) => Start::Late,
+            cause = shared.next_cause() => Start::Died(cause),
+        };
+        let cause = match start {
+            Start::Up(service) => return Ok(Self::serving(*service, shared, pid, t0, &spec)),
+            Start::Late => Cause::TimedOut {
+                request: 0,
+                operation: "initialize".into(),
+                after: spec.start_timeout,
+            },
+            Start::Died(cause) => cause,
+            // The handshake may have failed because the process is going away: prefer its own
+            // reason.
+            Start::Refused(what) => match shared.cause_within(EXIT_GRACE).await {
+                Some(cause) => cause,
+                None => Cause::Refused(what),
+            },
+        };
+        shared.fail(cause.clone());
+        shared.kill.notify_one();
+        let _ = shared.exited(EXIT_GRACE).await;
+        let reason = match cause {
+            Cause::Exited(status) => InitFailure::Exited {
+                status,
+                exit: describe_exit(status, spec.sandbox),
+            },
+            Cause::TimedOut { after, .. } => InitFailure::NoAnswer { after },
+            Cause::Violation(what) => InitFailure::Garbage { what },
+            Cause::Refused(what) => InitFailure::Handshake { what },
+            Cause::ShutDown => InitFailure::Handshake {
+                what: "it was stopped".into(),
+            },
+        };
+        Err(ToolProcError::Initialize {
+            reason,
+            stderr_tail: shared.tail(),
+        })
+    }
+
+    /// The handle of a process that answered `initialize`.
+    fn serving(
+        service: RunningService<RoleClient, ClientConfig>,
+        shared: Arc<Shared>,
+        pid: Option<u32>,
+        t0: Instant,
+        spec: &ToolSpec,
+    ) -> ToolProcess {
+        let started_in = t0.elapsed();
+        let peer = service.peer().clone();
+        let info = peer.peer_info();
+        let implementation = info.as_ref().and_then(|i| i.server_info.as_ref());
+        let server = ServerDetails {
+            name: implementation.map(|s| s.name.clone()),
+            version: implementation.map(|s| s.version.clone()),
+            protocol_version: info
+                .as_ref()
+                .map(|i| i.protocol_version.as_str().to_string())
+                .unwrap_or_default(),
+            instructions: info.as_ref().and_then(|i| i.instructions.clone()),
+            tools_list_changed: info
+                .as_ref()
+                .and_then(|i| i.capabilities.tools.as_ref())
+                .and_then(|t| t.list_changed)
+                .unwrap_or(false),
+        };
+        tracing::debug!(?pid, ?started_in, sandbox = ?spec.sandbox, "tool process initialised");
+        ToolProcess {
+            peer,
+            service: tokio::sync::Mutex::new(Some(service)),
+            shared,
+            server,
+            pid,
+            started_in,
+            list_timeout: spec.start_timeout,
+            next_request: AtomicU64::new(1),
+        }
+    }
+
+    /// The tool's functions with their input and output schemas (every page), bounded by the
+    /// spec's start timeout.
+    pub async fn list_tools(&self) -> Result<Vec<ToolInfo>, ToolProcError> {
+        let tools = self
+            .request(
+                "tools/list".into(),
+                self.list_timeout,
+                self.peer.list_all_tools(),
+            )
+            .await?;
+        Ok(tools.into_iter().map(ToolInfo::from).collect())
+    }
+
+    /// Call function `name`. Calls may run concurrently on one process. A timeout kills the
+    /// process (and so fails every other call in flight).
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        timeout: Duration,
+    ) -> Result<CallOutcome, ToolProcError> {
+        let mark = self.shared.stderr.total();
+        let t0 = Instant::now();
+        let operation = format!("tools/call {name}");
+        let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
+        let response = self
+            .request(operation.clone(), timeout, self.peer.call_tool_once(params))
+            .await?;
+        let duration = t0.elapsed();
+        let result = match response {
+            CallToolResponse::Complete(result) => result,
+            _ => {
+                self.shared.fail(Cause::Violation(
+                    "it answered with an input request or a task, which autotool tools may not do"
+                        .into(),
+                ));
+                let cause = self.shared.cause().unwrap_or(Cause::ShutDown);
+                return Err(self.dead(0, operation, cause).await);
+            }
+        };
+        let is_error = result.is_error.unwrap_or(false);
+        // What the tool wrote before answering is in the pipe; let the pump file it.
+        self.shared
+            .stderr
+            .catch_up(Duration::from_millis(100))
+            .await;
+        if is_error {
+            // The SDK logs an unexpected exception's traceback before it answers; make sure
+            // all of it is here.
+            self.shared
+                .stderr
+                .settle(Duration::from_millis(20), Duration::from_millis(250))
+                .await;
+        }
+        Ok(CallOutcome {
+            content: result.content,
+            structured_content: result.structured_content,
+            is_error,
+            stderr: self.shared.stderr.since(mark),
+            duration,
+        })
+    }
+
+    /// Close stdin, wait up to [`SHUTDOWN_GRACE`] for the tool to exit, then kill it (and,
+    /// confined, the launcher takes the tool with it). Requests still in flight fail with
+    /// [`ToolProcError::Stopped`]. Calling it again only reports the exit.
+    pub async fn shutdown(&self) -> ShutdownReport {
+        let t0 = Instant::now();
+        self.shared.fail(Cause::ShutDown);
+        self.shared.stdin.close();
+        let mut killed = false;
+        let exit = match self.shared.exited(SHUTDOWN_GRACE).await {
+            Some(exit) => Some(exit),
+            None => {
+                killed = true;
+                self.shared.kill.notify_one();
+                self.shared.exited(EXIT_GRACE).await
+            }
+        };
+        if let Some(mut service) = self.service.lock().await.take() {
+            // The transport has ended with the process; this only joins rmcp's task.
+            let _ = service.close_with_timeout(Duration::from_millis(500)).await;
+        }
+        ShutdownReport {
+            status: exit.and_then(|e| e.0),
+            killed,
+            took: t0.elapsed(),
+        }
+    }
+
+    /// Still serving: not exited, not killed, not shut down.
+    pub fn is_alive(&self) -> bool {
+        self.shared.cause.borrow().is_none()
+    }
+
+    /// The direct child's process id (the launcher's when confined).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    pub fn sandbox(&self) -> SandboxMode {
+        self.shared.sandbox
+    }
+
+    /// Who answered `initialize`, and in which protocol revision.
+    pub fn server(&self) -> &ServerDetails {
+        &self.server
+    }
+
+    /// Spawn → `initialize` answered.
+    pub fn started_in(&self) -> Duration {
+        self.started_in
+    }
+
+    /// The newest lines of the tool's stderr (at most 16 KiB).
+    pub fn stderr_tail(&self) -> String {
+        self.shared.tail()
+    }
+
+    /// The exit status, once the process has exited and been reaped.
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.shared.exit.borrow().and_then(|e| e.0)
+    }
+
+    /// Run one request against the bounds: its own timeout, and the process failing.
+    async fn request<T>(
+        &self,
+        operation: String,
+        timeout: Duration,
+        answer: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, ToolProcError> {
+        let id = self.next_request.fetch_add(1, Ordering::Relaxed);
+        if let Some(cause) = self.shared.cause() {
+            return Err(self.dead(id, operation, cause).await);
+        }
+        let answer = tokio::select! {
+            biased;
+            r = answer => r,
+            () = tokio::time::sleep(timeout) => {
+                self.shared.fail(Cause::TimedOut {
+                    request: id,
+                    operation: operation.clone(),
+                    after: timeout,
+                });
+                // Another failure may have come first; report whichever did.
+                let cause = self.shared.cause().unwrap_or(Cause::ShutDown);
+                return Err(self.dead(id, operation, cause).await);
+            }
+            cause = self.shared.next_cause() => return Err(self.dead(id, operation, cause).await),
+        };
+        match answer {
+            Ok(value) => Ok(value),
+            Err(ServiceError::McpError(e)) => Err(ToolProcError::Rejected {
+                operation,
+                code: e.code.0,
+                message: e.message.into_owned(),
+            }),
+            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                // The pipes closed: the process is going away, or closed its stdout.
+                let cause = match self.shared.cause_within(EXIT_GRACE).await {
+                    Some(cause) => cause,
+                    None => {
+                        self.shared.fail(Cause::Violation(
+                            "it closed its stdout but kept running".into(),
+                        ));
+                        self.shared.cause().unwrap_or(Cause::ShutDown)
+                    }
+                };
+                Err(self.dead(id, operation, cause).await)
+            }
+            Err(e) => {
+                self.shared.fail(Cause::Violation(format!(
+                    "its answer is not one MCP allows here ({e})"
+                )));
+                let cause = self.shared.cause().unwrap_or(Cause::ShutDown);
+                Err(self.dead(id, operation, cause).await)
+            }
+        }
+    }
+
+    /// The error for request `id` on a process that stopped serving because of `cause`.
+    async fn dead(&self, id: u64, operation: String, cause: Cause) -> ToolProcError {
+        if !matches!(cause, Cause::Exited(_) | Cause::ShutDown) {
+            // It is being killed: let it finish so its last stderr lines are in the tail.
+            let _ = self.shared.exited(EXIT_GRACE).await;
+        }
+        let stderr_tail = self.shared.tail();
+        match cause {
+            Cause::Exited(status) => ToolProcError::Exited {
+                operation,
+                status,
+                exit: describe_exit(status, self.shared.sandbox),
+                stderr_tail,
+            },
+            Cause::TimedOut { request, after, .. } if request == id => ToolProcError::Timeout {
+                operation,
+                after,
+                stderr_tail,
+            },
+            Cause::TimedOut {
+                operation: other,
+                after,
+                ..
+            } => ToolProcError::Stopped {
+                operation,
+                why: format!(
+                    "it was stopped because `{other}` got no answer within {}",
+                    secs(after)
+                ),
+            },
+            Cause::Violation(what) | Cause::Refused(what) => ToolProcError::Protocol {
+                operation,
+                what,
+                stderr_tail,
+            },
+            Cause::ShutDown => ToolProcError::Stopped {
+                operation,
+                why: "it was shut down".into(),
+            },
+        }
+    }
+}
+
+impl Drop for ToolProcess {
+    fn drop(&mut self) {
+        // Not shut down: kill it now (the monitor reaps it; without a runtime, the child
+        // handles kill on drop themselves).
+        self.shared.fail(Cause::ShutDown);
+        self.shared.kill.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exits_are_described_for_each_mode() {
+        let code = |c: i32| Some(ExitStatus::from_raw(c << 8));
+        assert_eq!(describe_exit(code(3), SandboxMode::Off), "exit status 3");
+        assert_eq!(describe_exit(code(3), SandboxMode::Strict), "exit status 3");
+        assert!(describe_exit(code(125), SandboxMode::Strict).contains("autotool-launcher"));
+        assert_eq!(
+            describe_exit(code(137), SandboxMode::Strict),
+            "exit status 137: killed by SIGKILL"
+        );
+        assert_eq!(
+            describe_exit(code(137), SandboxMode::Off),
+            "exit status 137"
+        );
+        assert_eq!(
+            describe_exit(Some(ExitStatus::from_raw(9)), SandboxMode::Off),
+            "killed by SIGKILL"
+        );
+        assert_eq!(
+            describe_exit(None, SandboxMode::Off),
+            "its exit status could not be read"
+        );
+    }
+
+    #[test]
+    fn handles_can_be_shared_across_tasks() {
+        fn shareable<T: Send + Sync + 'static>() {}
+        shareable::<ToolProcess>();
+        shareable::<ToolProcError>();
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(secs(Duration::from_secs(20)), "20 s");
+        assert_eq!(secs(Duration::from_millis(1500)), "1.5 s");
+    }
+}
