@@ -198,36 +198,12 @@ fn switch_ids(uid: u32, gid: u32, was_root: bool) -> Result<(), LaunchError> {
 }
 
 fn pipe() -> Result<(std::fs::File, std::fs::File), LaunchError> {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let mut fds = [0; 2];
-    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(LaunchError::Io {
-            what: "pipe2",
-            source: last(),
-        });
-    }
-    // SAFETY: pipe2 succeeded; both descriptors are fresh and owned by nobody else.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = process::pipe()?;
     Ok((r.into(), w.into()))
 }
 
 fn wait(pid: i32) -> Result<i32, LaunchError> {
-    let mut status = 0;
-    loop {
-        // SAFETY: status is a valid int for waitpid to fill.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            break;
-        }
-        let err = last();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(LaunchError::Io {
-                what: "waiting for the id-map helper",
-                source: err,
-            });
-        }
-    }
+    let status = process::wait_for(pid, "waiting for the id-map helper")?;
     Ok(if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else {

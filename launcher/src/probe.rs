@@ -13,13 +13,8 @@ fn in_child(f: impl FnOnce() -> Result<(), i32>) -> Result<(), String> {
             Err(errno) => errno.clamp(1, 255),
         }),
         Ok(Forked::Parent(pid)) => {
-            let mut status = 0;
-            // SAFETY: status is a valid int for waitpid to fill.
-            while unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
-                if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    return Err("waitpid failed".into());
-                }
-            }
+            let status =
+                process::wait_for(pid, "waiting for a probe").map_err(|e| e.to_string())?;
             if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
                 Ok(())
             } else if libc::WIFEXITED(status) {

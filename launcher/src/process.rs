@@ -62,6 +62,35 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
+/// Wait for `pid`, retrying on EINTR. Returns the raw wait status.
+pub fn wait_for(pid: i32, what: &'static str) -> Result<i32, LaunchError> {
+    let mut status = 0;
+    loop {
+        // SAFETY: status is a valid int for waitpid to fill.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
+            return Ok(status);
+        }
+        let err = last();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(LaunchError::Io { what, source: err });
+        }
+    }
+}
+
+/// A close-on-exec pipe: (read end, write end).
+pub fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(LaunchError::Io {
+            what: "pipe2",
+            source: last(),
+        });
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are fresh and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 /// A pipe whose write end only the outer launcher holds: when the launcher dies the tool sees
 /// the pipe hang up. It closes the race between forking the tool and its parent-death signal.
 #[derive(Debug)]
@@ -72,16 +101,7 @@ pub struct LifeLine {
 
 impl LifeLine {
     pub fn new() -> Result<Self, LaunchError> {
-        let mut fds = [0; 2];
-        // SAFETY: fds is a valid array of two ints for pipe2 to fill.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(LaunchError::Io {
-                what: "pipe2",
-                source: last(),
-            });
-        }
-        // SAFETY: pipe2 succeeded, so both descriptors are fresh and owned by nobody else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read, write) = pipe()?;
         Ok(LifeLine { read, write })
     }
 
@@ -144,21 +164,7 @@ pub fn wait_as_outer(child: i32, life: LifeLine) -> Result<u8, LaunchError> {
         libc::close(0);
         libc::close(1);
     }
-    let mut status = 0;
-    loop {
-        // SAFETY: status is a valid int for waitpid to fill.
-        let r = unsafe { libc::waitpid(child, &mut status, 0) };
-        if r == child {
-            break;
-        }
-        let err = last();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(LaunchError::Io {
-                what: "waiting for the tool",
-                source: err,
-            });
-        }
-    }
+    let status = wait_for(child, "waiting for the tool")?;
     drop(life.write);
     if libc::WIFEXITED(status) {
         Ok(libc::WEXITSTATUS(status) as u8)
