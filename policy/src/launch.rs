@@ -286,7 +286,9 @@ pub struct Plan {
     pub gid: u32,
 }
 
-const RESERVED: [&str; 5] = ["/proc", "/dev", TMP_MOUNT, TOOL_MOUNT, "/home"];
+/// Places the sandbox builds itself. A user's home (`/home/alice/.autotool/runtime`) is not
+/// among them: only the tool's own home is.
+const RESERVED: [&str; 5] = ["/proc", "/dev", TMP_MOUNT, TOOL_MOUNT, HOME_MOUNT];
 
 fn check_abs(what: &'static str, path: &Path) -> Result<(), PolicyError> {
     let ok = path.is_absolute()

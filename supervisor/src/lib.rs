@@ -1,20 +1,35 @@
 //! The autotool supervisor: the `autotool` binary and library.
 //!
-//! Layout (grows with the MCP server, consent, credentials, redaction, egress proxy, verifier
-//! and ledger):
+//! Layout (consent, credentials, redaction and the egress proxy come next):
+//! - [`serve`], [`server`], [`app`], [`pool`]: `autotool serve`, the MCP server hosts talk to,
+//!   the state its connections share, and the warm tool processes;
 //! - [`launcher`]: finding `autotool-launcher`, its probe, confined spawns;
 //! - [`runtime`]: the Python interpreter tools run on;
 //! - [`doctor`]: what the machine offers and how to fix what it lacks;
 //! - [`setup`]: installing the launcher with file capabilities;
+//! - [`home`]: `$AUTOTOOL_HOME` and the fixed places inside it;
+//! - [`ledger`]: the SQLite database every supervisor on the machine shares;
+//! - [`registry`]: the tools directory and the ledger kept in step (stage, commit, remove), and
+//!   `autotool tools`;
 //! - [`toolproc`]: one running tool process (confined through the launcher, or unconfined with
-//!   `--sandbox off`), spoken to as an MCP client.
+//!   `--sandbox off`), spoken to as an MCP client;
+//! - [`verify`]: the gate before a tool is mounted: lint, `REQUIRED_ENV`, launch, `initialize`,
+//!   `tools/list`, smoke test.
 //!
 //! The supervisor never confines anything itself: every tool process is started through the
 //! launcher.
 #![deny(clippy::print_stdout)]
 
+pub mod app;
 pub mod doctor;
+pub mod home;
 pub mod launcher;
+pub mod ledger;
+pub mod pool;
+pub mod registry;
 pub mod runtime;
+pub mod serve;
+pub mod server;
 pub mod setup;
 pub mod toolproc;
+pub mod verify;

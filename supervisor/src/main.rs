@@ -38,12 +38,52 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Serve MCP on stdin/stdout: the command a host app runs. Agents create tools with
+    /// `create_tool`; they are verified, confined, mounted live and kept for every agent.
+    Serve {
+        /// `strict` (default) confines every tool; only an explicit `off`, `0`, `false` or `no`
+        /// runs them unconfined (also `AUTOTOOL_SANDBOX`).
+        #[arg(long)]
+        sandbox: Option<String>,
+        /// Wall-clock bound on one tool call, in seconds.
+        #[arg(long, default_value_t = 60)]
+        call_timeout: u64,
+        /// Stop a tool process unused for this many seconds.
+        #[arg(long, default_value_t = 600)]
+        idle_timeout: u64,
+        /// Bytes of text a tool result may carry before it is truncated.
+        #[arg(long, default_value_t = 256 * 1024)]
+        max_output_bytes: usize,
+    },
+    /// List, show and remove the tools every agent on this machine shares.
+    Tools {
+        #[command(subcommand)]
+        cmd: autotool::registry::cli::ToolsCmd,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Cmd::Serve {
+        sandbox,
+        call_timeout,
+        idle_timeout,
+        max_output_bytes,
+    } = &cli.command
+    {
+        let settings = autotool::app::Settings {
+            sandbox: autotool::serve::sandbox_mode(sandbox.as_deref()),
+            call_timeout: std::time::Duration::from_secs((*call_timeout).max(1)),
+            idle_timeout: std::time::Duration::from_secs((*idle_timeout).max(1)),
+            max_output_bytes: (*max_output_bytes).max(1024),
+            ..Default::default()
+        };
+        return serve(settings);
+    }
+    // Not for `serve`: there stdout is the JSON-RPC channel, written from the runtime's threads.
     let mut stdout = std::io::stdout().lock();
     match cli.command {
+        Cmd::Serve { .. } => ExitCode::FAILURE,
         Cmd::Doctor { json } => {
             let report = autotool::doctor::run();
             let text = if json {
@@ -69,5 +109,26 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
+    }
+}
+
+fn serve(settings: autotool::app::Settings) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("autotool serve: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(autotool::serve::run(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool serve: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -388,7 +388,7 @@ fn runtime_and_system_dirs_must_be_absolute() {
 
 /// (target, the reserved directory reported). A target is refused when it is, lies inside or
 /// contains a reserved directory; `/` contains them all and `/proc` is checked first.
-const RESERVED_TARGETS: [(&str, &str); 16] = [
+const RESERVED_TARGETS: [(&str, &str); 15] = [
     ("/", "/proc"),
     ("/proc", "/proc"),
     ("/proc/self", "/proc"),
@@ -398,10 +398,9 @@ const RESERVED_TARGETS: [(&str, &str); 16] = [
     ("/tmp/runtime", "/tmp"),
     ("/tool", "/tool"),
     ("/tool/lib", "/tool"),
-    ("/home", "/home"),
-    ("/home/tool", "/home"),
-    ("/home/tool/.venv", "/home"),
-    ("/home/alice/.pyenv", "/home"),
+    ("/home", "/home/tool"),
+    ("/home/tool", "/home/tool"),
+    ("/home/tool/.venv", "/home/tool"),
     ("/etc", "/etc"),
     // `/.` is `/` once parsed into components.
     ("/.", "/proc"),
@@ -438,6 +437,10 @@ fn system_dirs_cannot_hide_reserved_directories() {
 fn near_misses_of_reserved_names_are_accepted() {
     for ok in [
         "/homework",
+        // A user's own home holds the runtime (`~/.autotool/runtime`): only /home/tool is the
+        // sandbox's.
+        "/home/alice/.pyenv",
+        "/home/alice/.autotool/runtime",
         "/tmpfiles",
         "/devtools",
         "/processes",

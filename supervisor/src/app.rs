@@ -1,0 +1,652 @@
+//! The state one `autotool serve` process shares between its connections: settings, the
+//! registry, the mounted-tool snapshot, warm tool processes, and change notification.
+//!
+//! Create → verify → mount: `create_tool` stages the code, verifies it (lint, declarations,
+//! launch confined, initialize, list, optional smoke test), commits it as a new version, hands
+//! the verified process to the pool as the first warm instance, swaps the snapshot and tells
+//! every connected host. Other `serve` processes sharing the home notice the ledger's generation
+//! change within the poll interval and do the same.
+
+use crate::home::Home;
+use crate::ledger::{CallRecord, Outcome, kind};
+use crate::pool::{Launchable, Pool};
+use crate::registry::{FunctionSpec, Manifest, Registry, ToolVersion};
+use crate::runtime::Python;
+use crate::toolproc::{SandboxMode, ToolSpec};
+use autotool_policy::Limits;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use rmcp::{Peer, RoleServer};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// What `serve` was told.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub sandbox: SandboxMode,
+    /// Wall-clock bound on one call.
+    pub call_timeout: Duration,
+    /// A tool process unused this long is stopped.
+    pub idle_timeout: Duration,
+    /// Bytes of text a result may carry before it is truncated.
+    pub max_output_bytes: usize,
+    /// Largest `code` accepted by `create_tool`.
+    pub max_code_bytes: usize,
+    /// How often the registry is checked for changes made by other processes.
+    pub poll_interval: Duration,
+    /// The launcher to use (else found by `launcher::locate`).
+    pub launcher: Option<PathBuf>,
+    pub limits: Limits,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            sandbox: SandboxMode::Strict,
+            call_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(600),
+            max_output_bytes: 256 << 10,
+            max_code_bytes: 256 << 10,
+            poll_interval: Duration::from_millis(500),
+            launcher: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// One mounted tool: its current version and functions.
+#[derive(Debug, Clone)]
+pub struct MountedTool {
+    pub name: String,
+    pub version: u32,
+    pub description: String,
+    pub dir: PathBuf,
+    pub functions: Vec<FunctionSpec>,
+}
+
+/// The set of mounted tools at one registry generation.
+#[derive(Debug, Clone, Default)]
+pub struct Mounted {
+    /// The registry generation it was read at (`None` before the first read).
+    pub generation: Option<u64>,
+    pub tools: BTreeMap<String, MountedTool>,
+}
+
+/// Shared state of one `serve` process.
+#[derive(Debug)]
+pub struct App {
+    pub settings: Settings,
+    pub home: Home,
+    pub registry: Registry,
+    runtime: tokio::sync::OnceCell<Python>,
+    mounted: RwLock<Arc<Mounted>>,
+    pub pool: Pool,
+    changes: tokio::sync::watch::Sender<u64>,
+    legacy_peers: Mutex<Vec<Peer<RoleServer>>>,
+    api_bases: BTreeMap<String, String>,
+    /// Hand-placed files that failed verification, by path, with the size and mtime seen.
+    rejected: Mutex<HashMap<PathBuf, (u64, Option<std::time::SystemTime>)>>,
+}
+
+fn text(s: impl Into<String>) -> ContentBlock {
+    ContentBlock::text(s.into())
+}
+
+fn error_result(s: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![text(s)])
+}
+
+/// Whether `name` is a valid tool name: `^[a-z][a-z0-9_]{0,39}$` without `__`.
+pub fn valid_tool_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 40
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+        && !name.contains(crate::server::SEPARATOR)
+}
+
+impl App {
+    /// Open the home and registry and mount what it holds.
+    pub fn new(settings: Settings, home: Home) -> anyhow::Result<Arc<App>> {
+        let registry = Registry::open(&home)?;
+        let api_bases = std::env::vars()
+            .filter(|(k, _)| k.ends_with("_API_BASE"))
+            .collect();
+        let (changes, _) = tokio::sync::watch::channel(0u64);
+        let app = Arc::new(App {
+            settings,
+            home,
+            registry,
+            runtime: tokio::sync::OnceCell::new(),
+            mounted: RwLock::new(Arc::new(Mounted::default())),
+            pool: Pool::default(),
+            changes,
+            legacy_peers: Mutex::new(Vec::new()),
+            api_bases,
+            rejected: Mutex::new(HashMap::new()),
+        });
+        app.reload()?;
+        Ok(app)
+    }
+
+    /// The current snapshot.
+    pub fn mounted(&self) -> Arc<Mounted> {
+        self.mounted
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Server instructions: what autotool is and how to grow tools.
+    pub fn instructions(&self) -> String {
+        let mounted = self.mounted();
+        let names: Vec<&str> = mounted.tools.keys().map(String::as_str).collect();
+        format!(
+            "autotool grows tools. When you need something you have no tool for, write it with \
+             create_tool (a small Python MCP server; the description shows the template); it is \
+             verified, sandboxed and mounted as <tool>__<function>, for this and every later \
+             session. If your tool list does not refresh, call any created function through \
+             run_tool. Tools mounted now: {}.",
+            if names.is_empty() {
+                "none yet".to_string()
+            } else {
+                names.join(", ")
+            }
+        )
+    }
+
+    /// Remember a connected host of the older protocol eras, to notify of changes.
+    pub fn set_legacy_peer(&self, peer: Peer<RoleServer>) {
+        self.legacy_peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(peer);
+    }
+
+    /// A receiver that wakes on every change of the mounted list.
+    pub fn subscribe_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Tell every connected host the tool list changed, in its era.
+    pub async fn notify_changed(&self) {
+        self.changes.send_modify(|g| *g += 1);
+        let peers: Vec<Peer<RoleServer>> = self
+            .legacy_peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut gone = Vec::new();
+        for (i, peer) in peers.iter().enumerate() {
+            if peer.is_transport_closed() {
+                gone.push(i);
+                continue;
+            }
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!("list_changed not delivered: {e}");
+            }
+        }
+        if !gone.is_empty() {
+            let mut peers = self.legacy_peers.lock().unwrap_or_else(|p| p.into_inner());
+            peers.retain(|p| !p.is_transport_closed());
+        }
+    }
+
+    /// Rebuild the snapshot from the registry. Returns whether the mounted list changed.
+    pub fn reload(&self) -> anyhow::Result<bool> {
+        let generation = Some(self.registry.generation()?);
+        if generation == self.mounted().generation {
+            return Ok(false);
+        }
+        let mut tools = BTreeMap::new();
+        for v in self.registry.current()? {
+            tools.insert(v.name.clone(), mounted_from(&v));
+        }
+        let old = self.mounted();
+        let changed = old.tools.len() != tools.len()
+            || old
+                .tools
+                .iter()
+                .zip(tools.iter())
+                .any(|((a, ta), (b, tb))| a != b || ta.version != tb.version);
+        *self.mounted.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(Mounted { generation, tools });
+        Ok(changed)
+    }
+
+    /// The Python runtime, created the first time it is needed (progress on stderr).
+    pub async fn runtime(&self) -> Result<Python, String> {
+        let dir = self.home.runtime_dir();
+        self.runtime
+            .get_or_try_init(|| async move {
+                tokio::task::spawn_blocking(move || {
+                    let mut err = std::io::stderr();
+                    crate::runtime::ensure_runtime(&dir, &mut err)
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())
+            })
+            .await
+            .cloned()
+    }
+
+    fn environment(&self, tool: &str) -> BTreeMap<String, String> {
+        let mut env =
+            autotool_policy::launch::tool_environment(&BTreeMap::new(), &self.api_bases, None);
+        if self.settings.sandbox == SandboxMode::Off {
+            // Unconfined, the sandbox's /tmp and home do not exist: a private scratch directory
+            // under the home stands in for both.
+            let scratch = self.home.root().join("scratch").join(tool);
+            let _ = std::fs::create_dir_all(&scratch);
+            let s = scratch.display().to_string();
+            env.insert("HOME".into(), s.clone());
+            env.insert("TMPDIR".into(), s);
+        }
+        env
+    }
+
+    fn spec(&self, tool: &str, dir: PathBuf, python: Python) -> ToolSpec {
+        let mut spec = ToolSpec::new(dir, "tool.py", python, self.settings.sandbox);
+        spec.env = self.environment(tool);
+        spec.limits = self.settings.limits;
+        spec.launcher = self.settings.launcher.clone();
+        spec
+    }
+
+    /// `<tool>__<function>` → (tool, function), when mounted.
+    pub fn resolve_mounted(&self, name: &str) -> Option<(String, String)> {
+        let (tool, function) = name.split_once(crate::server::SEPARATOR)?;
+        let mounted = self.mounted();
+        let t = mounted.tools.get(tool)?;
+        t.functions
+            .iter()
+            .any(|f| f.name == function)
+            .then(|| (tool.to_string(), function.to_string()))
+    }
+
+    /// Call `function` of mounted `tool`.
+    pub async fn call_function(
+        &self,
+        tool: &str,
+        function: &str,
+        arguments: JsonObject,
+    ) -> CallToolResult {
+        let mounted = self.mounted();
+        let Some(t) = mounted.tools.get(tool) else {
+            let names: Vec<&str> = mounted.tools.keys().map(String::as_str).collect();
+            return error_result(format!(
+                "no tool named {tool:?} is mounted; tools: {}",
+                if names.is_empty() {
+                    "none (create one with create_tool)".into()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        };
+        if !t.functions.iter().any(|f| f.name == function) {
+            let names: Vec<&str> = t.functions.iter().map(|f| f.name.as_str()).collect();
+            return error_result(format!(
+                "tool {tool:?} has no function {function:?}; its functions: {}",
+                names.join(", ")
+            ));
+        }
+        let python = match self.runtime().await {
+            Ok(p) => p,
+            Err(e) => return error_result(format!("the Python runtime is not available: {e}")),
+        };
+        let what = Launchable {
+            version: t.version,
+            spec: self.spec(tool, t.dir.clone(), python),
+        };
+        let started = Instant::now();
+        let outcome = match self.pool.get(tool, &what).await {
+            Ok(process) => process
+                .call(function, arguments, self.settings.call_timeout)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(format!("the tool could not be started: {e}")),
+        };
+        let duration = started.elapsed();
+        match outcome {
+            Ok(out) => {
+                let kind = if out.is_error {
+                    Outcome::ToolError
+                } else {
+                    Outcome::Ok
+                };
+                let first_text = out.content.iter().find_map(|c| match c {
+                    ContentBlock::Text(t) => Some(t.text.clone()),
+                    _ => None,
+                });
+                self.record(
+                    tool,
+                    t.version,
+                    function,
+                    duration,
+                    kind,
+                    out.is_error.then(|| first_text.unwrap_or_default()),
+                );
+                let mut content = out.content;
+                if out.is_error && !out.stderr.trim().is_empty() {
+                    content.push(text(format!(
+                        "tool stderr (traceback):\n{}",
+                        out.stderr.trim_end()
+                    )));
+                }
+                let mut result = if out.is_error {
+                    CallToolResult::error(content)
+                } else {
+                    CallToolResult::success(content)
+                };
+                result.structured_content = out.structured_content;
+                self.cap(result)
+            }
+            Err(e) => {
+                self.record(
+                    tool,
+                    t.version,
+                    function,
+                    duration,
+                    Outcome::Error,
+                    Some(e.clone()),
+                );
+                error_result(format!("calling {tool}.{function} failed: {e}"))
+            }
+        }
+    }
+
+    fn record(
+        &self,
+        tool: &str,
+        version: u32,
+        function: &str,
+        duration: Duration,
+        outcome: Outcome,
+        error: Option<String>,
+    ) {
+        let call = CallRecord {
+            tool: tool.to_string(),
+            version,
+            function: function.to_string(),
+            started_at: std::time::SystemTime::now() - duration,
+            duration,
+            outcome,
+            error,
+        };
+        if let Err(e) = self.registry.record_call(&call) {
+            tracing::warn!("recording the call in the ledger failed: {e}");
+        }
+    }
+
+    /// Truncate text beyond the output cap, with a note; drop oversized structured content.
+    fn cap(&self, mut result: CallToolResult) -> CallToolResult {
+        let cap = self.settings.max_output_bytes;
+        let mut used = 0usize;
+        let mut cut = 0usize;
+        for block in &mut result.content {
+            if let ContentBlock::Text(t) = block {
+                let room = cap.saturating_sub(used);
+                if t.text.len() > room {
+                    let mut end = room;
+                    while end > 0 && !t.text.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    cut += t.text.len() - end;
+                    t.text.truncate(end);
+                }
+                used += t.text.len();
+            }
+        }
+        let structured_len = result
+            .structured_content
+            .as_ref()
+            .map(|v| v.to_string().len())
+            .unwrap_or(0);
+        if structured_len > cap {
+            result.structured_content = None;
+            cut += structured_len;
+        }
+        if cut > 0 {
+            result.content.push(text(format!(
+                "[output truncated: {cut} bytes over autotool's cap of {cap} bytes]"
+            )));
+        }
+        result
+    }
+
+    /// The `create_tool` call.
+    pub async fn create_tool(&self, args: JsonObject) -> CallToolResult {
+        let name = args.get("name").and_then(Value::as_str).unwrap_or("");
+        let Some(code) = args.get("code").and_then(Value::as_str) else {
+            return error_result("create_tool needs `code`: the whole Python file, as a string");
+        };
+        if !valid_tool_name(name) {
+            return error_result(format!(
+                "invalid tool name {name:?}: it must match ^[a-z][a-z0-9_]{{0,39}}$ and not \
+                 contain `__`"
+            ));
+        }
+        if code.len() > self.settings.max_code_bytes {
+            return error_result(format!(
+                "the code is {} bytes; autotool accepts at most {} bytes per tool",
+                code.len(),
+                self.settings.max_code_bytes
+            ));
+        }
+        let description = args
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let smoke = match args.get("smoke_test") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(o)) => {
+                let Some(function) = o.get("function").and_then(Value::as_str) else {
+                    return error_result("smoke_test needs `function` (a string)");
+                };
+                let arguments = match o.get("arguments") {
+                    None | Some(Value::Null) => JsonObject::new(),
+                    Some(Value::Object(a)) => a.clone(),
+                    Some(_) => return error_result("smoke_test.arguments must be an object"),
+                };
+                Some(crate::verify::SmokeTest {
+                    function: function.to_string(),
+                    arguments,
+                })
+            }
+            Some(_) => return error_result("smoke_test must be an object {function, arguments}"),
+        };
+        self.create(name, code, &description, smoke).await
+    }
+
+    /// Stage, verify, commit and mount `code` as a new version of `name`.
+    pub async fn create(
+        &self,
+        name: &str,
+        code: &str,
+        description: &str,
+        smoke: Option<crate::verify::SmokeTest>,
+    ) -> CallToolResult {
+        let python = match self.runtime().await {
+            Ok(p) => p,
+            Err(e) => return error_result(format!("the Python runtime is not available: {e}")),
+        };
+        let staged = match self.registry.stage(name, code) {
+            Ok(s) => s,
+            Err(e) => return error_result(format!("create_tool failed: {e}")),
+        };
+        let spec = self.spec(name, staged.dir().to_path_buf(), python);
+        let mut request = crate::verify::VerifyRequest::new(name, code, spec);
+        request.smoke_test = smoke;
+        let verified = match crate::verify::verify(request).await {
+            Ok(v) => v,
+            Err(failure) => {
+                let _ = self.registry.discard(staged);
+                let _ = self.registry.event(
+                    Some(name),
+                    kind::VERIFICATION_FAILED,
+                    &format!("{}: {}", failure.stage, failure.message),
+                );
+                return error_result(failure.to_string());
+            }
+        };
+        if let Some(f) = verified
+            .tools
+            .iter()
+            .find(|f| name.len() + crate::server::SEPARATOR.len() + f.name.len() > 64)
+        {
+            let _ = self.registry.discard(staged);
+            verified.process.shutdown().await;
+            return error_result(format!(
+                "verification failed at list_tools: `{name}{}{}` is longer than the 64 characters \
+                 hosts accept for a tool name; shorten the tool or the function name",
+                crate::server::SEPARATOR,
+                f.name
+            ));
+        }
+        let manifest = Manifest {
+            description: description.to_string(),
+            required_env: verified.required_env.clone(),
+            functions: verified
+                .tools
+                .iter()
+                .cloned()
+                .map(FunctionSpec::from)
+                .collect(),
+        };
+        let version = match self.registry.commit(staged, manifest) {
+            Ok(v) => v,
+            Err(e) => {
+                verified.process.shutdown().await;
+                return error_result(format!("create_tool failed storing the tool: {e}"));
+            }
+        };
+        let functions = verified.tools.clone();
+        let required_env = verified.required_env.clone();
+        self.pool
+            .adopt(name, version.version, verified.process)
+            .await;
+        if let Err(e) = self.reload() {
+            tracing::warn!("reloading the registry: {e}");
+        }
+        self.notify_changed().await;
+        let mounted: Vec<Value> = functions
+            .iter()
+            .map(|f| {
+                json!({
+                    "name": format!("{name}{}{}", crate::server::SEPARATOR, f.name),
+                    "description": f.description,
+                    "inputSchema": f.input_schema,
+                    "outputSchema": f.output_schema,
+                })
+            })
+            .collect();
+        let summary = json!({
+            "tool": name,
+            "version": version.version,
+            "functions": mounted,
+            "required_env": required_env,
+            "keys_granted": [],
+        });
+        let names: Vec<String> = functions
+            .iter()
+            .map(|f| format!("{name}{}{}", crate::server::SEPARATOR, f.name))
+            .collect();
+        let mut result = CallToolResult::success(vec![
+            text(format!(
+                "Created {name} v{}: mounted {}. Hosts that refresh their tool list see them \
+                 now; any host can call them right away with run_tool {{\"tool\": \"{name}\", \
+                 \"function\": …, \"arguments\": {{…}}}}.",
+                version.version,
+                names.join(", ")
+            )),
+            text(summary.to_string()),
+        ]);
+        result.structured_content = Some(summary);
+        result
+    }
+
+    /// One round of the watcher: pick up changes made by other processes and tools placed by
+    /// hand. Returns whether the mounted list changed.
+    pub async fn poll(&self) -> bool {
+        let before = self.mounted();
+        let changed = match self.reload() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("reading the registry: {e}");
+                false
+            }
+        };
+        if changed {
+            let after = self.mounted();
+            for name in before.tools.keys() {
+                if !after.tools.contains_key(name) {
+                    self.pool.stop(name).await;
+                }
+            }
+            self.notify_changed().await;
+        }
+        self.verify_hand_placed().await;
+        changed
+    }
+
+    async fn verify_hand_placed(&self) {
+        let placed = match self.registry.hand_placed() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("listing hand-placed tools: {e}");
+                return;
+            }
+        };
+        for (name, path) in placed {
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            let seen = (meta.len(), meta.modified().ok());
+            if self
+                .rejected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&path)
+                == Some(&seen)
+            {
+                continue;
+            }
+            let Ok(code) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            tracing::info!(tool = name, path = %path.display(), "verifying a tool placed by hand");
+            let result = self.create(&name, &code, "", None).await;
+            if result.is_error == Some(true) {
+                let why = result
+                    .content
+                    .iter()
+                    .find_map(|c| match c {
+                        ContentBlock::Text(t) => Some(t.text.clone()),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                tracing::warn!(tool = name, "hand-placed tool failed verification: {why}");
+                self.rejected
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(path, seen);
+            }
+        }
+    }
+}
+
+fn mounted_from(v: &ToolVersion) -> MountedTool {
+    MountedTool {
+        name: v.name.clone(),
+        version: v.version,
+        description: v.description.clone(),
+        dir: v.dir.clone(),
+        functions: v.functions.clone(),
+    }
+}

@@ -1,0 +1,789 @@
+//! The ledger: `$AUTOTOOL_HOME/autotool.db`, the SQLite database every supervisor on the machine
+//! shares.
+//!
+//! It records which tools exist and which version of each is current, every version's manifest
+//! (code hash, description, declared key names, functions), every call (duration, outcome) and
+//! an audit trail of lifecycle events. Another process notices a change to tools or versions by
+//! polling [`Ledger::generation`], a single-row counter bumped in the same transaction as the
+//! change.
+//!
+//! Sharing: WAL mode (readers never block the writer), a 5 s busy timeout, `synchronous=NORMAL`
+//! (an application crash never loses a committed transaction; a power cut may lose the last
+//! ones, never corrupt the file), and every write in a `BEGIN IMMEDIATE` transaction, which takes
+//! the write lock up front so two processes never both read-then-write on a stale snapshot.
+//!
+//! **No secret values, ever.** Callers pass key *names* (`required_env`) and error text that
+//! has already been through the redactor; nothing here can tell a secret from other text.
+//!
+//! The schema is versioned with `PRAGMA user_version` and created or migrated on open; add a
+//! change by appending to [`MIGRATIONS`], never by editing a shipped entry.
+
+use crate::registry::FunctionSpec;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long a statement waits for another process's write lock before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Error text longer than this (in bytes) is cut, with a note, before it is stored.
+pub const MAX_ERROR_LEN: usize = 4096;
+
+/// The schema, one entry per `user_version` step: entry `i` takes the database from version
+/// `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: tools, versions, calls, events, generation.
+    r#"
+    CREATE TABLE tools (
+        name            TEXT PRIMARY KEY,
+        current_version INTEGER,
+        removed_at      INTEGER,            -- unix ms; NULL while the tool is live
+        created_at      INTEGER NOT NULL    -- unix ms of its first version
+    ) STRICT;
+    CREATE TABLE versions (
+        name         TEXT NOT NULL REFERENCES tools(name),
+        version      INTEGER NOT NULL,
+        code_hash    TEXT NOT NULL,             -- sha256 of tool.py, lowercase hex
+        description  TEXT NOT NULL DEFAULT '',
+        required_env TEXT NOT NULL DEFAULT '[]', -- JSON array of key NAMES
+        functions    TEXT NOT NULL DEFAULT '[]', -- JSON array of FunctionSpec
+        state        TEXT NOT NULL DEFAULT 'active',
+        created_at   INTEGER NOT NULL,
+        PRIMARY KEY (name, version)
+    ) STRICT;
+    CREATE TABLE calls (
+        id          INTEGER PRIMARY KEY,
+        tool        TEXT NOT NULL,
+        version     INTEGER NOT NULL,
+        function    TEXT NOT NULL,
+        started_at  INTEGER NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        outcome     TEXT NOT NULL CHECK (outcome IN ('ok', 'tool_error', 'error')),
+        error       TEXT
+    ) STRICT;
+    CREATE INDEX calls_by_tool ON calls (tool, id);
+    CREATE TABLE events (
+        id     INTEGER PRIMARY KEY,
+        at     INTEGER NOT NULL,
+        tool   TEXT,
+        kind   TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT ''
+    ) STRICT;
+    CREATE INDEX events_by_tool ON events (tool, id);
+    CREATE TABLE generation (
+        id    INTEGER PRIMARY KEY CHECK (id = 1),
+        value INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO generation (id, value) VALUES (1, 0);
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Audit event kinds the registry itself writes; other parts add their own (`consent_asked`,
+/// `egress_denied`, …) as plain strings.
+pub mod kind {
+    pub const CREATED: &str = "created";
+    pub const VERIFIED: &str = "verified";
+    pub const VERIFICATION_FAILED: &str = "verification_failed";
+    pub const REMOVED: &str = "removed";
+    pub const STATE_CHANGED: &str = "state_changed";
+    pub const RECOVERED: &str = "recovered";
+}
+
+/// What went wrong with the ledger.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("cannot open the ledger {path:?}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error(
+        "the ledger {path:?} has schema version {found}, newer than this autotool knows ({known}); \
+         upgrade autotool (every process sharing this home should run the same version)"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error(
+        "the ledger is busy: another autotool process held it for more than {}s; try again",
+        BUSY_TIMEOUT.as_secs()
+    )]
+    Busy,
+    #[error("ledger: {0}")]
+    Sqlite(rusqlite::Error),
+    #[error("ledger: a stored {what} is not valid JSON: {source}")]
+    Json {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl From<rusqlite::Error> for LedgerError {
+    fn from(e: rusqlite::Error) -> Self {
+        if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) {
+            LedgerError::Busy
+        } else {
+            LedgerError::Sqlite(e)
+        }
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The function answered.
+    Ok,
+    /// The function reported an error on purpose (`ToolError`): the tool works, the input or
+    /// the remote side did not.
+    ToolError,
+    /// Anything else: an unexpected exception, a crash, a timeout, garbage output.
+    Error,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::ToolError => "tool_error",
+            Outcome::Error => "error",
+        }
+    }
+
+    fn parse(s: &str) -> Outcome {
+        match s {
+            "ok" => Outcome::Ok,
+            "tool_error" => Outcome::ToolError,
+            _ => Outcome::Error,
+        }
+    }
+}
+
+/// A version's lifecycle state (a decision, kept apart from health, which is observed from
+/// [`Ledger::stats`]). Ordered from least to most settled; new versions start `Active`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VersionState {
+    Draft,
+    Probation,
+    Active,
+    Quarantined,
+    Retired,
+}
+
+impl VersionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VersionState::Draft => "draft",
+            VersionState::Probation => "probation",
+            VersionState::Active => "active",
+            VersionState::Quarantined => "quarantined",
+            VersionState::Retired => "retired",
+        }
+    }
+
+    /// An unknown word (written by a newer autotool) reads as `Quarantined`: hidden, not lost.
+    pub fn parse(s: &str) -> VersionState {
+        match s {
+            "draft" => VersionState::Draft,
+            "probation" => VersionState::Probation,
+            "active" => VersionState::Active,
+            "retired" => VersionState::Retired,
+            _ => VersionState::Quarantined,
+        }
+    }
+}
+
+/// One row of `versions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VersionRow {
+    pub name: String,
+    pub version: u32,
+    /// sha256 of `tool.py`, lowercase hex.
+    pub code_hash: String,
+    pub description: String,
+    /// Names of the keys the code declares in `REQUIRED_ENV`. Names only.
+    pub required_env: Vec<String>,
+    pub functions: Vec<FunctionSpec>,
+    pub state: VersionState,
+    /// Unix milliseconds.
+    pub created_at: i64,
+}
+
+/// One row of `tools`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolRow {
+    pub name: String,
+    pub current_version: Option<u32>,
+    /// Unix milliseconds, when removed.
+    pub removed_at: Option<i64>,
+    pub created_at: i64,
+}
+
+/// A finished call, to be recorded. `error` must already be redacted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRecord {
+    pub tool: String,
+    pub version: u32,
+    pub function: String,
+    pub started_at: SystemTime,
+    pub duration: Duration,
+    pub outcome: Outcome,
+    /// Redacted error text for `ToolError`/`Error` outcomes; cut at [`MAX_ERROR_LEN`].
+    pub error: Option<String>,
+}
+
+/// One row of `calls`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallRow {
+    pub id: i64,
+    pub tool: String,
+    pub version: u32,
+    pub function: String,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub outcome: Outcome,
+    pub error: Option<String>,
+}
+
+/// One row of `events`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventRow {
+    pub id: i64,
+    pub at: i64,
+    pub tool: Option<String>,
+    pub kind: String,
+    pub detail: String,
+}
+
+/// A tool's health as observed from its calls (all versions).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ToolStats {
+    pub calls: u64,
+    /// Calls whose outcome was `tool_error` or `error`.
+    pub failures: u64,
+    /// The error text of the most recent failed call.
+    pub last_error: Option<String>,
+    /// Unix milliseconds of the most recent call.
+    pub last_call_at: Option<i64>,
+}
+
+/// An open ledger. One connection, behind a mutex so the handle can be shared between threads;
+/// open one per process (or several, each is independent).
+#[derive(Debug)]
+pub struct Ledger {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+/// The current time in unix milliseconds.
+pub fn now_ms() -> i64 {
+    to_ms(SystemTime::now())
+}
+
+fn to_ms(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Unix milliseconds as RFC 3339 UTC, `2026-05-01T12:00:00.000Z`.
+pub fn format_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+fn truncate_error(mut s: String) -> String {
+    if s.len() > MAX_ERROR_LEN {
+        let mut cut = MAX_ERROR_LEN;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let dropped = s.len() - cut;
+        s.truncate(cut);
+        s.push_str(&format!("… [{dropped} more bytes not kept]"));
+    }
+    s
+}
+
+fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    serde_json::from_str(&text).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(idx, rusqlite::types::Type::Text, e.into())
+    })
+}
+
+const VERSION_COLS: &str = "v.name, v.version, v.code_hash, v.description, v.required_env, v.functions, v.state, v.created_at";
+
+fn version_row(row: &Row<'_>) -> rusqlite::Result<VersionRow> {
+    Ok(VersionRow {
+        name: row.get(0)?,
+        version: row.get(1)?,
+        code_hash: row.get(2)?,
+        description: row.get(3)?,
+        required_env: json_col(row, 4)?,
+        functions: json_col(row, 5)?,
+        state: VersionState::parse(&row.get::<_, String>(6)?),
+        created_at: row.get(7)?,
+    })
+}
+
+fn tool_row(row: &Row<'_>) -> rusqlite::Result<ToolRow> {
+    Ok(ToolRow {
+        name: row.get(0)?,
+        current_version: row.get(1)?,
+        removed_at: row.get(2)?,
+        created_at: row.get(3)?,
+    })
+}
+
+impl Ledger {
+    /// Open (creating it and its schema if needed) the ledger at `path`.
+    pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
+        let open_err = |source| LedgerError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // Switching a new database to WAL needs a moment of exclusive access; when several
+        // processes create the file at once the loser may see SQLITE_BUSY without the busy
+        // handler being consulted, so retry for as long as the busy timeout.
+        let deadline = Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match conn
+                .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            {
+                Ok(_) => break,
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(open_err(e)),
+            }
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(open_err)?;
+        migrate(&mut conn, path)?;
+        Ok(Ledger {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves no half-done transaction behind (rusqlite rolls
+        // back on drop), so a poisoned lock is still a usable connection.
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run `f` inside one `BEGIN IMMEDIATE` transaction and commit it if `f` succeeds (roll
+    /// back otherwise). Holding the write lock, `f` sees a state no other process can change
+    /// until it returns, so it may also move files whose fate must match the rows it writes.
+    pub fn write<T, E>(&self, f: impl FnOnce(&Tx<'_>) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<LedgerError>,
+    {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| E::from(e.into()))?;
+        let out = f(&Tx { tx: &tx })?;
+        tx.commit().map_err(|e| E::from(e.into()))?;
+        Ok(out)
+    }
+
+    /// The change counter: bumped by every change to tools or versions, in the same
+    /// transaction. Cheap enough to poll every few hundred milliseconds.
+    pub fn generation(&self) -> Result<u64, LedgerError> {
+        let v: i64 =
+            self.conn()
+                .query_row("SELECT value FROM generation WHERE id = 1", [], |r| {
+                    r.get(0)
+                })?;
+        Ok(u64::try_from(v).unwrap_or(0))
+    }
+
+    /// Every live tool's current version, sorted by name.
+    pub fn current(&self) -> Result<Vec<VersionRow>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {VERSION_COLS} FROM tools t JOIN versions v
+               ON v.name = t.name AND v.version = t.current_version
+             WHERE t.removed_at IS NULL ORDER BY t.name"
+        ))?;
+        let rows = stmt.query_map([], version_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// `name`'s current version, unless the tool is unknown or removed.
+    pub fn current_of(&self, name: &str) -> Result<Option<VersionRow>, LedgerError> {
+        Ok(self
+            .conn()
+            .query_row(
+                &format!(
+                    "SELECT {VERSION_COLS} FROM tools t JOIN versions v
+                       ON v.name = t.name AND v.version = t.current_version
+                     WHERE t.removed_at IS NULL AND t.name = ?1"
+                ),
+                [name],
+                version_row,
+            )
+            .optional()?)
+    }
+
+    /// Every version of `name` ever committed (removed tools too), oldest first.
+    pub fn versions(&self, name: &str) -> Result<Vec<VersionRow>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {VERSION_COLS} FROM versions v WHERE v.name = ?1 ORDER BY v.version"
+        ))?;
+        let rows = stmt.query_map([name], version_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One version of `name`.
+    pub fn version(&self, name: &str, version: u32) -> Result<Option<VersionRow>, LedgerError> {
+        Ok(self
+            .conn()
+            .query_row(
+                &format!(
+                    "SELECT {VERSION_COLS} FROM versions v WHERE v.name = ?1 AND v.version = ?2"
+                ),
+                params![name, version],
+                version_row,
+            )
+            .optional()?)
+    }
+
+    /// `name`'s row in `tools`, removed or not.
+    pub fn tool(&self, name: &str) -> Result<Option<ToolRow>, LedgerError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT name, current_version, removed_at, created_at FROM tools WHERE name = ?1",
+                [name],
+                tool_row,
+            )
+            .optional()?)
+    }
+
+    /// Whether some version of `name` has this code hash.
+    pub fn has_code(&self, name: &str, code_hash: &str) -> Result<bool, LedgerError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT 1 FROM versions WHERE name = ?1 AND code_hash = ?2 LIMIT 1",
+                [name, code_hash],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    /// Set one version's lifecycle state (and bump the generation, with an audit event).
+    /// Returns false when there is no such version.
+    pub fn set_state(
+        &self,
+        name: &str,
+        version: u32,
+        state: VersionState,
+        why: &str,
+    ) -> Result<bool, LedgerError> {
+        self.write(|tx| {
+            let n = tx.tx.execute(
+                "UPDATE versions SET state = ?3 WHERE name = ?1 AND version = ?2",
+                params![name, version, state.as_str()],
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            tx.bump_generation()?;
+            tx.event(
+                Some(name),
+                kind::STATE_CHANGED,
+                &format!("version {version} is now {}: {why}", state.as_str()),
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// Record a finished call. The error text must already be redacted.
+    pub fn record_call(&self, call: &CallRecord) -> Result<(), LedgerError> {
+        let duration_ms = i64::try_from(call.duration.as_millis()).unwrap_or(i64::MAX);
+        let error = call.error.clone().map(truncate_error);
+        self.write(|tx| {
+            tx.tx.execute(
+                "INSERT INTO calls (tool, version, function, started_at, duration_ms, outcome, error)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    call.tool,
+                    call.version,
+                    call.function,
+                    to_ms(call.started_at),
+                    duration_ms,
+                    call.outcome.as_str(),
+                    error
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Calls and failures of `name` (all versions) and the most recent error.
+    pub fn stats(&self, name: &str) -> Result<ToolStats, LedgerError> {
+        let conn = self.conn();
+        let (calls, failures, last_call_at): (i64, i64, Option<i64>) = conn.query_row(
+            "SELECT COUNT(*), COALESCE(SUM(outcome != 'ok'), 0), MAX(started_at)
+             FROM calls WHERE tool = ?1",
+            [name],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        let last_error: Option<String> = conn
+            .query_row(
+                "SELECT error FROM calls WHERE tool = ?1 AND outcome != 'ok'
+                 ORDER BY id DESC LIMIT 1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten();
+        Ok(ToolStats {
+            calls: u64::try_from(calls).unwrap_or(0),
+            failures: u64::try_from(failures).unwrap_or(0),
+            last_error,
+            last_call_at,
+        })
+    }
+
+    /// The last `limit` calls of `name`, newest first.
+    pub fn recent_calls(&self, name: &str, limit: u32) -> Result<Vec<CallRow>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, tool, version, function, started_at, duration_ms, outcome, error
+             FROM calls WHERE tool = ?1 ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![name, limit], |r| {
+            Ok(CallRow {
+                id: r.get(0)?,
+                tool: r.get(1)?,
+                version: r.get(2)?,
+                function: r.get(3)?,
+                started_at: r.get(4)?,
+                duration_ms: r.get(5)?,
+                outcome: Outcome::parse(&r.get::<_, String>(6)?),
+                error: r.get(7)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Append an audit event (`tool` is `None` for events about autotool itself).
+    pub fn event(&self, tool: Option<&str>, kind: &str, detail: &str) -> Result<(), LedgerError> {
+        self.write(|tx| tx.event(tool, kind, detail))
+    }
+
+    /// The last `limit` events of `tool` (`None`: of every tool and autotool itself), newest
+    /// first.
+    pub fn events(&self, tool: Option<&str>, limit: u32) -> Result<Vec<EventRow>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT id, at, tool, kind, detail FROM events
+             WHERE ?1 IS NULL OR tool = ?1 ORDER BY id DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(params![tool, limit], |r| {
+            Ok(EventRow {
+                id: r.get(0)?,
+                at: r.get(1)?,
+                tool: r.get(2)?,
+                kind: r.get(3)?,
+                detail: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+/// Create the schema or bring it up to [`SCHEMA_VERSION`], under the write lock so that
+/// processes opening a new home at once agree.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), LedgerError> {
+    let read_version =
+        |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+    let found = read_version(conn)?;
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = read_version(&tx)?;
+    if found > SCHEMA_VERSION {
+        return Err(LedgerError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+        tx.execute_batch(sql)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// The write transaction handed to [`Ledger::write`]'s closure.
+#[derive(Debug)]
+pub struct Tx<'a> {
+    tx: &'a rusqlite::Transaction<'a>,
+}
+
+impl Tx<'_> {
+    /// The next version number of `name`: one past the highest ever committed (versions of a
+    /// removed tool still count, so a number is never reused).
+    pub fn next_version(&self, name: &str) -> Result<u32, LedgerError> {
+        let max: Option<u32> = self.tx.query_row(
+            "SELECT MAX(version) FROM versions WHERE name = ?1",
+            [name],
+            |r| r.get(0),
+        )?;
+        Ok(max.unwrap_or(0) + 1)
+    }
+
+    /// Whether the row for this version exists.
+    pub fn version_exists(&self, name: &str, version: u32) -> Result<bool, LedgerError> {
+        Ok(self
+            .tx
+            .query_row(
+                "SELECT 1 FROM versions WHERE name = ?1 AND version = ?2",
+                params![name, version],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    /// Insert a version and make it `name`'s current one (reviving a removed tool).
+    pub fn insert_current_version(&self, row: &VersionRow) -> Result<(), LedgerError> {
+        let json = |what, v: Result<String, serde_json::Error>| {
+            v.map_err(|source| LedgerError::Json { what, source })
+        };
+        let required_env = json("required_env", serde_json::to_string(&row.required_env))?;
+        let functions = json("functions", serde_json::to_string(&row.functions))?;
+        self.tx.execute(
+            "INSERT INTO tools (name, current_version, removed_at, created_at)
+             VALUES (?1, ?2, NULL, ?3)
+             ON CONFLICT (name) DO UPDATE SET current_version = excluded.current_version,
+                                              removed_at = NULL",
+            params![row.name, row.version, row.created_at],
+        )?;
+        self.tx.execute(
+            "INSERT INTO versions
+               (name, version, code_hash, description, required_env, functions, state, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                row.name,
+                row.version,
+                row.code_hash,
+                row.description,
+                required_env,
+                functions,
+                row.state.as_str(),
+                row.created_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// `name`'s row in `tools`.
+    pub fn tool(&self, name: &str) -> Result<Option<ToolRow>, LedgerError> {
+        Ok(self
+            .tx
+            .query_row(
+                "SELECT name, current_version, removed_at, created_at FROM tools WHERE name = ?1",
+                [name],
+                tool_row,
+            )
+            .optional()?)
+    }
+
+    /// Mark `name` removed now. Returns false if it was not live.
+    pub fn mark_removed(&self, name: &str) -> Result<bool, LedgerError> {
+        let n = self.tx.execute(
+            "UPDATE tools SET removed_at = ?2 WHERE name = ?1 AND removed_at IS NULL",
+            params![name, now_ms()],
+        )?;
+        Ok(n > 0)
+    }
+
+    /// Bump the change counter; call in every transaction that changes tools or versions.
+    pub fn bump_generation(&self) -> Result<(), LedgerError> {
+        self.tx
+            .execute("UPDATE generation SET value = value + 1 WHERE id = 1", [])?;
+        Ok(())
+    }
+
+    /// Append an audit event in this transaction.
+    pub fn event(&self, tool: Option<&str>, kind: &str, detail: &str) -> Result<(), LedgerError> {
+        self.tx.execute(
+            "INSERT INTO events (at, tool, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+            params![now_ms(), tool, kind, detail],
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_times() {
+        assert_eq!(format_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(format_ms(1_798_761_599_999), "2026-12-31T23:59:59.999Z");
+        assert_eq!(format_ms(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn cuts_long_errors_on_a_char_boundary() {
+        let s = "é".repeat(MAX_ERROR_LEN);
+        let cut = truncate_error(s);
+        assert!(cut.ends_with("more bytes not kept]"));
+        assert!(cut.len() < MAX_ERROR_LEN + 64);
+    }
+}

@@ -1,0 +1,794 @@
+//! The registry: the tools directory (`$AUTOTOOL_HOME/tools`) together with the ledger, kept
+//! in step.
+//!
+//! A tool enters in three steps: [`Registry::stage`] writes the code to a private staging
+//! directory, the verifier checks it there, then [`Registry::commit`] makes it a version (or
+//! [`Registry::discard`] drops it). On disk:
+//!
+//! ```text
+//! tools/<name>/<version>/tool.py        the code, 0644
+//! tools/<name>/<version>/manifest.json  name, version, description, required_env,
+//!                                       functions (input/output schemas), code_hash, created_at
+//! tools/<name>/.staging-XXXXXX/         a create in progress (flock held by its process)
+//! tools/<name>/.orphan-<version>-<ms>/  a version directory whose commit never completed
+//! tools/<name>/tool.py                  a file a user placed by hand ([`Registry::hand_placed`])
+//! ```
+//!
+//! # Crash consistency
+//! [`Registry::commit`] does all of its work inside one `BEGIN IMMEDIATE` transaction: it takes
+//! the ledger's write lock, picks the next version number, writes and fsyncs `manifest.json`,
+//! renames the staging directory to `<version>/` and fsyncs the tool's directory, inserts the
+//! rows, bumps the generation, and commits. A process killed at any point leaves either the old
+//! state (no row; at most a staging directory or a version directory without a row) or the new
+//! one (row and directory both there). A row never exists without its directory. The leftovers
+//! are dealt with, under the write lock so an in-flight commit of another process is never
+//! mistaken for one, by [`Registry::recover`] (run by [`Registry::open`]) and by the next
+//! commit of the same name:
+//! - a `.staging-*` directory that no live process holds locked and that is older than
+//!   [`STALE_STAGING_AGE`] is **deleted** (it is only a copy of code whose create never
+//!   finished);
+//! - a `<version>/` directory without a row is **moved aside** to `.orphan-<version>-<ms>/`
+//!   and kept, so the number can be used again and nothing a user might want is destroyed.
+//!
+//! Secret values never reach the registry: manifests and the ledger hold key names only.
+//!
+//! Every method blocks briefly (SQLite, fsync; up to the ledger's 5 s busy timeout when another
+//! process holds the write lock): from async code, call it through `spawn_blocking`.
+//! [`Registry`] and [`Staged`] are `Send + Sync`; share one registry per process in an `Arc`.
+
+pub mod cli;
+
+use crate::home::{self, Home, HomeError, TOOL_DIR_MODE, TOOL_FILE_MODE};
+use crate::ledger::{
+    self, CallRecord, CallRow, EventRow, Ledger, LedgerError, ToolRow, ToolStats, VersionRow,
+    VersionState,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Largest accepted `tool.py`, in bytes.
+pub const MAX_CODE_BYTES: usize = 256 * 1024;
+
+/// A staging directory this old, and not locked by a live process, is a leftover.
+pub const STALE_STAGING_AGE: Duration = Duration::from_secs(60);
+
+/// The file name of a tool's code, in its version (or staging) directory.
+pub const TOOL_FILE: &str = "tool.py";
+
+/// The file name of a version's manifest.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+const STAGING_PREFIX: &str = ".staging-";
+const ORPHAN_PREFIX: &str = ".orphan-";
+
+/// What went wrong, in words a user or an agent can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(
+        "invalid tool name {0:?}: use 1 to 40 characters, lowercase letters, digits and \
+         underscores, starting with a letter (for example `weather_lookup`)"
+    )]
+    InvalidName(String),
+    #[error(
+        "the tool code is {size} bytes, more than the limit of {MAX_CODE_BYTES} bytes (256 KiB); \
+         make the tool smaller"
+    )]
+    CodeTooLarge { size: u64 },
+    #[error("{0:?} is not UTF-8 text; a tool is a Python source file")]
+    NotText(PathBuf),
+    #[error(
+        "invalid key name {0:?} in REQUIRED_ENV: use letters, digits and underscores, not \
+         starting with a digit"
+    )]
+    InvalidKeyName(String),
+    #[error("invalid function name {0:?}: function names must be non-empty")]
+    InvalidFunctionName(String),
+    #[error(
+        "{path:?} changed after it was staged (sha256 was {staged}, is now {now}); stage and \
+         verify it again"
+    )]
+    CodeChanged {
+        path: PathBuf,
+        staged: String,
+        now: String,
+    },
+    #[error("there is no tool named {0:?}; `autotool tools list` shows the tools there are")]
+    NotFound(String),
+    #[error("{what} {path:?}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Home(#[from] HomeError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> RegistryError + 'a {
+    move |source| RegistryError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One function of a tool, as the tool described it to `tools/list` during verification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionSpec {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub input_schema: serde_json::Map<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The tool's own hints (`readOnlyHint`, …), untrusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<serde_json::Value>,
+}
+
+impl From<crate::toolproc::ToolInfo> for FunctionSpec {
+    fn from(t: crate::toolproc::ToolInfo) -> Self {
+        FunctionSpec {
+            name: t.name,
+            title: t.title,
+            description: t.description,
+            input_schema: t.input_schema,
+            output_schema: t.output_schema,
+            annotations: t.annotations,
+        }
+    }
+}
+
+/// What verification learned about a staged tool; [`Registry::commit`] adds the name, version,
+/// code hash and time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub description: String,
+    /// Key names from `REQUIRED_ENV`. Names only, never values.
+    pub required_env: Vec<String>,
+    pub functions: Vec<FunctionSpec>,
+}
+
+/// A committed version of a tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolVersion {
+    pub name: String,
+    pub version: u32,
+    /// sha256 of `tool.py`, lowercase hex.
+    pub code_hash: String,
+    pub description: String,
+    pub required_env: Vec<String>,
+    pub functions: Vec<FunctionSpec>,
+    pub state: VersionState,
+    /// Unix milliseconds.
+    pub created_at: i64,
+    /// `tools/<name>/<version>/`.
+    pub dir: PathBuf,
+}
+
+impl ToolVersion {
+    /// `tools/<name>/<version>/tool.py`.
+    pub fn tool_file(&self) -> PathBuf {
+        self.dir.join(TOOL_FILE)
+    }
+
+    fn from_row(tools_dir: &Path, r: VersionRow) -> ToolVersion {
+        let dir = tools_dir.join(&r.name).join(r.version.to_string());
+        ToolVersion {
+            name: r.name,
+            version: r.version,
+            code_hash: r.code_hash,
+            description: r.description,
+            required_env: r.required_env,
+            functions: r.functions,
+            state: r.state,
+            created_at: r.created_at,
+            dir,
+        }
+    }
+}
+
+/// `manifest.json`, as written next to `tool.py`.
+#[derive(Serialize)]
+struct ManifestFile<'a> {
+    name: &'a str,
+    version: u32,
+    description: &'a str,
+    required_env: &'a [String],
+    functions: &'a [FunctionSpec],
+    code_hash: &'a str,
+    created_at: String,
+}
+
+/// Code written to a staging directory, waiting for verification. Dropping it without
+/// [`Registry::commit`] or [`Registry::discard`] deletes the directory.
+#[derive(Debug)]
+pub struct Staged {
+    name: String,
+    dir: PathBuf,
+    code_hash: String,
+    /// The staging directory, opened and `flock`ed so no other process sweeps it away while
+    /// it is being verified; released when this is dropped.
+    _lock: File,
+    /// Whether dropping this should delete `dir` (cleared once it has been renamed).
+    armed: bool,
+}
+
+impl Staged {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The staging directory: mount this for verification.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The staged `tool.py`.
+    pub fn tool_file(&self) -> PathBuf {
+        self.dir.join(TOOL_FILE)
+    }
+
+    /// sha256 of the staged code, lowercase hex.
+    pub fn code_hash(&self) -> &str {
+        &self.code_hash
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// What [`Registry::recover`] cleaned up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Stale staging directories deleted.
+    pub removed_staging: Vec<PathBuf>,
+    /// Version directories without a row, and where they were moved.
+    pub moved_orphans: Vec<(PathBuf, PathBuf)>,
+}
+
+/// The tools directory and the ledger of one `$AUTOTOOL_HOME`.
+#[derive(Debug)]
+pub struct Registry {
+    home: Home,
+    ledger: Ledger,
+}
+
+/// Whether `name` is a valid tool name: `^[a-z][a-z0-9_]{0,39}$`.
+pub fn valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 40
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
+}
+
+fn check_name(name: &str) -> Result<(), RegistryError> {
+    if valid_name(name) {
+        Ok(())
+    } else {
+        Err(RegistryError::InvalidName(name.to_string()))
+    }
+}
+
+fn valid_key_name(k: &str) -> bool {
+    let b = k.as_bytes();
+    !b.is_empty()
+        && !b[0].is_ascii_digit()
+        && b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// sha256 of `code`, lowercase hex.
+pub fn code_hash(code: &[u8]) -> String {
+    use std::fmt::Write as _;
+    Sha256::digest(code)
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// Write `bytes` to a new file at `path` with mode 0644 and fsync it.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RegistryError> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(TOOL_FILE_MODE)
+        .open(path)
+        .map_err(io_err("cannot create", path))?;
+    f.set_permissions(fs::Permissions::from_mode(TOOL_FILE_MODE))
+        .map_err(io_err("cannot set the mode of", path))?;
+    f.write_all(bytes).map_err(io_err("cannot write", path))?;
+    f.sync_all().map_err(io_err("cannot sync", path))?;
+    Ok(())
+}
+
+/// fsync a directory, so a rename or a new entry in it is durable.
+fn sync_dir(path: &Path) -> Result<(), RegistryError> {
+    File::open(path)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("cannot sync", path))
+}
+
+/// Try to take the exclusive `flock` of an open directory without waiting.
+fn try_lock(dir: &File) -> bool {
+    rustix::fs::flock(dir, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+}
+
+/// Read at most [`MAX_CODE_BYTES`] of a file as text.
+fn read_code(path: &Path) -> Result<String, RegistryError> {
+    let f = File::open(path).map_err(io_err("cannot open", path))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_CODE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err("cannot read", path))?;
+    if bytes.len() > MAX_CODE_BYTES {
+        let size = fs::metadata(path)
+            .map(|m| m.len())
+            .unwrap_or(bytes.len() as u64);
+        return Err(RegistryError::CodeTooLarge { size });
+    }
+    String::from_utf8(bytes).map_err(|_| RegistryError::NotText(path.to_path_buf()))
+}
+
+/// A directory entry's name as a version number: decimal, no sign, no leading zero.
+fn parse_version(name: &str) -> Option<u32> {
+    if name.is_empty() || name.starts_with('0') || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok()
+}
+
+impl Registry {
+    /// Open the registry of `home`: create the directories and the ledger if missing, then
+    /// [`Registry::recover`] what crashed processes left behind. Recovery that cannot get the
+    /// write lock in time is skipped with a warning (the next open or commit does it).
+    pub fn open(home: &Home) -> Result<Registry, RegistryError> {
+        home.ensure()?;
+        let ledger = Ledger::open(&home.db_path())?;
+        let registry = Registry {
+            home: home.clone(),
+            ledger,
+        };
+        match registry.recover() {
+            Ok(r) => {
+                for p in &r.removed_staging {
+                    tracing::info!(dir = %p.display(), "removed an unfinished staging directory");
+                }
+                for (from, to) in &r.moved_orphans {
+                    tracing::warn!(
+                        from = %from.display(), to = %to.display(),
+                        "moved aside a version directory whose commit never completed"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("registry recovery skipped: {e}"),
+        }
+        Ok(registry)
+    }
+
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    /// The ledger, for calls, events and states beyond what the registry wraps.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    fn tool_dir(&self, name: &str) -> PathBuf {
+        self.home.tools_dir().join(name)
+    }
+
+    /// Write `code` to a new `tools/<name>/.staging-XXXXXX/tool.py` for verification.
+    pub fn stage(&self, name: &str, code: &str) -> Result<Staged, RegistryError> {
+        check_name(name)?;
+        if code.len() > MAX_CODE_BYTES {
+            return Err(RegistryError::CodeTooLarge {
+                size: code.len() as u64,
+            });
+        }
+        let tool_dir = self.tool_dir(name);
+        home::ensure_dir(&tool_dir, TOOL_DIR_MODE)?;
+        let dir = tempfile::Builder::new()
+            .prefix(STAGING_PREFIX)
+            .rand_bytes(12)
+            .tempdir_in(&tool_dir)
+            .map_err(io_err("cannot create a staging directory in", &tool_dir))?
+            .keep();
+        // From here on `staged` owns the directory: an error below deletes it on drop.
+        let lock = File::open(&dir).map_err(io_err("cannot open", &dir));
+        let lock = match lock {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        // The directory was created a moment ago by this process; nobody else holds it.
+        let _ = try_lock(&lock);
+        let staged = Staged {
+            name: name.to_string(),
+            dir,
+            code_hash: code_hash(code.as_bytes()),
+            _lock: lock,
+            armed: true,
+        };
+        fs::set_permissions(&staged.dir, fs::Permissions::from_mode(TOOL_DIR_MODE))
+            .map_err(io_err("cannot set the mode of", &staged.dir))?;
+        write_file(&staged.tool_file(), code.as_bytes())?;
+        Ok(staged)
+    }
+
+    /// Stage a copy of a file (a hand-placed `tool.py`). The original stays where it is; once
+    /// a version with the same code exists, [`Registry::hand_placed`] no longer lists it.
+    pub fn stage_from_file(&self, name: &str, path: &Path) -> Result<Staged, RegistryError> {
+        check_name(name)?;
+        let code = read_code(path)?;
+        self.stage(name, &code)
+    }
+
+    /// Drop a staged tool (verification failed).
+    pub fn discard(&self, staged: Staged) -> Result<(), RegistryError> {
+        let mut staged = staged;
+        staged.armed = false;
+        fs::remove_dir_all(&staged.dir).map_err(io_err("cannot remove", &staged.dir))
+    }
+
+    /// Make a verified staged tool the next version of its name and its current one. See the
+    /// module docs for what a crash at any point leaves.
+    pub fn commit(&self, staged: Staged, manifest: Manifest) -> Result<ToolVersion, RegistryError> {
+        let mut staged = staged;
+        for k in &manifest.required_env {
+            if !valid_key_name(k) {
+                return Err(RegistryError::InvalidKeyName(k.clone()));
+            }
+        }
+        if let Some(f) = manifest.functions.iter().find(|f| f.name.is_empty()) {
+            return Err(RegistryError::InvalidFunctionName(f.name.clone()));
+        }
+        let code_path = staged.tool_file();
+        let now_hash = code_hash(read_code(&code_path)?.as_bytes());
+        if now_hash != staged.code_hash {
+            return Err(RegistryError::CodeChanged {
+                path: code_path,
+                staged: staged.code_hash.clone(),
+                now: now_hash,
+            });
+        }
+        let name = staged.name.clone();
+        let tool_dir = self.tool_dir(&name);
+        let created_at = ledger::now_ms();
+
+        self.ledger.write(|tx| {
+            let version = tx.next_version(&name)?;
+            let target = tool_dir.join(version.to_string());
+            // Holding the write lock, nobody is mid-commit: a directory already there is a
+            // leftover of a crashed commit.
+            if fs::symlink_metadata(&target).is_ok() {
+                move_aside(&tool_dir, &target, version)?;
+            }
+            let row = VersionRow {
+                name: name.clone(),
+                version,
+                code_hash: staged.code_hash.clone(),
+                description: manifest.description.clone(),
+                required_env: manifest.required_env.clone(),
+                functions: manifest.functions.clone(),
+                state: VersionState::Active,
+                created_at,
+            };
+            let file = ManifestFile {
+                name: &row.name,
+                version,
+                description: &row.description,
+                required_env: &row.required_env,
+                functions: &row.functions,
+                code_hash: &row.code_hash,
+                created_at: ledger::format_ms(created_at),
+            };
+            let mut json = serde_json::to_vec_pretty(&file).map_err(|e| LedgerError::Json {
+                what: "manifest",
+                source: e,
+            })?;
+            json.push(b'\n');
+            let manifest_path = staged.dir.join(MANIFEST_FILE);
+            // A retry after a failed commit may find the previous attempt's manifest.
+            let _ = fs::remove_file(&manifest_path);
+            write_file(&manifest_path, &json)?;
+            sync_dir(&staged.dir)?;
+            fs::rename(&staged.dir, &target)
+                .map_err(io_err("cannot rename the staging directory to", &target))?;
+            // The directory is the version's now; whatever happens next, recovery decides its
+            // fate by whether the row made it.
+            staged.armed = false;
+            sync_dir(&tool_dir)?;
+            tx.insert_current_version(&row)?;
+            tx.bump_generation()?;
+            tx.event(
+                Some(&name),
+                ledger::kind::CREATED,
+                &format!("version {version}, sha256 {}", row.code_hash),
+            )?;
+            Ok(ToolVersion::from_row(&self.home.tools_dir(), row))
+        })
+    }
+
+    /// Every live tool's current version, sorted by name.
+    pub fn current(&self) -> Result<Vec<ToolVersion>, RegistryError> {
+        let tools = self.home.tools_dir();
+        Ok(self
+            .ledger
+            .current()?
+            .into_iter()
+            .map(|r| ToolVersion::from_row(&tools, r))
+            .collect())
+    }
+
+    /// `name`'s current version, or `None` if there is no such live tool.
+    pub fn get(&self, name: &str) -> Result<Option<ToolVersion>, RegistryError> {
+        let tools = self.home.tools_dir();
+        Ok(self
+            .ledger
+            .current_of(name)?
+            .map(|r| ToolVersion::from_row(&tools, r)))
+    }
+
+    /// One version of `name` (removed tools too).
+    pub fn get_version(
+        &self,
+        name: &str,
+        version: u32,
+    ) -> Result<Option<ToolVersion>, RegistryError> {
+        let tools = self.home.tools_dir();
+        Ok(self
+            .ledger
+            .version(name, version)?
+            .map(|r| ToolVersion::from_row(&tools, r)))
+    }
+
+    /// Every version of `name`, oldest first (removed tools too: history is kept).
+    pub fn versions(&self, name: &str) -> Result<Vec<ToolVersion>, RegistryError> {
+        let tools = self.home.tools_dir();
+        Ok(self
+            .ledger
+            .versions(name)?
+            .into_iter()
+            .map(|r| ToolVersion::from_row(&tools, r))
+            .collect())
+    }
+
+    /// `name`'s row (current version, removal time), removed or not.
+    pub fn tool(&self, name: &str) -> Result<Option<ToolRow>, RegistryError> {
+        Ok(self.ledger.tool(name)?)
+    }
+
+    /// Remove `name`: it leaves [`Registry::current`] (running servers see the generation
+    /// change and unmount it); its versions, files, calls and events are kept. Returns false
+    /// if it was already removed; [`RegistryError::NotFound`] if it never existed. Creating the
+    /// name again continues its version numbers.
+    pub fn remove(&self, name: &str) -> Result<bool, RegistryError> {
+        self.ledger.write(|tx| {
+            if tx.tool(name)?.is_none() {
+                return Err(RegistryError::NotFound(name.to_string()));
+            }
+            if !tx.mark_removed(name)? {
+                return Ok(false);
+            }
+            tx.bump_generation()?;
+            tx.event(Some(name), ledger::kind::REMOVED, "history and files kept")?;
+            Ok(true)
+        })
+    }
+
+    /// The change counter of tools and versions; see [`Ledger::generation`].
+    pub fn generation(&self) -> Result<u64, RegistryError> {
+        Ok(self.ledger.generation()?)
+    }
+
+    /// Record a finished call (its error text already redacted).
+    pub fn record_call(&self, call: &CallRecord) -> Result<(), RegistryError> {
+        Ok(self.ledger.record_call(call)?)
+    }
+
+    /// Calls, failures and the last error of `name`, over all its versions.
+    pub fn stats(&self, name: &str) -> Result<ToolStats, RegistryError> {
+        Ok(self.ledger.stats(name)?)
+    }
+
+    /// The last `limit` calls of `name`, newest first.
+    pub fn recent_calls(&self, name: &str, limit: u32) -> Result<Vec<CallRow>, RegistryError> {
+        Ok(self.ledger.recent_calls(name, limit)?)
+    }
+
+    /// Append an audit event (`verified`, `verification_failed`, …; see [`ledger::kind`]).
+    /// `detail` must already be redacted.
+    pub fn event(&self, tool: Option<&str>, kind: &str, detail: &str) -> Result<(), RegistryError> {
+        Ok(self.ledger.event(tool, kind, detail)?)
+    }
+
+    /// The last `limit` events of `tool` (`None`: all), newest first.
+    pub fn events(&self, tool: Option<&str>, limit: u32) -> Result<Vec<EventRow>, RegistryError> {
+        Ok(self.ledger.events(tool, limit)?)
+    }
+
+    /// `tools/<name>/tool.py` files a user placed by hand (regular files, valid names), sorted
+    /// by name, except those whose code is already a version of that tool. The server verifies
+    /// each like any other new tool ([`Registry::stage_from_file`]); changing the file makes it
+    /// new code again, and so a new version once verified.
+    pub fn hand_placed(&self) -> Result<Vec<(String, PathBuf)>, RegistryError> {
+        let mut found = Vec::new();
+        for (name, dir) in self.tool_dirs()? {
+            let file = dir.join(TOOL_FILE);
+            match fs::symlink_metadata(&file) {
+                Ok(m) if m.file_type().is_file() => {}
+                _ => continue,
+            }
+            let code = match read_code(&file) {
+                Ok(c) => c,
+                // Listed anyway: staging it reports the problem like any other bad tool.
+                Err(RegistryError::CodeTooLarge { .. } | RegistryError::NotText(_)) => {
+                    found.push((name, file));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if !self.ledger.has_code(&name, &code_hash(code.as_bytes()))? {
+                found.push((name, file));
+            }
+        }
+        Ok(found)
+    }
+
+    /// `tools/<name>/` directories with a valid name, sorted by name.
+    fn tool_dirs(&self) -> Result<Vec<(String, PathBuf)>, RegistryError> {
+        let tools = self.home.tools_dir();
+        let entries = match fs::read_dir(&tools) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("cannot list", &tools)(e)),
+        };
+        let mut dirs = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io_err("cannot list", &tools))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if valid_name(&name) && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push((name, entry.path()));
+            }
+        }
+        dirs.sort();
+        Ok(dirs)
+    }
+
+    /// Clean up after crashed processes (see the module docs): delete stale unlocked staging
+    /// directories and move aside version directories that have no row. Runs under the
+    /// ledger's write lock, so it never touches a commit in flight.
+    pub fn recover(&self) -> Result<Recovery, RegistryError> {
+        let dirs = self.tool_dirs()?;
+        self.ledger.write(|tx| {
+            let mut rec = Recovery::default();
+            for (name, dir) in &dirs {
+                let Ok(entries) = fs::read_dir(dir) else {
+                    continue;
+                };
+                for entry in entries.flatten() {
+                    let Ok(file_name) = entry.file_name().into_string() else {
+                        continue;
+                    };
+                    let path = entry.path();
+                    if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        continue;
+                    }
+                    if file_name.starts_with(STAGING_PREFIX) {
+                        if stale_staging(&path) && fs::remove_dir_all(&path).is_ok() {
+                            rec.removed_staging.push(path);
+                        }
+                    } else if let Some(version) = parse_version(&file_name)
+                        && !tx.version_exists(name, version)?
+                    {
+                        let to = move_aside(dir, &path, version)?;
+                        rec.moved_orphans.push((path, to));
+                    }
+                }
+            }
+            if !rec.removed_staging.is_empty() || !rec.moved_orphans.is_empty() {
+                tx.event(
+                    None,
+                    ledger::kind::RECOVERED,
+                    &format!(
+                        "removed {} unfinished staging directories, moved aside {} version \
+                         directories without a ledger row",
+                        rec.removed_staging.len(),
+                        rec.moved_orphans.len()
+                    ),
+                )?;
+            }
+            Ok(rec)
+        })
+    }
+}
+
+/// Whether a staging directory is a leftover: older than [`STALE_STAGING_AGE`] and not locked
+/// by a live process.
+fn stale_staging(path: &Path) -> bool {
+    let old = fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|age| age >= STALE_STAGING_AGE);
+    // The lock, if we get it, is released when the file closes at the end of this function.
+    old && File::open(path).is_ok_and(|f| try_lock(&f))
+}
+
+/// Move a version directory without a row to `.orphan-<version>-<ms>` beside it.
+fn move_aside(tool_dir: &Path, path: &Path, version: u32) -> Result<PathBuf, RegistryError> {
+    let mut to = tool_dir.join(format!("{ORPHAN_PREFIX}{version}-{}", ledger::now_ms()));
+    let mut n = 1;
+    while fs::symlink_metadata(&to).is_ok() {
+        to = tool_dir.join(format!("{ORPHAN_PREFIX}{version}-{}-{n}", ledger::now_ms()));
+        n += 1;
+    }
+    fs::rename(path, &to).map_err(io_err("cannot move aside", path))?;
+    Ok(to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        for ok in ["a", "weather", "a1_b2", &"x".repeat(40)] {
+            assert!(valid_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "1a",
+            "_a",
+            "A",
+            "a-b",
+            "a.b",
+            "é",
+            &"x".repeat(41),
+            "a b",
+        ] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn versions_parse_strictly() {
+        assert_eq!(parse_version("12"), Some(12));
+        assert_eq!(parse_version("012"), None);
+        assert_eq!(parse_version("0"), None);
+        assert_eq!(parse_version("+1"), None);
+        assert_eq!(parse_version(".staging-x"), None);
+    }
+
+    #[test]
+    fn hashes_are_sha256_hex() {
+        assert_eq!(
+            code_hash(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

@@ -1,0 +1,308 @@
+//! `autotool tools …`: look at and manage the tools every agent on this machine shares.
+//!
+//! Reads and writes the registry of `$AUTOTOOL_HOME` directly; a running `autotool serve`
+//! notices changes (a removal) through the ledger's generation counter.
+
+use super::{Registry, RegistryError, ToolVersion};
+use crate::home::Home;
+use crate::ledger::{self, CallRow, EventRow, ToolStats};
+use serde::Serialize;
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+/// How many recent calls and events `tools show` prints.
+const RECENT: u32 = 10;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ToolsCmd {
+    /// List the tools every agent on this machine can use: versions, functions, keys, calls,
+    /// failures and the last error.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one tool: its manifest, every version, and its recent calls and events.
+    Show {
+        /// The tool's name.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a tool: running servers unmount it within seconds. Its versions, files and
+    /// history are kept; creating the same name again makes a new version.
+    Remove {
+        /// The tool's name.
+        name: String,
+    },
+}
+
+/// Why a `tools` command failed.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Home(#[from] crate::home::HomeError),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] io::Error),
+    #[error("cannot encode JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Run a `tools` subcommand against `$AUTOTOOL_HOME`, writing to `out`; errors go to stderr.
+pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
+    let result = Home::from_env()
+        .map_err(CliError::from)
+        .and_then(|home| run_in(&home, cmd, out));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool tools: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliError> {
+    let registry = Registry::open(home)?;
+    match cmd {
+        ToolsCmd::List { json } => list(&registry, json, out),
+        ToolsCmd::Show { name, json } => show(&registry, &name, json, out),
+        ToolsCmd::Remove { name } => {
+            if registry.remove(&name)? {
+                writeln!(
+                    out,
+                    "Removed {name}. Running `autotool serve` processes unmount it within a few \
+                     seconds; its versions and history are kept."
+                )?;
+            } else {
+                writeln!(out, "{name} was already removed.")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One entry of `tools list --json`.
+#[derive(Debug, Serialize)]
+struct ListEntry {
+    name: String,
+    version: u32,
+    versions: Vec<u32>,
+    state: &'static str,
+    description: String,
+    functions: Vec<String>,
+    /// Key names the tool holds (its declared `REQUIRED_ENV`).
+    keys: Vec<String>,
+    calls: u64,
+    failures: u64,
+    last_error: Option<String>,
+    created_at: String,
+    dir: String,
+}
+
+fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), CliError> {
+    let mut entries = Vec::new();
+    for tv in registry.current()? {
+        let versions = registry
+            .versions(&tv.name)?
+            .iter()
+            .map(|v| v.version)
+            .collect();
+        let stats = registry.stats(&tv.name)?;
+        entries.push(ListEntry {
+            versions,
+            state: tv.state.as_str(),
+            functions: tv.functions.iter().map(|f| f.name.clone()).collect(),
+            keys: tv.required_env.clone(),
+            calls: stats.calls,
+            failures: stats.failures,
+            last_error: stats.last_error,
+            created_at: ledger::format_ms(tv.created_at),
+            dir: tv.dir.display().to_string(),
+            name: tv.name,
+            version: tv.version,
+            description: tv.description,
+        });
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &entries)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if entries.is_empty() {
+        writeln!(
+            out,
+            "No tools yet. An agent connected to `autotool serve` creates one with create_tool."
+        )?;
+        return Ok(());
+    }
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        let versions = if e.versions.len() == 1 {
+            "1 version".to_string()
+        } else {
+            format!("{} versions", e.versions.len())
+        };
+        writeln!(out, "{}  v{} ({versions}, {})", e.name, e.version, e.state)?;
+        if !e.description.is_empty() {
+            writeln!(out, "  {}", one_line(&e.description, 100))?;
+        }
+        writeln!(out, "  functions: {}", or_none(&e.functions))?;
+        writeln!(out, "  keys:      {}", or_none(&e.keys))?;
+        writeln!(out, "  calls:     {}, failures: {}", e.calls, e.failures)?;
+        if let Some(err) = &e.last_error {
+            writeln!(out, "  last error: {}", one_line(err, 100))?;
+        }
+    }
+    Ok(())
+}
+
+/// `tools show --json`.
+#[derive(Debug, Serialize)]
+struct ShowOutput {
+    name: String,
+    removed_at: Option<String>,
+    current: Option<ToolVersion>,
+    versions: Vec<ToolVersion>,
+    stats: ToolStats,
+    recent_calls: Vec<CallRow>,
+    recent_events: Vec<EventRow>,
+}
+
+fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Result<(), CliError> {
+    let Some(tool) = registry.tool(name)? else {
+        return Err(RegistryError::NotFound(name.to_string()).into());
+    };
+    let versions = registry.versions(name)?;
+    let current = tool
+        .current_version
+        .and_then(|c| versions.iter().find(|v| v.version == c).cloned());
+    let output = ShowOutput {
+        name: name.to_string(),
+        removed_at: tool.removed_at.map(ledger::format_ms),
+        current,
+        versions,
+        stats: registry.stats(name)?,
+        recent_calls: registry.recent_calls(name, RECENT)?,
+        recent_events: registry.events(Some(name), RECENT)?,
+    };
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &output)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+
+    match &output.removed_at {
+        Some(at) => writeln!(out, "{name} (removed {at})")?,
+        None => writeln!(out, "{name}")?,
+    }
+    if let Some(cur) = &output.current {
+        writeln!(
+            out,
+            "current version: {} ({})",
+            cur.version,
+            cur.state.as_str()
+        )?;
+        if !cur.description.is_empty() {
+            writeln!(out, "description: {}", cur.description)?;
+        }
+        writeln!(out, "keys: {}", or_none(&cur.required_env))?;
+        writeln!(
+            out,
+            "code: {} (sha256 {})",
+            cur.tool_file().display(),
+            cur.code_hash
+        )?;
+        writeln!(out, "functions:")?;
+        for f in &cur.functions {
+            writeln!(
+                out,
+                "  {}: {}",
+                f.name,
+                one_line(f.description.as_deref().unwrap_or(""), 90)
+            )?;
+            writeln!(
+                out,
+                "    input:  {}",
+                serde_json::to_string(&f.input_schema)?
+            )?;
+            if let Some(o) = &f.output_schema {
+                writeln!(out, "    output: {}", serde_json::to_string(o)?)?;
+            }
+        }
+    }
+    writeln!(out, "versions:")?;
+    for v in &output.versions {
+        writeln!(
+            out,
+            "  {:>3}  {}  {}  sha256 {}",
+            v.version,
+            ledger::format_ms(v.created_at),
+            v.state.as_str(),
+            &v.code_hash[..v.code_hash.len().min(16)]
+        )?;
+    }
+    let s = &output.stats;
+    writeln!(out, "calls: {}, failures: {}", s.calls, s.failures)?;
+    if let Some(err) = &s.last_error {
+        writeln!(out, "last error: {}", one_line(err, 200))?;
+    }
+    if !output.recent_calls.is_empty() {
+        writeln!(out, "recent calls:")?;
+        for c in &output.recent_calls {
+            writeln!(
+                out,
+                "  {}  v{} {}  {} ms  {}{}",
+                ledger::format_ms(c.started_at),
+                c.version,
+                c.function,
+                c.duration_ms,
+                match c.outcome {
+                    ledger::Outcome::Ok => "ok",
+                    ledger::Outcome::ToolError => "tool error",
+                    ledger::Outcome::Error => "error",
+                },
+                c.error
+                    .as_deref()
+                    .map(|e| format!(": {}", one_line(e, 80)))
+                    .unwrap_or_default()
+            )?;
+        }
+    }
+    if !output.recent_events.is_empty() {
+        writeln!(out, "recent events:")?;
+        for e in &output.recent_events {
+            writeln!(
+                out,
+                "  {}  {}  {}",
+                ledger::format_ms(e.at),
+                e.kind,
+                one_line(&e.detail, 100)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "(none)".to_string()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// The first line of `s`, cut to `max` characters.
+fn one_line(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    let mut cut: String = line.chars().take(max).collect();
+    if cut.len() < line.len() || s.lines().nth(1).is_some() {
+        cut.push('…');
+    }
+    cut
+}

@@ -1,0 +1,112 @@
+//! `autotool serve`: the MCP server over stdio.
+//!
+//! Only JSON-RPC ever reaches stdout. Logs go to stderr and to `$AUTOTOOL_HOME/logs/serve.log`.
+//! In strict mode (the default) a machine that cannot confine tools stops `serve` at start with
+//! `autotool doctor`'s explanation; `--sandbox off` (or `AUTOTOOL_SANDBOX=off|0|false|no`) runs
+//! tools as plain subprocesses with the same environment scrubbing.
+
+use crate::app::{App, Settings};
+use crate::home::Home;
+use crate::server::AutotoolServer;
+use crate::toolproc::SandboxMode;
+use rmcp::ServiceExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `--sandbox` / `AUTOTOOL_SANDBOX`: only an explicit `off`, `0`, `false` or `no` turns the
+/// sandbox off; anything else, including a typo, means strict.
+pub fn sandbox_mode(flag: Option<&str>) -> SandboxMode {
+    let env = std::env::var("AUTOTOOL_SANDBOX").ok();
+    match flag.or(env.as_deref()).map(str::trim) {
+        Some(v) if ["off", "0", "false", "no"].contains(&v.to_ascii_lowercase().as_str()) => {
+            SandboxMode::Off
+        }
+        _ => SandboxMode::Strict,
+    }
+}
+
+/// Log to stderr and to the home's log file. Returns an error only when neither works.
+fn init_logging(home: &Home) {
+    use tracing_subscriber::fmt::writer::MakeWriterExt;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AUTOTOOL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let file = std::fs::create_dir_all(home.log_dir()).and_then(|()| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(home.log_dir().join("serve.log"))
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false);
+    let result = match file {
+        Ok(f) => builder
+            .with_writer(std::io::stderr.and(Arc::new(f)))
+            .try_init(),
+        Err(_) => builder.with_writer(std::io::stderr).try_init(),
+    };
+    let _ = result;
+}
+
+/// Check, in strict mode, that tools can be confined here; the doctor report explains why not.
+fn check_confinement() -> Result<(), String> {
+    let report = crate::doctor::run();
+    if report.worst() == crate::doctor::Status::Fail {
+        return Err(format!(
+            "autotool serve: tools cannot be confined on this machine (--sandbox strict).\n{}\n\
+             Fix the FAIL lines, or run with --sandbox off if autotool already runs inside a \
+             container or VM.",
+            report.render()
+        ));
+    }
+    Ok(())
+}
+
+/// Run the server on stdin/stdout until the host closes the connection.
+pub async fn run(settings: Settings) -> anyhow::Result<()> {
+    let home = Home::from_env()?;
+    home.ensure()?;
+    init_logging(&home);
+    if settings.sandbox == SandboxMode::Strict {
+        let check = tokio::task::spawn_blocking(check_confinement).await?;
+        if let Err(why) = check {
+            eprintln!("{why}");
+            anyhow::bail!("tools cannot be confined here");
+        }
+    } else {
+        tracing::warn!(
+            "--sandbox off: tools run as plain subprocesses, unconfined (consent and redaction \
+             still apply)"
+        );
+    }
+    let poll = settings.poll_interval;
+    let idle = settings.idle_timeout;
+    let app = App::new(settings, home)?;
+    tracing::info!(
+        tools = app.mounted().tools.len(),
+        home = %app.home.root().display(),
+        "autotool serve ready on stdio"
+    );
+    let watcher = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(poll);
+            let mut last_reap = tokio::time::Instant::now();
+            loop {
+                tick.tick().await;
+                app.poll().await;
+                if last_reap.elapsed() > Duration::from_secs(5) {
+                    app.pool.reap(idle).await;
+                    last_reap = tokio::time::Instant::now();
+                }
+            }
+        })
+    };
+    let server = AutotoolServer::new(app.clone());
+    let running = server.serve(rmcp::transport::stdio()).await?;
+    let reason = running.waiting().await;
+    tracing::info!(?reason, "host closed the connection");
+    watcher.abort();
+    app.pool.shutdown().await;
+    Ok(())
+}

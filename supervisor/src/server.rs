@@ -1,0 +1,280 @@
+//! The MCP server a host app talks to: `create_tool`, `run_tool` and every created function as
+//! `<tool>__<function>`, for hosts of both protocol eras on one connection.
+//!
+//! - 2025-06-18 / 2025-11-25 hosts `initialize`, and hear of list changes through
+//!   `notifications/tools/list_changed` on the connection's peer.
+//! - 2026-07-28 hosts call `server/discover`, carry their version in each request's `_meta`, and
+//!   hear of list changes only on the `subscriptions/listen` streams they open.
+//!
+//! The list of mounted tools is a snapshot swapped atomically; `get_tool` (synchronous, used by
+//! rmcp to validate calls) reads it without waiting. The tool list is sorted by name and the
+//! same for every connection.
+
+use crate::app::{App, MountedTool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// The protocol revisions autotool is tested against.
+pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
+
+/// Separator between a tool's name and its function's in a mounted name.
+pub const SEPARATOR: &str = "__";
+
+const CREATE_TOOL_DESCRIPTION: &str = "\
+Create (or replace) a tool when you need something you have no tool for: a web API, live data, \
+a local service. Write a small Python MCP server; autotool lints it, runs it in a sandbox, checks \
+its tools and an optional smoke test, and mounts each function as `<name>__<function>`. On failure \
+you get the stage that failed and the log (traceback included): fix the code and call create_tool \
+again with the same name. Template:
+
+```python
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+import os, httpx2
+
+REQUIRED_ENV = [\"WEATHER_API_KEY\"]   # credentials this tool needs (names only; [] if none)
+mcp = MCPServer(\"weather\")
+
+@mcp.tool()
+def forecast(city: str, days: int = 3) -> str:
+    \"\"\"Forecast for a city.\"\"\"
+    base = os.environ.get(\"WEATHER_API_BASE\", \"https://api.weather.example\")
+    r = httpx2.get(f\"{base}/forecast\", params={\"q\": city, \"days\": days},
+                   headers={\"Authorization\": os.environ[\"WEATHER_API_KEY\"]})
+    if r.status_code != 200:
+        raise ToolError(f\"weather API said {r.status_code}: {r.text[:200]}\")
+    return r.text
+
+if __name__ == \"__main__\":
+    mcp.run()
+```
+
+Rules: one file, standard library plus `mcp` and `httpx2`; no subprocesses, no files outside \
+/tmp; type-annotate every argument; raise ToolError for errors the caller should read; read API \
+base URLs from `*_API_BASE` variables so the tool can be pointed at a test server. `name` matches \
+^[a-z][a-z0-9_]{0,39}$ without `__`.";
+
+const RUN_TOOL_DESCRIPTION: &str = "\
+Call a function of a tool created with create_tool: {tool, function, arguments}. Use it when your \
+tool list has not refreshed yet after create_tool, or to call any created tool by name. The \
+result is the function's own.";
+
+/// The server; one per connection, sharing the [`App`].
+#[derive(Debug, Clone)]
+pub struct AutotoolServer {
+    app: Arc<App>,
+}
+
+impl AutotoolServer {
+    pub fn new(app: Arc<App>) -> Self {
+        AutotoolServer { app }
+    }
+}
+
+fn object(v: Value) -> Arc<JsonObject> {
+    Arc::new(match v {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    })
+}
+
+/// The two built-in tools.
+pub fn builtin_tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "create_tool",
+            CREATE_TOOL_DESCRIPTION,
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,39}$",
+                             "description": "The tool's name; the same name again makes a new version."},
+                    "code": {"type": "string", "description": "The whole Python file."},
+                    "description": {"type": "string", "description": "What the tool is for."},
+                    "smoke_test": {
+                        "type": "object",
+                        "description": "A call to make before mounting; a failure fails creation.",
+                        "properties": {
+                            "function": {"type": "string"},
+                            "arguments": {"type": "object"}
+                        },
+                        "required": ["function"]
+                    }
+                },
+                "required": ["name", "code"]
+            })),
+        ),
+        Tool::new(
+            "run_tool",
+            RUN_TOOL_DESCRIPTION,
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "tool": {"type": "string"},
+                    "function": {"type": "string"},
+                    "arguments": {"type": "object"}
+                },
+                "required": ["tool", "function"]
+            })),
+        ),
+    ]
+}
+
+/// The MCP tool for one mounted function.
+fn mounted_tool(t: &MountedTool, f: &crate::registry::FunctionSpec) -> Tool {
+    let description = format!(
+        "[{} v{}] {}",
+        t.name,
+        t.version,
+        f.description.clone().unwrap_or_default()
+    );
+    let mut tool = Tool::new(
+        format!("{}{SEPARATOR}{}", t.name, f.name),
+        description,
+        Arc::new(f.input_schema.clone()),
+    );
+    if let Some(out) = &f.output_schema {
+        tool = tool.with_raw_output_schema(Arc::new(out.clone()));
+    }
+    tool
+}
+
+impl AutotoolServer {
+    /// Every tool, sorted by name.
+    pub fn all_tools(&self) -> Vec<Tool> {
+        let mounted = self.app.mounted();
+        let mut tools = builtin_tools();
+        for t in mounted.tools.values() {
+            for f in &t.functions {
+                tools.push(mounted_tool(t, f));
+            }
+        }
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    }
+}
+
+fn args_of(request: &CallToolRequestParams) -> JsonObject {
+    request.arguments.clone().unwrap_or_default()
+}
+
+fn error_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text.into())])
+}
+
+impl ServerHandler for AutotoolServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("autotool", env!("CARGO_PKG_VERSION")))
+        .with_instructions(self.app.instructions())
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Only hosts of the older eras initialize: they hear of changes on this peer.
+        self.app.set_legacy_peer(context.peer.clone());
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.app.subscribe_changes();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    if context.accepted().tools_list_changed == Some(true) {
+                        context
+                            .sink()
+                            .notify_tool_list_changed()
+                            .await
+                            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult {
+            tools: self.all_tools(),
+            ..Default::default()
+        })
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.all_tools().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let args = args_of(&request);
+        let result = match name.as_str() {
+            "create_tool" => self.app.create_tool(args).await,
+            "run_tool" => {
+                let tool = args.get("tool").and_then(Value::as_str);
+                let function = args.get("function").and_then(Value::as_str);
+                let arguments = match args.get("arguments") {
+                    None | Some(Value::Null) => Some(JsonObject::new()),
+                    Some(Value::Object(o)) => Some(o.clone()),
+                    Some(_) => None,
+                };
+                match (tool, function, arguments) {
+                    (Some(t), Some(f), Some(a)) => self.app.call_function(t, f, a).await,
+                    _ => error_result(
+                        "run_tool needs {\"tool\": string, \"function\": string, \"arguments\": object}",
+                    ),
+                }
+            }
+            other => match self.app.resolve_mounted(other) {
+                Some((tool, function)) => self.app.call_function(&tool, &function, args).await,
+                None => {
+                    return Err(McpError::invalid_params(
+                        format!(
+                            "unknown tool {other:?}; call tools/list (or run_tool) to see the tools \
+                             autotool has mounted"
+                        ),
+                        None,
+                    ));
+                }
+            },
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+}

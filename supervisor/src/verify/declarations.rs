@@ -1,0 +1,795 @@
+//! Reading a tool's `REQUIRED_ENV` from its source, without running any of it.
+//!
+//! A small Python tokenizer (strings with every prefix, f-strings with nested fields, comments,
+//! brackets, line continuations, indentation) turns the source into tokens with their line,
+//! bracket depth and whether they start a top-level logical line. The reader then looks at
+//! every place the name `REQUIRED_ENV` appears (attribute names like `self.REQUIRED_ENV` aside):
+//!
+//! - **Accepted:** at most one declaration, a logical line at column 0 of the form
+//!   `REQUIRED_ENV = [...]` or `REQUIRED_ENV = (...)` (an annotation such as
+//!   `REQUIRED_ENV: list[str] = [...]` is allowed), whose elements are plain string literals
+//!   (`"X"`, `'X'`, `r"X"`, `u"X"`, triple-quoted) of names matching `^[A-Z][A-Z0-9_]*$`, comma
+//!   separated, a trailing comma and comments allowed, nothing after the closing bracket. No
+//!   declaration means the tool needs no keys. A name listed twice counts once.
+//! - **Refused, with the expected form in the message:** any other value (a variable, a call, a
+//!   set, a bare string, `("X")` which is a string, f-strings, bytes, `+` or implicit
+//!   concatenation, comprehensions); a name that is not an upper-case environment variable name;
+//!   a second top-level declaration (which one counts would depend on running the code); and any
+//!   other binding or change of the name anywhere: inside a function, class or block, after other
+//!   code on its line, `+=`, `:=`, `REQUIRED_ENV[i] = …`, `.append` and the other list methods
+//!   that change it, `global`, `del`, `import`, `as`, `for REQUIRED_ENV in …`, a parameter of
+//!   that name. Reading the list (`for k in REQUIRED_ENV`) is fine.
+//!
+//! The keys a tool receives are fixed when it is launched, so changing the list at run time could
+//! never grant more; the refusals keep the declaration honest and the reader simple.
+
+/// Refusals end with this, so an agent can rewrite the line in one go.
+pub const EXPECTED_FORM: &str = "Declare the keys the tool needs once, at the top level of the \
+file, as a list of string literals: REQUIRED_ENV = [\"TAVILY_API_KEY\", \"OTHER_KEY\"] (names \
+match ^[A-Z][A-Z0-9_]*$); leave REQUIRED_ENV out if the tool needs no keys.";
+
+/// The declared name, as Python spells it.
+const NAME: &str = "REQUIRED_ENV";
+/// Longest accepted environment variable name.
+const MAX_NAME: usize = 128;
+/// Methods that change a list in place.
+const MUTATORS: [&str; 8] = [
+    "append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+];
+/// Keywords after which a name on the same statement is bound, not read.
+const BINDING_KEYWORDS: [&str; 9] = [
+    "global", "nonlocal", "del", "import", "def", "class", "as", "for", "lambda",
+];
+
+/// The names a tool declares in `REQUIRED_ENV`, in order, without repeats; `Err` says what is
+/// wrong, on which line, and what form is expected.
+pub fn required_env(code: &str) -> Result<Vec<String>, String> {
+    let tokens = tokenize(code).map_err(|e| format!("{e}. {EXPECTED_FORM}"))?;
+    let context = Context::new(&tokens);
+    let mut declarations: Vec<(usize, Vec<String>)> = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        if token.kind != Kind::Name || token.text != NAME {
+            continue;
+        }
+        if i > 0 && tokens[i - 1].is_op(".") {
+            // Another object's attribute.
+            continue;
+        }
+        let next = tokens.get(i + 1);
+        let declares = token.starts_line
+            && token.indent == 0
+            && next.is_some_and(|n| n.is_op("=") || n.is_op(":"));
+        if declares {
+            let names = declaration(&tokens, i).map_err(|e| {
+                if e.starts_with("line ") {
+                    format!("{e}. {EXPECTED_FORM}")
+                } else {
+                    format!("line {}: {e}. {EXPECTED_FORM}", token.line)
+                }
+            })?;
+            declarations.push((token.line, names));
+        } else if let Some(how) = context.binding(&tokens, i) {
+            let place = if token.indent > 0 {
+                "inside a function, class or block"
+            } else {
+                "not as a top-level declaration line of its own"
+            };
+            return Err(format!(
+                "line {}: REQUIRED_ENV is {how} ({place}); autotool reads the declaration without running the code, so it must be the only place the name is set. {EXPECTED_FORM}",
+                token.line
+            ));
+        }
+    }
+    match declarations.len() {
+        0 => Ok(Vec::new()),
+        1 => Ok(declarations.swap_remove(0).1),
+        _ => Err(format!(
+            "REQUIRED_ENV is declared more than once (lines {}); autotool cannot tell which one counts without running the code. {EXPECTED_FORM}",
+            declarations
+                .iter()
+                .map(|(l, _)| l.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Parse the declaration whose name token is `tokens[at]`.
+fn declaration(tokens: &[Token], at: usize) -> Result<Vec<String>, String> {
+    let mut i = at + 1;
+    if tokens[i].is_op(":") {
+        // An annotation: skip to the `=` of this line.
+        while i < tokens.len() && !tokens[i].is_op("=") && tokens[i].kind != Kind::Newline {
+            i += 1;
+        }
+        if !tokens.get(i).is_some_and(|t| t.is_op("=")) {
+            return Err("REQUIRED_ENV is annotated but given no value".into());
+        }
+    }
+    i += 1; // past `=`
+    let Some(open) = tokens.get(i) else {
+        return Err("REQUIRED_ENV has no value".into());
+    };
+    let close = if open.is_op("[") {
+        "]"
+    } else if open.is_op("(") {
+        ")"
+    } else {
+        return Err(format!(
+            "REQUIRED_ENV must be a list literal, but its value starts with {}",
+            open.describe()
+        ));
+    };
+    let inside = open.depth + 1;
+    let comprehension = tokens[i + 1..]
+        .iter()
+        .take_while(|t| t.depth >= inside && t.kind != Kind::Newline)
+        .any(|t| t.depth == inside && t.is_name("for"));
+    if comprehension {
+        return Err(
+            "REQUIRED_ENV must list its names, not compute them with a comprehension".into(),
+        );
+    }
+    i += 1;
+    let mut names: Vec<String> = Vec::new();
+    let mut elements = 0usize;
+    let mut trailing_comma = false;
+    loop {
+        let Some(t) = tokens.get(i).filter(|t| t.kind != Kind::Newline) else {
+            return Err("the list is not closed".into());
+        };
+        if t.is_op(close) {
+            break;
+        }
+        names.push(element(t)?);
+        elements += 1;
+        i += 1;
+        let Some(after) = tokens.get(i).filter(|t| t.kind != Kind::Newline) else {
+            return Err("the list is not closed".into());
+        };
+        if after.is_op(",") {
+            trailing_comma = true;
+            i += 1;
+        } else if after.is_op(close) {
+            trailing_comma = false;
+        } else if after.kind == Kind::Str {
+            return Err(format!(
+                "line {}: two string literals side by side are joined into one (implicit concatenation); separate the names with commas",
+                after.line
+            ));
+        } else if after.is_op("+") || after.is_op("%") {
+            return Err(format!(
+                "line {}: elements must be whole string literals, not built with `{}`",
+                after.line, after.text
+            ));
+        } else {
+            return Err(format!(
+                "line {}: expected `,` or `{close}` after a name, found {}",
+                after.line,
+                after.describe()
+            ));
+        }
+    }
+    if close == ")" && elements == 1 && !trailing_comma {
+        return Err(
+            "(\"NAME\") is a string in parentheses, not a tuple; write a list: [\"NAME\"]".into(),
+        );
+    }
+    if let Some(rest) = tokens.get(i + 1)
+        && rest.kind != Kind::Newline
+    {
+        return Err(format!(
+            "nothing may follow the closing `{close}` on the declaration's line (found {}); concatenation and other expressions are not read",
+            rest.describe()
+        ));
+    }
+    let mut unique: Vec<String> = Vec::with_capacity(names.len());
+    for name in names {
+        if !unique.contains(&name) {
+            unique.push(name);
+        }
+    }
+    Ok(unique)
+}
+
+/// One element of the list: a plain string literal holding an environment variable name.
+fn element(t: &Token) -> Result<String, String> {
+    let line = t.line;
+    if t.kind != Kind::Str {
+        let what = match t.kind {
+            Kind::Name => format!("`{}` (a variable or call)", t.text),
+            _ => t.describe(),
+        };
+        return Err(format!(
+            "line {line}: each element must be a string literal, found {what}"
+        ));
+    }
+    let prefix = t.prefix.to_ascii_lowercase();
+    if prefix.contains('f') || prefix.contains('t') {
+        return Err(format!(
+            "line {line}: element {} is an f-string (or t-string); write the name as a plain string",
+            t.text
+        ));
+    }
+    if prefix.contains('b') {
+        return Err(format!(
+            "line {line}: element {} is a bytes literal; write the name as a plain string",
+            t.text
+        ));
+    }
+    let name = t.body.as_str();
+    let valid = name.len() <= MAX_NAME
+        && name.starts_with(|c: char| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    if !valid {
+        return Err(format!(
+            "line {line}: {} is not an environment variable name autotool accepts (upper-case letters, digits and `_`, starting with a letter, at most {MAX_NAME} characters)",
+            t.text
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// Facts about each token's surroundings, computed in linear passes so that a file naming
+/// `REQUIRED_ENV` thousands of times is read as quickly as any other.
+struct Context {
+    /// The innermost open bracket around each token.
+    enclosing: Vec<Option<usize>>,
+    /// For a token at depth 0: the latest binding keyword (or `in`) before it in its statement.
+    keyword_before: Vec<Option<usize>>,
+    /// For a token at depth 0: the first assignment operator after it in its statement.
+    assign_after: Vec<Option<usize>>,
+}
+
+fn is_assignment(t: &Token) -> bool {
+    t.kind == Kind::Op
+        && t.text.ends_with('=')
+        && !matches!(t.text.as_str(), "==" | "<=" | ">=" | "!=")
+}
+
+/// Where a statement ends, for the purposes of [`Context`]: a logical line's end, `;`, or a
+/// `:` at depth 0 (a compound statement's header, a lambda, an annotation).
+fn ends_statement(t: &Token) -> bool {
+    t.kind == Kind::Newline || t.is_op(";") || (t.is_op(":") && t.depth == 0)
+}
+
+impl Context {
+    fn new(tokens: &[Token]) -> Context {
+        let n = tokens.len();
+        let mut enclosing = vec![None; n];
+        let mut stack: Vec<usize> = Vec::new();
+        let mut keyword_before = vec![None; n];
+        let mut keyword: Option<usize> = None;
+        for (i, t) in tokens.iter().enumerate() {
+            enclosing[i] = stack.last().copied();
+            if t.kind == Kind::Op {
+                match t.text.as_str() {
+                    "(" | "[" | "{" => stack.push(i),
+                    ")" | "]" | "}" => {
+                        stack.pop();
+                    }
+                    _ => {}
+                }
+            }
+            if t.kind == Kind::Newline {
+                stack.clear();
+            }
+            keyword_before[i] = keyword;
+            if ends_statement(t) || (t.depth == 0 && is_assignment(t)) {
+                keyword = None;
+            } else if t.depth == 0
+                && t.kind == Kind::Name
+                && (t.text == "in" || BINDING_KEYWORDS.contains(&t.text.as_str()))
+            {
+                keyword = Some(i);
+            }
+        }
+        let mut assign_after = vec![None; n];
+        let mut assign: Option<usize> = None;
+        for (i, t) in tokens.iter().enumerate().rev() {
+            assign_after[i] = assign;
+            if ends_statement(t) {
+                assign = None;
+            } else if t.depth == 0 && is_assignment(t) {
+                assign = Some(i);
+            }
+        }
+        Context {
+            enclosing,
+            keyword_before,
+            assign_after,
+        }
+    }
+
+    /// How the `REQUIRED_ENV` at `tokens[at]` (not a declaration) binds or changes the name,
+    /// if it does.
+    fn binding(&self, tokens: &[Token], at: usize) -> Option<String> {
+        let token = &tokens[at];
+        if let Some(next) = tokens.get(at + 1) {
+            // `REQUIRED_ENV=…` inside brackets is a keyword argument or a parameter's default.
+            if is_assignment(next) && !(next.text == "=" && token.depth > 0) {
+                return Some(format!("assigned with `{}`", next.text));
+            }
+            if next.is_op(".")
+                && let Some(method) = tokens.get(at + 2)
+                && MUTATORS.contains(&method.text.as_str())
+            {
+                return Some(format!("changed with `.{}`", method.text));
+            }
+        }
+        if token.depth == 0 {
+            // A target further left of an assignment: `a, REQUIRED_ENV = …`,
+            // `REQUIRED_ENV[0] = …`.
+            if let Some(op) = self.assign_after[at] {
+                return Some(format!("assigned (a target of `{}`)", tokens[op].text));
+            }
+            // After a keyword that binds the names following it: `global`, `del`, `import`,
+            // `as`, `for … in`, `lambda`, `def`, `class`.
+            return self.keyword_before[at]
+                .map(|k| &tokens[k])
+                .filter(|k| k.text != "in")
+                .map(|k| format!("bound by `{}`", k.text));
+        }
+        // Inside brackets: a `def NAME(` parameter, or `from m import (…)`.
+        let open = self.enclosing[at]?;
+        if token.depth != tokens[open].depth + 1 || !tokens[open].is_op("(") {
+            return None;
+        }
+        if open >= 2 && tokens[open - 2].is_name("def") {
+            return Some("used as a parameter name".into());
+        }
+        if open >= 1 && tokens[open - 1].is_name("import") {
+            return Some("bound by `import`".into());
+        }
+        None
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Name,
+    Str,
+    Number,
+    Op,
+    /// The end of a logical line.
+    Newline,
+}
+
+#[derive(Debug, Clone)]
+struct Token {
+    kind: Kind,
+    /// The source text (for a string, prefix and quotes included).
+    text: String,
+    /// A string's prefix letters as written.
+    prefix: String,
+    /// A string's contents between its quotes, as written (escapes not processed).
+    body: String,
+    line: usize,
+    /// Bracket depth before this token.
+    depth: usize,
+    /// First token of a logical line.
+    starts_line: bool,
+    /// Column of the first token of this token's logical line.
+    indent: usize,
+}
+
+impl Token {
+    fn is_op(&self, op: &str) -> bool {
+        self.kind == Kind::Op && self.text == op
+    }
+
+    fn is_name(&self, name: &str) -> bool {
+        self.kind == Kind::Name && self.text == name
+    }
+
+    fn describe(&self) -> String {
+        match self.kind {
+            Kind::Newline => "the end of the line".into(),
+            Kind::Str => format!("the string {}", self.text),
+            Kind::Name => format!("`{}`", self.text),
+            Kind::Number => format!("the number {}", self.text),
+            Kind::Op => format!("`{}`", self.text),
+        }
+    }
+}
+
+const OPS3: [&str; 5] = ["**=", "//=", ">>=", "<<=", "..."];
+const OPS2: [&str; 19] = [
+    "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@=", ":=", "->", "**",
+    "//", "<<", ">>",
+];
+
+/// Split `code` into tokens. Only fails on text Python would refuse too (an unterminated
+/// string); anything unknown becomes a one-character operator.
+fn tokenize(code: &str) -> Result<Vec<Token>, String> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut lx = Lexer {
+        chars: &chars,
+        i: 0,
+        line: 1,
+    };
+    if lx.peek(0) == Some('\u{feff}') {
+        lx.i += 1;
+    }
+    let mut tokens: Vec<Token> = Vec::new();
+    let mut depth = 0usize;
+    let mut at_line_start = true;
+    let mut column = 0usize;
+    let mut indent = 0usize;
+    let mut line_has_tokens = false;
+    while let Some(c) = lx.peek(0) {
+        match c {
+            ' ' | '\t' | '\x0c' => {
+                lx.i += 1;
+                column += 1;
+                continue;
+            }
+            '#' => {
+                while lx.peek(0).is_some_and(|c| c != '\n' && c != '\r') {
+                    lx.i += 1;
+                }
+                continue;
+            }
+            '\\' if matches!(lx.peek(1), Some('\n' | '\r')) => {
+                lx.i += 1;
+                lx.newline();
+                column = 0;
+                continue;
+            }
+            '\n' | '\r' => {
+                lx.newline();
+                column = 0;
+                if depth == 0 && line_has_tokens {
+                    tokens.push(Token::plain(
+                        Kind::Newline,
+                        "",
+                        lx.line - 1,
+                        0,
+                        false,
+                        indent,
+                    ));
+                    line_has_tokens = false;
+                    at_line_start = true;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        let starts_line = at_line_start;
+        if at_line_start {
+            indent = column;
+            at_line_start = false;
+        }
+        line_has_tokens = true;
+        let line = lx.line;
+        let start = lx.i;
+        let token = if c.is_alphabetic() || c == '_' || !c.is_ascii() {
+            while lx
+                .peek(0)
+                .is_some_and(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii())
+            {
+                lx.i += 1;
+            }
+            let word: String = chars[start..lx.i].iter().collect();
+            if matches!(lx.peek(0), Some('"' | '\'')) && is_string_prefix(&word) {
+                let body = lx.string(&word)?;
+                Token::string(
+                    &chars[start..lx.i],
+                    word,
+                    body,
+                    line,
+                    depth,
+                    starts_line,
+                    indent,
+                )
+            } else {
+                Token::plain(Kind::Name, &word, line, depth, starts_line, indent)
+            }
+        } else if c == '"' || c == '\'' {
+            let body = lx.string("")?;
+            Token::string(
+                &chars[start..lx.i],
+                String::new(),
+                body,
+                line,
+                depth,
+                starts_line,
+                indent,
+            )
+        } else if c.is_ascii_digit() || (c == '.' && lx.peek(1).is_some_and(|d| d.is_ascii_digit()))
+        {
+            lx.number();
+            let text: String = chars[start..lx.i].iter().collect();
+            Token::plain(Kind::Number, &text, line, depth, starts_line, indent)
+        } else {
+            let rest: String = chars[start..(start + 3).min(chars.len())].iter().collect();
+            let op = OPS3
+                .iter()
+                .chain(OPS2.iter())
+                .find(|op| rest.starts_with(**op))
+                .map(|op| op.to_string())
+                .unwrap_or_else(|| c.to_string());
+            lx.i += op.chars().count();
+            let token = Token::plain(Kind::Op, &op, line, depth, starts_line, indent);
+            match op.as_str() {
+                "(" | "[" | "{" => depth += 1,
+                ")" | "]" | "}" => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            token
+        };
+        column += lx.i - start;
+        tokens.push(token);
+    }
+    if line_has_tokens {
+        tokens.push(Token::plain(Kind::Newline, "", lx.line, 0, false, indent));
+    }
+    Ok(tokens)
+}
+
+fn is_string_prefix(word: &str) -> bool {
+    let lower = word.to_ascii_lowercase();
+    matches!(
+        lower.as_str(),
+        "r" | "u" | "b" | "f" | "t" | "br" | "rb" | "fr" | "rf" | "tr" | "rt"
+    )
+}
+
+impl Token {
+    fn plain(
+        kind: Kind,
+        text: &str,
+        line: usize,
+        depth: usize,
+        starts_line: bool,
+        indent: usize,
+    ) -> Token {
+        Token {
+            kind,
+            text: text.to_string(),
+            prefix: String::new(),
+            body: String::new(),
+            line,
+            depth,
+            starts_line,
+            indent,
+        }
+    }
+
+    fn string(
+        source: &[char],
+        prefix: String,
+        body: String,
+        line: usize,
+        depth: usize,
+        starts_line: bool,
+        indent: usize,
+    ) -> Token {
+        Token {
+            kind: Kind::Str,
+            text: source.iter().collect(),
+            prefix,
+            body,
+            line,
+            depth,
+            starts_line,
+            indent,
+        }
+    }
+}
+
+struct Lexer<'a> {
+    chars: &'a [char],
+    i: usize,
+    line: usize,
+}
+
+impl Lexer<'_> {
+    fn peek(&self, ahead: usize) -> Option<char> {
+        self.chars.get(self.i + ahead).copied()
+    }
+
+    /// Step over one line ending (`\n`, `\r\n` or `\r`).
+    fn newline(&mut self) {
+        if self.peek(0) == Some('\r') && self.peek(1) == Some('\n') {
+            self.i += 1;
+        }
+        self.i += 1;
+        self.line += 1;
+    }
+
+    fn number(&mut self) {
+        let hex = self.peek(0) == Some('0') && matches!(self.peek(1), Some('x' | 'X'));
+        while let Some(c) = self.peek(0) {
+            let exponent_sign = (c == '+' || c == '-')
+                && !hex
+                && self.i > 0
+                && matches!(self.chars[self.i - 1], 'e' | 'E');
+            if !(c.is_ascii_alphanumeric() || c == '_' || c == '.' || exponent_sign) {
+                break;
+            }
+            self.i += 1;
+        }
+    }
+
+    /// Scan a string literal whose opening quote is at the cursor; returns its body.
+    fn string(&mut self, prefix: &str) -> Result<String, String> {
+        let lower = prefix.to_ascii_lowercase();
+        let formatted = lower.contains('f') || lower.contains('t');
+        let start_line = self.line;
+        let Some(quote) = self.peek(0) else {
+            return Err(format!("line {start_line}: a string is not terminated"));
+        };
+        let triple = self.peek(1) == Some(quote) && self.peek(2) == Some(quote);
+        let width = if triple { 3 } else { 1 };
+        self.i += width;
+        let body_start = self.i;
+        let unterminated = |line| Err(format!("line {line}: a string is not terminated"));
+        loop {
+            let Some(c) = self.peek(0) else {
+                return unterminated(start_line);
+            };
+            if c == quote
+                && (!triple || (self.peek(1) == Some(quote) && self.peek(2) == Some(quote)))
+            {
+                let body: String = self.chars[body_start..self.i].iter().collect();
+                self.i += width;
+                return Ok(body);
+            }
+            match c {
+                '\\' => {
+                    self.i += 1;
+                    if matches!(self.peek(0), Some('\n' | '\r')) {
+                        self.newline();
+                    } else {
+                        self.i += 1;
+                    }
+                }
+                '\n' | '\r' if !triple => return unterminated(start_line),
+                '\n' | '\r' => self.newline(),
+                '{' if formatted && self.peek(1) == Some('{') => self.i += 2,
+                '{' if formatted => {
+                    self.i += 1;
+                    self.replacement_field()?;
+                }
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    /// Inside an f-string, after a field's `{`: skip to its closing `}`, stepping over nested
+    /// strings, brackets and the format spec (which may hold fields of its own).
+    fn replacement_field(&mut self) -> Result<(), String> {
+        let start_line = self.line;
+        let mut depth = 0usize;
+        loop {
+            let Some(c) = self.peek(0) else {
+                return Err(format!(
+                    "line {start_line}: an f-string field is not closed"
+                ));
+            };
+            match c {
+                '\'' | '"' => {
+                    self.string("")?;
+                }
+                c if (c.is_ascii_alphabetic())
+                    && matches!(self.peek(1), Some('"' | '\''))
+                    && is_string_prefix(&c.to_string()) =>
+                {
+                    self.i += 1;
+                    self.string(&c.to_string())?;
+                }
+                c if c.is_ascii_alphabetic()
+                    && self.peek(1).is_some_and(|d| d.is_ascii_alphabetic())
+                    && matches!(self.peek(2), Some('"' | '\''))
+                    && is_string_prefix(&format!("{c}{}", self.peek(1).unwrap_or(' '))) =>
+                {
+                    let prefix = format!("{c}{}", self.peek(1).unwrap_or(' '));
+                    self.i += 2;
+                    self.string(&prefix)?;
+                }
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    self.i += 1;
+                }
+                ')' | ']' => {
+                    depth = depth.saturating_sub(1);
+                    self.i += 1;
+                }
+                '}' if depth == 0 => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                '}' => {
+                    depth -= 1;
+                    self.i += 1;
+                }
+                ':' if depth == 0 => {
+                    self.i += 1;
+                    return self.format_spec();
+                }
+                '\n' | '\r' => self.newline(),
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    /// A format spec: literal text up to the field's `}`, with nested `{…}` fields.
+    fn format_spec(&mut self) -> Result<(), String> {
+        let start_line = self.line;
+        loop {
+            match self.peek(0) {
+                None => {
+                    return Err(format!(
+                        "line {start_line}: an f-string field is not closed"
+                    ));
+                }
+                Some('}') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                Some('{') => {
+                    self.i += 1;
+                    self.replacement_field()?;
+                }
+                Some('\n' | '\r') => self.newline(),
+                Some(_) => self.i += 1,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(code: &str) -> Vec<(Kind, String)> {
+        tokenize(code)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| (t.kind, t.text))
+            .collect()
+    }
+
+    #[test]
+    fn strings_hide_what_looks_like_code() {
+        let toks = kinds("x = f\"{a['REQUIRED_ENV']:>{w}}\" + '''\nREQUIRED_ENV = 1\n'''\n");
+        assert!(toks.iter().all(|(_, t)| t != "REQUIRED_ENV"), "{toks:?}");
+        assert_eq!(toks.last().map(|t| t.0), Some(Kind::Newline));
+    }
+
+    #[test]
+    fn nested_same_quotes_in_an_fstring() {
+        let toks = kinds("x = f\"{d[\"k\"]}\"\ny = 1\n");
+        let names: Vec<&str> = toks
+            .iter()
+            .filter(|t| t.0 == Kind::Name)
+            .map(|t| t.1.as_str())
+            .collect();
+        assert_eq!(names, ["x", "y"]);
+    }
+
+    #[test]
+    fn lines_depths_and_indents() {
+        let toks = tokenize("a = [\n  1,\n]\nif a:\n    b = 2 \\\n  + 3\n").unwrap_or_default();
+        let b = toks.iter().find(|t| t.text == "b");
+        assert!(
+            b.is_some_and(|b| b.starts_line && b.indent == 4 && b.line == 5),
+            "{b:?}"
+        );
+        let one = toks.iter().find(|t| t.text == "1");
+        assert!(one.is_some_and(|t| !t.starts_line && t.depth == 1 && t.line == 2));
+        let three = toks.iter().find(|t| t.text == "3");
+        assert!(three.is_some_and(|t| !t.starts_line && t.line == 6));
+    }
+
+    #[test]
+    fn unterminated_strings_are_errors_not_panics() {
+        assert!(tokenize("x = 'abc\n").is_err());
+        assert!(tokenize("x = \"\"\"abc").is_err());
+        assert!(tokenize("x = f'{abc").is_err());
+        assert!(tokenize("x = '\\").is_err());
+    }
+}

@@ -1,0 +1,962 @@
+//! `autotool::verify` and the runtime it needs (`autotool::runtime::ensure_runtime`), against
+//! real Python MCP tools, in both sandbox modes.
+//!
+//! The runtime is the virtual environment at `$AUTOTOOL_TEST_RUNTIME` (default
+//! `/opt/autotool-test-runtime`, with `mcp==2.3.0` and `ruff==0.17.6`), opened the way
+//! `ensure_runtime` opens `$AUTOTOOL_RUNTIME`. Confined runs use the launcher at
+//! `$AUTOTOOL_LAUNCHER` or `target/debug/autotool-launcher`; where it cannot confine, they print
+//! `SKIP …` with the reason and pass. Every test is bounded by [`BOUND`]. Creating a runtime is
+//! tested offline (a venv without packages); the real `pip install` runs only with
+//! `AUTOTOOL_TEST_PIP=1` (it downloads from PyPI).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use anyhow::{Context, Result, bail, ensure};
+use autotool::launcher;
+use autotool::runtime::{self, Python};
+use autotool::toolproc::{CallOutcome, SandboxMode, ToolSpec};
+use autotool::verify::{
+    self, EXPECTED_FORM, SmokeTest, Stage, Verified, VerifyFailure, VerifyRequest, required_env,
+};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// Upper bound on any one test.
+const BOUND: Duration = Duration::from_secs(90);
+
+fn test_runtime_dir() -> PathBuf {
+    std::env::var_os("AUTOTOOL_TEST_RUNTIME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/autotool-test-runtime"))
+}
+
+fn test_runtime() -> Python {
+    let venv = test_runtime_dir();
+    runtime::open_runtime(&venv).unwrap_or_else(|e| {
+        panic!(
+            "the test runtime is missing ({e}); create it with `python3 -m venv {v} && {v}/bin/pip install {}` or set AUTOTOOL_TEST_RUNTIME",
+            runtime::RUNTIME_REQUIREMENTS.join(" "),
+            v = venv.display()
+        )
+    })
+}
+
+/// Run a blocking test body on its own thread, failing if it is still running after [`BOUND`].
+fn bounded(name: &str, body: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        body();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(BOUND) {
+        Ok(()) => handle.join().unwrap(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{name}: still running after {BOUND:?}")
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// REQUIRED_ENV, read statically
+
+fn accepted(code: &str) -> Vec<String> {
+    required_env(code).unwrap_or_else(|e| panic!("refused {code:?}: {e}"))
+}
+
+fn refused(code: &str) -> String {
+    match required_env(code) {
+        Ok(names) => panic!("accepted {code:?} as {names:?}"),
+        Err(e) => {
+            assert!(e.ends_with(EXPECTED_FORM), "no expected form in: {e}");
+            e
+        }
+    }
+}
+
+#[test]
+fn required_env_absent_means_no_keys() {
+    assert!(accepted("").is_empty());
+    assert!(accepted("import os\nprint(os.environ.get('X'))\n").is_empty());
+    assert!(accepted("# REQUIRED_ENV = ['A']\ns = 'REQUIRED_ENV = [\"B\"]'\n").is_empty());
+    assert!(accepted("REQUIRED_ENV = []\n").is_empty());
+    assert!(accepted("REQUIRED_ENV = ()\n").is_empty());
+}
+
+#[test]
+fn required_env_lists_and_tuples() {
+    assert_eq!(accepted("REQUIRED_ENV = [\"A\", \"B_2\"]"), ["A", "B_2"]);
+    assert_eq!(accepted("REQUIRED_ENV = ('A', 'B')\n"), ["A", "B"]);
+    assert_eq!(accepted("REQUIRED_ENV = ('A',)\n"), ["A"]);
+    assert_eq!(accepted("REQUIRED_ENV=['A','B',]\n"), ["A", "B"]);
+    assert_eq!(
+        accepted("REQUIRED_ENV: list[str] = [\"TAVILY_API_KEY\"]\n"),
+        ["TAVILY_API_KEY"]
+    );
+    assert_eq!(
+        accepted("REQUIRED_ENV = [r\"A\", u'B', \"\"\"C\"\"\", '''D''']\n"),
+        ["A", "B", "C", "D"]
+    );
+    // A name listed twice counts once.
+    assert_eq!(accepted("REQUIRED_ENV = ['A', 'B', 'A']\n"), ["A", "B"]);
+}
+
+#[test]
+fn required_env_multi_line_with_comments_and_trailing_comma() {
+    let code = r#""""A tool. REQUIRED_ENV = ["NOT_THIS"] in a docstring is text."""
+import os  # REQUIRED_ENV = ["NOR_THIS"]
+from mcp.server.mcpserver import MCPServer
+
+REQUIRED_ENV = [
+    "TAVILY_API_KEY",   # search
+    # "COMMENTED_OUT",
+    'OTHER_KEY',
+]
+
+mcp = MCPServer("t")
+
+@mcp.tool()
+def search(q: str) -> str:
+    missing = [k for k in REQUIRED_ENV if k not in os.environ]
+    self_ref = f"{REQUIRED_ENV!r:>{len(q)}} {q['x'] if False else ''}"
+    os.environ.get(REQUIRED_ENV[0])
+    helper(REQUIRED_ENV=1)
+    return str(missing)
+
+class Config:
+    def __init__(self):
+        self.REQUIRED_ENV = ["ATTRIBUTE_OF_SELF"]
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+    assert_eq!(accepted(code), ["TAVILY_API_KEY", "OTHER_KEY"]);
+    assert_eq!(
+        accepted("REQUIRED_ENV = \\\n    ['A']\n\nx = 1\n"),
+        ["A"],
+        "a line continuation"
+    );
+    assert_eq!(accepted("\u{feff}REQUIRED_ENV = ['A']\r\nx = 1\r\n"), ["A"]);
+    let reads = "REQUIRED_ENV = ['A']\nwith open('f') as fh, ctx(REQUIRED_ENV):\n    for k in REQUIRED_ENV: print(k, REQUIRED_ENV.index(k))\nf = lambda: REQUIRED_ENV\n";
+    assert_eq!(accepted(reads), ["A"]);
+}
+
+/// The reader is linear: a file near the size cap that names `REQUIRED_ENV` on every line, or
+/// thousands of times in one expression, is read at once.
+#[test]
+fn required_env_reads_large_files_quickly() {
+    let many_lines = format!(
+        "REQUIRED_ENV = ['A']\n{}",
+        "print(REQUIRED_ENV, REQUIRED_ENV)\n".repeat(7_000)
+    );
+    let one_line = format!(
+        "REQUIRED_ENV = ['A']\nx = [{}]\ny = 0 {}\n",
+        "REQUIRED_ENV, ".repeat(8_000),
+        "or REQUIRED_ENV ".repeat(8_000)
+    );
+    for code in [many_lines, one_line] {
+        assert!(code.len() <= verify::MAX_CODE_BYTES);
+        let t0 = Instant::now();
+        assert_eq!(accepted(&code), ["A"]);
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "took {:?}",
+            t0.elapsed()
+        );
+    }
+}
+
+#[test]
+fn required_env_refuses_what_is_not_a_literal_list() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "KEY = 'A'\nREQUIRED_ENV = [KEY]\n",
+            "`KEY` (a variable or call)",
+        ),
+        ("REQUIRED_ENV = [os.environ['A']]\n", "`os`"),
+        ("REQUIRED_ENV = [f\"A\"]\n", "f-string"),
+        ("REQUIRED_ENV = [F'A_{x}']\n", "f-string"),
+        ("REQUIRED_ENV = [b'A']\n", "bytes"),
+        ("REQUIRED_ENV = ['A'] + ['B']\n", "nothing may follow"),
+        ("REQUIRED_ENV = ['A' + 'B']\n", "not built with `+`"),
+        ("REQUIRED_ENV = ['A' 'B']\n", "implicit concatenation"),
+        ("REQUIRED_ENV = KEYS\n", "must be a list literal"),
+        ("REQUIRED_ENV = 'A'\n", "must be a list literal"),
+        ("REQUIRED_ENV = {'A'}\n", "must be a list literal"),
+        ("REQUIRED_ENV = list(('A',))\n", "must be a list literal"),
+        ("REQUIRED_ENV = ('A')\n", "not a tuple"),
+        ("REQUIRED_ENV = [k for k in 'AB']\n", "comprehension"),
+        ("REQUIRED_ENV = ['A']; x = 1\n", "nothing may follow"),
+        ("REQUIRED_ENV = OTHER = ['A']\n", "must be a list literal"),
+        ("REQUIRED_ENV: list[str]\n", "no value"),
+        ("REQUIRED_ENV = ['A'\n", "not closed"),
+        ("REQUIRED_ENV = ['A\n", "not terminated"),
+    ];
+    for (code, why) in cases {
+        let e = refused(code);
+        assert!(e.contains(why), "{code:?}: expected {why:?} in: {e}");
+    }
+}
+
+#[test]
+fn required_env_refuses_names_that_are_not_upper_case_variables() {
+    for name in [
+        "api_key", "Api_Key", "1KEY", "A-B", "A B", "", "_A", "A\\x42", "ÄPI",
+    ] {
+        let code = format!("REQUIRED_ENV = [\"{name}\"]\n");
+        let e = refused(&code);
+        assert!(e.contains("line 1"), "{e}");
+        assert!(
+            e.contains("not an environment variable name"),
+            "{code:?}: {e}"
+        );
+    }
+    refused(&format!("REQUIRED_ENV = [\"{}\"]\n", "A".repeat(129)));
+    assert_eq!(
+        accepted(&format!("REQUIRED_ENV = [\"{}\"]\n", "A".repeat(128))).len(),
+        1
+    );
+}
+
+#[test]
+fn required_env_refuses_assignments_outside_one_top_level_declaration() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "def setup():\n    REQUIRED_ENV = ['A']\n",
+            "line 2",
+            "inside a function, class or block",
+        ),
+        (
+            "import sys\nif sys.platform == 'linux':\n    REQUIRED_ENV = ['A']\n",
+            "line 3",
+            "inside a function, class or block",
+        ),
+        (
+            "class T:\n    REQUIRED_ENV = ['A']\n",
+            "line 2",
+            "inside a function",
+        ),
+        (
+            "REQUIRED_ENV = ['A']\nx = 1\nREQUIRED_ENV = ['B']\n",
+            "lines 1, 3",
+            "more than once",
+        ),
+        (
+            "REQUIRED_ENV = ['A']\nREQUIRED_ENV += ['B']\n",
+            "line 2",
+            "assigned with `+=`",
+        ),
+        (
+            "REQUIRED_ENV = ['A']\nREQUIRED_ENV.append('B')\n",
+            "line 2",
+            "changed with `.append`",
+        ),
+        (
+            "REQUIRED_ENV = ['A']\nREQUIRED_ENV[0] = 'B'\n",
+            "line 2",
+            "a target of `=`",
+        ),
+        (
+            "x = 1; REQUIRED_ENV = ['A']\n",
+            "line 1",
+            "not as a top-level declaration line of its own",
+        ),
+        (
+            "a, REQUIRED_ENV = 1, ['A']\n",
+            "line 1",
+            "assigned with `=`",
+        ),
+        ("x = REQUIRED_ENV = ['A']\n", "line 1", "assigned with `=`"),
+        (
+            "def f():\n    global REQUIRED_ENV\n    REQUIRED_ENV = ['A']\n",
+            "line 2",
+            "bound by `global`",
+        ),
+        (
+            "REQUIRED_ENV = ['A']\ndel REQUIRED_ENV\n",
+            "line 2",
+            "bound by `del`",
+        ),
+        (
+            "from config import REQUIRED_ENV\n",
+            "line 1",
+            "bound by `import`",
+        ),
+        (
+            "from config import (\n    A,\n    REQUIRED_ENV,\n)\n",
+            "line 3",
+            "bound by `import`",
+        ),
+        ("import os as REQUIRED_ENV\n", "line 1", "bound by `as`"),
+        (
+            "for REQUIRED_ENV in [['A']]:\n    pass\n",
+            "line 1",
+            "bound by `for`",
+        ),
+        ("def f(REQUIRED_ENV):\n    pass\n", "line 1", "parameter"),
+        (
+            "if (REQUIRED_ENV := ['A']):\n    pass\n",
+            "line 1",
+            "assigned with `:=`",
+        ),
+    ];
+    for (code, line, why) in cases {
+        let e = refused(code);
+        assert!(e.contains(line), "{code:?}: expected {line:?} in: {e}");
+        assert!(e.contains(why), "{code:?}: expected {why:?} in: {e}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lint
+
+#[tokio::test]
+async fn lint_names_the_line_of_a_syntax_error() {
+    let python = test_runtime();
+    let code = "import os\n\ndef broken(:\n    pass\n";
+    let f = tokio::time::timeout(
+        BOUND,
+        verify::lint(
+            &runtime::ruff(&python),
+            code,
+            &python.version,
+            verify::LINT_TIMEOUT,
+        ),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert_eq!(f.stage, Stage::Lint);
+    assert!(f.message.contains("line 3, column"), "{f}");
+    assert!(f.log.contains("tool.py:3:"), "{f}");
+    assert!(
+        f.to_string().starts_with("verification failed at lint: "),
+        "{f}"
+    );
+}
+
+#[tokio::test]
+async fn lint_catches_an_undefined_name_and_newer_syntax() {
+    let python = test_runtime();
+    let ruff = runtime::ruff(&python);
+    let code = "def f() -> str:\n    return undefined_thing_42\n";
+    let f = verify::lint(&ruff, code, &python.version, verify::LINT_TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(f.message.contains("line 2"), "{f}");
+    assert!(f.message.contains("F821"), "{f}");
+    assert!(f.message.contains("undefined_thing_42"), "{f}");
+
+    // Syntax the runtime's Python lacks is a lint failure on that Python.
+    let pep701 = "d = {'k': 1}\nx = f\"{d[\"k\"]}\"\n";
+    let on_runtime = verify::lint(&ruff, pep701, &python.version, verify::LINT_TIMEOUT).await;
+    let on_313 = verify::lint(&ruff, pep701, "3.13", verify::LINT_TIMEOUT).await;
+    assert!(on_313.is_ok(), "{on_313:?}");
+    if python.version == "3.11" {
+        let f = on_runtime.unwrap_err();
+        assert!(f.message.contains("3.11"), "{f}");
+    }
+
+    let clean = "import os\n\ndef f() -> str:\n    return os.sep\n";
+    verify::lint(&ruff, clean, &python.version, verify::LINT_TIMEOUT)
+        .await
+        .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole verification, in both sandbox modes
+
+const GOOD: &str = r#"
+import os
+from mcp.server.mcpserver import MCPServer
+
+REQUIRED_ENV = ["VERIFY_TEST_KEY"]
+
+mcp = MCPServer("verify_good")
+
+@mcp.tool()
+def greet(name: str) -> str:
+    """Greet someone by name."""
+    return f"hello {name}"
+
+@mcp.tool()
+def key_prefix() -> str:
+    """The first characters of the granted key."""
+    return os.environ.get("VERIFY_TEST_KEY", "missing")[:4]
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+/// The launcher to confine with, or why confined runs are skipped here.
+fn confining_launcher() -> Result<PathBuf, String> {
+    let path = std::env::var_os("AUTOTOOL_LAUNCHER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/autotool-launcher")
+        });
+    if !path.is_file() {
+        return Err(format!(
+            "no launcher at {} (build it with `cargo build -p autotool-launcher`)",
+            path.display()
+        ));
+    }
+    let p = launcher::probe(&path).map_err(|e| e.to_string())?;
+    let mut missing = Vec::new();
+    if p.landlock_abi.unwrap_or(0) < i32::from(p.required_landlock_abi) {
+        missing.push(format!("Landlock ABI {}", p.required_landlock_abi));
+    }
+    if !p.seccomp_filter {
+        missing.push("seccomp filters".into());
+    }
+    if !p.mdwe {
+        missing.push("PR_SET_MDWE".into());
+    }
+    if !p.user_namespace.ok && !p.file_capabilities {
+        missing.push("user namespaces".into());
+    }
+    for (name, outcome) in &p.namespaces {
+        if !outcome.ok {
+            missing.push(format!("{name} namespace"));
+        }
+    }
+    if missing.is_empty() {
+        Ok(path)
+    } else {
+        Err(format!("this machine lacks {}", missing.join(", ")))
+    }
+}
+
+/// One scenario's surroundings: the mode, and staged directories.
+struct Env {
+    mode: SandboxMode,
+    python: Python,
+    launcher: Option<PathBuf>,
+    dirs: Vec<TempDir>,
+}
+
+impl Env {
+    /// A request for `code` in a fresh staged directory, granting `keys`.
+    fn request(&mut self, code: &str, keys: &[(&str, &str)]) -> VerifyRequest {
+        let dir = tempfile::Builder::new()
+            .prefix("autotool-verify-")
+            .tempdir()
+            .unwrap();
+        // The confined tool runs as another user of its namespace.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut spec = ToolSpec::new(dir.path(), "tool.py", self.python.clone(), self.mode);
+        spec.launcher = self.launcher.clone();
+        let keys: BTreeMap<String, String> = keys
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        spec.env = autotool_policy::launch::tool_environment(&keys, &BTreeMap::new(), None);
+        self.dirs.push(dir);
+        VerifyRequest::new("verify_test", code, spec)
+    }
+
+    async fn fails(&mut self, code: &str, smoke: Option<SmokeTest>) -> Result<VerifyFailure> {
+        let mut req = self.request(code, &[]);
+        req.smoke_test = smoke;
+        match verify::verify(req).await {
+            Ok(v) => {
+                v.process.shutdown().await;
+                bail!("verification passed: {:?}", v.tools)
+            }
+            Err(f) => Ok(f),
+        }
+    }
+}
+
+/// Run `scenario` in `mode` within [`BOUND`].
+async fn run<F, Fut>(name: &str, mode: SandboxMode, scenario: F)
+where
+    F: FnOnce(Env) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let launcher = match mode {
+        SandboxMode::Strict => match confining_launcher() {
+            Ok(path) => Some(path),
+            Err(why) => {
+                eprintln!("SKIP {name} (strict): {why}");
+                return;
+            }
+        },
+        SandboxMode::Off => None,
+    };
+    let env = Env {
+        mode,
+        python: test_runtime(),
+        launcher,
+        dirs: Vec::new(),
+    };
+    match tokio::time::timeout(BOUND, scenario(env)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{name} ({mode:?}): {e:#}"),
+        Err(_) => panic!("{name} ({mode:?}): still running after {BOUND:?}"),
+    }
+}
+
+/// Each scenario as `<name>::strict` and `<name>::off`.
+macro_rules! in_both_modes {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn strict() {
+                run(stringify!($name), SandboxMode::Strict, super::$name).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn off() {
+                run(stringify!($name), SandboxMode::Off, super::$name).await
+            }
+        }
+    )*};
+}
+
+in_both_modes!(
+    a_good_tool_passes_every_stage,
+    an_exception_at_import_fails_initialize_with_the_traceback,
+    a_tool_without_functions_fails_list_tools,
+    a_smoke_test_that_raises_fails_with_the_traceback,
+    a_smoke_test_with_a_tool_error_fails_with_its_message,
+    a_tool_that_never_answers_initialize_fails_within_the_bound,
+);
+
+fn args(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+fn text(outcome: &CallOutcome) -> String {
+    outcome
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn a_good_tool_passes_every_stage(mut env: Env) -> Result<()> {
+    // As the server will: read the declaration first, grant the keys, then verify.
+    let declared = verify::check_source(GOOD, &env.python, verify::LINT_TIMEOUT).await?;
+    ensure!(declared == ["VERIFY_TEST_KEY"], "{declared:?}");
+    let mut req = env.request(GOOD, &[("VERIFY_TEST_KEY", "k-12345")]);
+    req.smoke_test = Some(SmokeTest {
+        function: "greet".into(),
+        arguments: args(json!({"name": "ada"})),
+    });
+    let staged = req.spec.tool_dir.join("tool.py");
+    let t0 = Instant::now();
+    let Verified {
+        process,
+        tools,
+        required_env,
+        smoke,
+        timings,
+    } = verify::verify(req)
+        .await
+        .map_err(|f| anyhow::anyhow!("{f}"))?;
+    let took = t0.elapsed();
+    ensure!(
+        std::fs::read_to_string(&staged)? == GOOD,
+        "the code was not staged"
+    );
+    ensure!(required_env == ["VERIFY_TEST_KEY"], "{required_env:?}");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    ensure!(names == ["greet", "key_prefix"], "{names:?}");
+    ensure!(
+        tools[0].input_schema.get("type") == Some(&json!("object")),
+        "{:?}",
+        tools[0].input_schema
+    );
+    let smoke = smoke.context("no smoke outcome")?;
+    ensure!(!smoke.is_error && text(&smoke) == "hello ada", "{smoke:?}");
+    ensure!(
+        smoke.structured_content == Some(json!({"result": "hello ada"})),
+        "{smoke:?}"
+    );
+    let stages: Vec<Stage> = timings.iter().map(|t| t.0).collect();
+    ensure!(stages == Stage::ALL, "{stages:?}");
+
+    // The verified process stays warm and serves, with the granted key.
+    ensure!(process.is_alive());
+    let first = process.call("key_prefix", Map::new(), BOUND).await?;
+    ensure!(text(&first) == "k-12", "{first:?}");
+    eprintln!(
+        "TIMING verify {:?} end to end: {took:?} ({}); first call on the verified process {:?}",
+        env.mode,
+        timings
+            .iter()
+            .map(|(s, d)| format!("{s} {d:.1?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        first.duration
+    );
+    let report = process.shutdown().await;
+    ensure!(!report.killed, "{report:?}");
+    Ok(())
+}
+
+async fn an_exception_at_import_fails_initialize_with_the_traceback(mut env: Env) -> Result<()> {
+    let code = "import json\nfrom mcp.server.mcpserver import MCPServer\nmcp = MCPServer('t')\nraise RuntimeError('broken at import 9c1d')\nmcp.run()\n";
+    let f = env.fails(code, None).await?;
+    ensure!(f.stage == Stage::Initialize, "{f}");
+    ensure!(f.log.contains("Traceback (most recent call last)"), "{f}");
+    ensure!(f.log.contains("RuntimeError: broken at import 9c1d"), "{f}");
+    ensure!(f.message.contains("before answering `initialize`"), "{f}");
+    ensure!(
+        f.message.contains(
+            "it raised RuntimeError: broken at import 9c1d (tool.py, line 4, in <module>)"
+        ),
+        "{f}"
+    );
+    let shown = f.to_string();
+    ensure!(
+        shown.starts_with("verification failed at initialize: "),
+        "{shown}"
+    );
+    ensure!(shown.contains("broken at import 9c1d"), "{shown}");
+    Ok(())
+}
+
+async fn a_tool_without_functions_fails_list_tools(mut env: Env) -> Result<()> {
+    let code = "from mcp.server.mcpserver import MCPServer\nmcp = MCPServer('empty')\n\ndef not_registered() -> str:\n    return 'x'\n\nif __name__ == '__main__':\n    mcp.run()\n";
+    let f = env.fails(code, None).await?;
+    ensure!(f.stage == Stage::ListTools, "{f}");
+    ensure!(f.message.contains("no functions"), "{f}");
+    ensure!(f.message.contains("@mcp.tool()"), "{f}");
+    Ok(())
+}
+
+const SMOKY: &str = r#"
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+mcp = MCPServer("verify_smoke")
+
+@mcp.tool()
+def divide(a: int, b: int) -> str:
+    """Divides."""
+    return str(a / b)
+
+@mcp.tool()
+def fetch(url: str) -> str:
+    """Refuses, as a tool should when it cannot do its job."""
+    raise ToolError(f"cannot fetch {url}: 401 from upstream 5e2b")
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+async fn a_smoke_test_that_raises_fails_with_the_traceback(mut env: Env) -> Result<()> {
+    let smoke = SmokeTest {
+        function: "divide".into(),
+        arguments: args(json!({"a": 1, "b": 0})),
+    };
+    let f = env.fails(SMOKY, Some(smoke)).await?;
+    ensure!(f.stage == Stage::SmokeTest, "{f}");
+    ensure!(f.message.contains("divide({\"a\":1,\"b\":0})"), "{f}");
+    ensure!(f.message.contains("traceback is below"), "{f}");
+    ensure!(
+        f.message
+            .contains("raised ZeroDivisionError: division by zero (tool.py, line 10, in divide)"),
+        "{f}"
+    );
+    ensure!(f.log.contains("Traceback (most recent call last)"), "{f}");
+    ensure!(f.log.contains("ZeroDivisionError"), "{f}");
+
+    // A smoke test naming a function the tool lacks.
+    let smoke = SmokeTest {
+        function: "multiply".into(),
+        arguments: Map::new(),
+    };
+    let f = env.fails(SMOKY, Some(smoke)).await?;
+    ensure!(f.stage == Stage::SmokeTest, "{f}");
+    ensure!(f.message.contains("divide, fetch"), "{f}");
+    Ok(())
+}
+
+async fn a_smoke_test_with_a_tool_error_fails_with_its_message(mut env: Env) -> Result<()> {
+    let smoke = SmokeTest {
+        function: "fetch".into(),
+        arguments: args(json!({"url": "https://example.test/"})),
+    };
+    let f = env.fails(SMOKY, Some(smoke)).await?;
+    ensure!(f.stage == Stage::SmokeTest, "{f}");
+    ensure!(
+        f.message
+            .contains("cannot fetch https://example.test/: 401 from upstream 5e2b"),
+        "{f}"
+    );
+    ensure!(!f.log.contains("Traceback"), "{f}");
+    Ok(())
+}
+
+async fn a_tool_that_never_answers_initialize_fails_within_the_bound(mut env: Env) -> Result<()> {
+    let code =
+        "import sys, time\nprint('thinking', file=sys.stderr, flush=True)\ntime.sleep(600)\n";
+    let mut req = env.request(code, &[]);
+    req.spec.start_timeout = Duration::from_secs(3);
+    let t0 = Instant::now();
+    let f = match verify::verify(req).await {
+        Ok(v) => {
+            v.process.shutdown().await;
+            bail!("verification passed")
+        }
+        Err(f) => f,
+    };
+    let took = t0.elapsed();
+    ensure!(f.stage == Stage::Initialize, "{f}");
+    ensure!(
+        f.message.contains("no answer to `initialize` within 3 s"),
+        "{f}"
+    );
+    ensure!(f.log.contains("thinking"), "{f}");
+    ensure!(took < Duration::from_secs(8), "took {took:?}");
+    Ok(())
+}
+
+/// Stages that need no process fail the same way in either mode.
+#[tokio::test]
+async fn static_failures_stop_before_launch() {
+    let mut env = Env {
+        mode: SandboxMode::Off,
+        python: test_runtime(),
+        launcher: None,
+        dirs: Vec::new(),
+    };
+    let work = async {
+        let f = env.fails("def f(:\n", None).await?;
+        ensure!(f.stage == Stage::Lint, "{f}");
+        let f = env.fails("   \n", None).await?;
+        ensure!(f.stage == Stage::Lint && f.message.contains("empty"), "{f}");
+        let big = format!("x = 1\n{}", "# padding\n".repeat(30_000));
+        let f = env.fails(&big, None).await?;
+        ensure!(
+            f.stage == Stage::Lint && f.message.contains("at most 256 KiB"),
+            "{f}"
+        );
+        let f = env
+            .fails("import os\nREQUIRED_ENV = [os.environ['X']]\n", None)
+            .await?;
+        ensure!(f.stage == Stage::Declarations, "{f}");
+        ensure!(f.message.contains("line 2"), "{f}");
+        ensure!(
+            f.to_string()
+                .starts_with("verification failed at declarations: line 2"),
+            "{f}"
+        );
+        // Nothing was staged or started.
+        for dir in &env.dirs {
+            ensure!(!dir.path().join("tool.py").exists());
+        }
+        Ok(())
+    };
+    tokio::time::timeout(BOUND, work).await.unwrap().unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runtime
+
+/// With `$AUTOTOOL_RUNTIME` set, `ensure_runtime` opens that environment and creates nothing.
+/// The variable is set by running this test again as a child process (tests may not change
+/// their own environment); `AUTOTOOL_RUNTIME_TEST_EXPECT=error` makes the child expect refusal.
+#[test]
+fn ensure_runtime_uses_autotool_runtime_as_is() {
+    const NAME: &str = "ensure_runtime_uses_autotool_runtime_as_is";
+    bounded(NAME, || {
+        let Some(set) = std::env::var_os("AUTOTOOL_RUNTIME") else {
+            let parent = |runtime: &Path, expect: &str| {
+                let out = std::process::Command::new(std::env::current_exe().unwrap())
+                    .args(["--exact", NAME, "--test-threads=1", "--nocapture"])
+                    .env("AUTOTOOL_RUNTIME", runtime)
+                    .env("AUTOTOOL_RUNTIME_TEST_EXPECT", expect)
+                    .output()
+                    .unwrap();
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success() && stdout.contains("1 passed"),
+                    "child ({expect}) failed:\n{stdout}\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            };
+            parent(&test_runtime_dir(), "ok");
+            parent(Path::new("/nonexistent/autotool-runtime"), "error");
+            return;
+        };
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("runtime");
+        let mut progress = Vec::new();
+        let got = runtime::ensure_runtime(&dir, &mut progress);
+        let expect = std::env::var("AUTOTOOL_RUNTIME_TEST_EXPECT").unwrap_or_default();
+        if expect == "error" {
+            let e = got.unwrap_err();
+            let shown = e.to_string();
+            assert!(shown.starts_with("AUTOTOOL_RUNTIME="), "{shown}");
+            assert!(shown.contains("unset it"), "{shown}");
+        } else {
+            let python = got.unwrap();
+            assert_eq!(python, runtime::open_runtime(Path::new(&set)).unwrap());
+            assert!(runtime::ruff(&python).is_file());
+        }
+        assert!(
+            progress.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&progress)
+        );
+        assert_eq!(
+            std::fs::read_dir(home.path()).unwrap().count(),
+            0,
+            "something was created"
+        );
+    });
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// Creating a runtime, offline: a virtual environment with nothing to install.
+#[test]
+fn ensure_venv_creates_reuses_and_replaces_a_runtime() {
+    bounded("ensure_venv_creates_reuses_and_replaces_a_runtime", || {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("runtime");
+        // What a killed creator would have left.
+        std::fs::create_dir(home.path().join(".runtime-build-killed")).unwrap();
+
+        let t0 = Instant::now();
+        let mut progress = Vec::new();
+        let python = runtime::ensure_venv(&dir, &[], &mut progress).unwrap();
+        let created_in = t0.elapsed();
+        let said = String::from_utf8_lossy(&progress).into_owned();
+        assert!(said.contains("creating the Python runtime"), "{said}");
+        assert!(said.contains("the tool runtime is ready"), "{said}");
+        assert_eq!(python.interpreter, dir.join("bin/python3"));
+        assert!(python.runtime_dirs.contains(&dir), "{python:?}");
+        let stamp = std::fs::read_to_string(dir.join(runtime::RUNTIME_STAMP)).unwrap();
+        assert!(
+            stamp.starts_with("# The tool runtime autotool created"),
+            "{stamp}"
+        );
+        assert_eq!(mode(&dir), 0o755);
+        assert_eq!(mode(&dir.join("bin")), 0o755);
+        assert!(mode(&dir.join("pyvenv.cfg")) & 0o444 == 0o444);
+        // Scripts name the final place, not the directory it was built in.
+        let activate = std::fs::read_to_string(dir.join("bin/activate")).unwrap();
+        assert!(activate.contains(&dir.display().to_string()), "{activate}");
+        assert!(!activate.contains("-build-"), "{activate}");
+        // Nothing is left beside it but the lock file.
+        let mut beside: Vec<String> = std::fs::read_dir(home.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        beside.sort();
+        assert_eq!(beside, ["runtime", "runtime.lock"]);
+
+        // Ready: used as it is.
+        let mut progress = Vec::new();
+        assert_eq!(
+            runtime::ensure_venv(&dir, &[], &mut progress).unwrap(),
+            python
+        );
+        assert!(
+            progress.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&progress)
+        );
+
+        // A stamp listing other requirements is replaced, and the old runtime goes.
+        std::fs::write(dir.join(runtime::RUNTIME_STAMP), "mcp==1.0.0\n").unwrap();
+        std::fs::write(dir.join("old-marker"), "").unwrap();
+        let mut progress = Vec::new();
+        runtime::ensure_venv(&dir, &[], &mut progress).unwrap();
+        assert!(String::from_utf8_lossy(&progress).contains("creating"));
+        assert!(!dir.join("old-marker").exists());
+        assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 2);
+        eprintln!("TIMING ensure_venv without packages: created in {created_in:?}");
+    });
+}
+
+/// Two creators at once: one builds, the other waits and finds it ready.
+#[test]
+fn concurrent_creators_build_one_runtime() {
+    bounded("concurrent_creators_build_one_runtime", || {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("runtime");
+        let creators: Vec<_> = (0..3)
+            .map(|_| {
+                let dir = dir.clone();
+                std::thread::spawn(move || {
+                    let mut progress = Vec::new();
+                    let python = runtime::ensure_venv(&dir, &[], &mut progress).unwrap();
+                    (python, String::from_utf8_lossy(&progress).into_owned())
+                })
+            })
+            .collect();
+        let results: Vec<(Python, String)> =
+            creators.into_iter().map(|h| h.join().unwrap()).collect();
+        let built = results
+            .iter()
+            .filter(|(_, said)| said.contains("creating the Python runtime"))
+            .count();
+        assert_eq!(built, 1, "{results:?}");
+        assert!(results.iter().all(|(p, _)| p == &results[0].0));
+        assert!(dir.join(runtime::RUNTIME_STAMP).is_file());
+    });
+}
+
+/// The real thing: `pip install` of the pinned requirements from PyPI. Only with
+/// `AUTOTOOL_TEST_PIP=1` (it needs the network and takes a minute).
+#[test]
+fn ensure_venv_installs_the_pinned_requirements() {
+    if std::env::var_os("AUTOTOOL_TEST_PIP").is_none_or(|v| v != "1") {
+        eprintln!(
+            "SKIP ensure_venv_installs_the_pinned_requirements: set AUTOTOOL_TEST_PIP=1 to run a real pip install (needs PyPI)"
+        );
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("runtime");
+    let t0 = Instant::now();
+    let mut progress = Vec::new();
+    let python = runtime::ensure_venv(&dir, &runtime::RUNTIME_REQUIREMENTS, &mut progress)
+        .unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&progress)));
+    eprintln!(
+        "{}TIMING ensure_venv with {}: {:?}",
+        String::from_utf8_lossy(&progress),
+        runtime::RUNTIME_REQUIREMENTS.join(" "),
+        t0.elapsed()
+    );
+    assert!(runtime::ruff(&python).is_file());
+    let out = std::process::Command::new(&python.interpreter)
+        .args([
+            "-I",
+            "-c",
+            "import mcp, httpx2; from mcp.server.mcpserver import MCPServer",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Console scripts were rewritten to the final place.
+    let pip = std::fs::read_to_string(dir.join("bin/pip")).unwrap();
+    assert!(
+        pip.starts_with(&format!("#!{}", dir.join("bin/python3").display())),
+        "{pip}"
+    );
+}
