@@ -275,6 +275,39 @@ fn trial_launch(launcher: &Path, python: &runtime::Python) -> Check {
     }
 }
 
+/// The tool runtime: present, or created the first time a tool needs it.
+fn runtime_check() -> Check {
+    let home = match crate::home::Home::from_env() {
+        Ok(h) => h,
+        Err(e) => return Check::new("runtime", Status::Fail, e.to_string()),
+    };
+    let dir = home.runtime_dir();
+    match runtime::existing_runtime(&dir) {
+        Some(Ok(p)) => Check::new(
+            "runtime",
+            Status::Ok,
+            format!(
+                "{} (Python {}; {})",
+                p.interpreter.display(),
+                p.version,
+                runtime::RUNTIME_REQUIREMENTS.join(", ")
+            ),
+        ),
+        Some(Err(e)) => Check::new("runtime", Status::Fail, e.to_string())
+            .fix("unset AUTOTOOL_RUNTIME, or point it at a venv with the pinned packages"),
+        None => Check::new(
+            "runtime",
+            Status::Warn,
+            format!(
+                "not created yet at {}; autotool creates it the first time a tool is needed \
+                 (a venv with {}, from PyPI)",
+                dir.display(),
+                runtime::RUNTIME_REQUIREMENTS.join(", ")
+            ),
+        ),
+    }
+}
+
 /// Run every check.
 pub fn run() -> Report {
     let mut checks = Vec::new();
@@ -319,6 +352,7 @@ pub fn run() -> Report {
     }
     checks.push(launcher_check);
     kernel_checks(&probe, &launcher, &mut checks);
+    checks.push(runtime_check());
     match runtime::resolve(None) {
         Ok(python) => {
             checks.push(Check::new(

@@ -236,6 +236,15 @@ pub fn ensure_venv(
     build(&dir, &parent, &name, requirements, progress)
 }
 
+/// The tool runtime in use, if it exists already: `$AUTOTOOL_RUNTIME`, else the one at
+/// `runtime_dir` with the pinned requirements. `None` when it is still to be created.
+pub fn existing_runtime(runtime_dir: &Path) -> Option<Result<Python, RuntimeError>> {
+    match std::env::var_os("AUTOTOOL_RUNTIME") {
+        Some(venv) if !venv.is_empty() => Some(open_runtime(Path::new(&venv))),
+        _ => ready(runtime_dir, &RUNTIME_REQUIREMENTS).map(Ok),
+    }
+}
+
 /// The runtime at `dir`, if its stamp lists exactly `requirements` and its interpreter works.
 fn ready(dir: &Path, requirements: &[&str]) -> Option<Python> {
     let stamp = std::fs::read_to_string(dir.join(RUNTIME_STAMP)).ok()?;
