@@ -67,11 +67,23 @@ pub struct MountedTool {
 }
 
 /// The set of mounted tools at one registry generation.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Mounted {
     /// The registry generation it was read at (`None` before the first read).
     pub generation: Option<u64>,
     pub tools: BTreeMap<String, MountedTool>,
+    /// What `tools/list` answers: built-ins and every mounted function, sorted by name.
+    pub list: Vec<rmcp::model::Tool>,
+}
+
+impl Default for Mounted {
+    fn default() -> Self {
+        Mounted {
+            generation: None,
+            tools: BTreeMap::new(),
+            list: crate::server::tool_list([]),
+        }
+    }
 }
 
 /// Shared state of one `serve` process.
@@ -213,8 +225,12 @@ impl App {
                 .iter()
                 .zip(tools.iter())
                 .any(|((a, ta), (b, tb))| a != b || ta.version != tb.version);
-        *self.mounted.write().unwrap_or_else(|p| p.into_inner()) =
-            Arc::new(Mounted { generation, tools });
+        let list = crate::server::tool_list(tools.values());
+        *self.mounted.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Mounted {
+            generation,
+            tools,
+            list,
+        });
         Ok(changed)
     }
 
@@ -333,10 +349,7 @@ impl App {
                 );
                 let mut content = out.content;
                 if out.is_error && !out.stderr.trim().is_empty() {
-                    content.push(text(format!(
-                        "tool stderr (traceback):\n{}",
-                        out.stderr.trim_end()
-                    )));
+                    content.push(text(format!("tool stderr:\n{}", out.stderr.trim_end())));
                 }
                 let mut result = if out.is_error {
                     CallToolResult::error(content)

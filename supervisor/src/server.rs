@@ -151,19 +151,17 @@ fn mounted_tool(t: &MountedTool, f: &crate::registry::FunctionSpec) -> Tool {
     tool
 }
 
-impl AutotoolServer {
-    /// Every tool, sorted by name.
-    pub fn all_tools(&self) -> Vec<Tool> {
-        let mounted = self.app.mounted();
-        let mut tools = builtin_tools();
-        for t in mounted.tools.values() {
-            for f in &t.functions {
-                tools.push(mounted_tool(t, f));
-            }
+/// The tool list for a set of mounted tools: the built-ins and every function, sorted by name.
+/// Built once per change of the mounted set, not per request.
+pub fn tool_list<'a>(mounted: impl IntoIterator<Item = &'a MountedTool>) -> Vec<Tool> {
+    let mut tools = builtin_tools();
+    for t in mounted {
+        for f in &t.functions {
+            tools.push(mounted_tool(t, f));
         }
-        tools.sort_by(|a, b| a.name.cmp(&b.name));
-        tools
     }
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools
 }
 
 fn args_of(request: &CallToolRequestParams) -> JsonObject {
@@ -229,13 +227,18 @@ impl ServerHandler for AutotoolServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult {
-            tools: self.all_tools(),
+            tools: self.app.mounted().list.clone(),
             ..Default::default()
         })
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.all_tools().into_iter().find(|t| t.name == name)
+        let mounted = self.app.mounted();
+        let i = mounted
+            .list
+            .binary_search_by(|t| t.name.as_ref().cmp(name))
+            .ok()?;
+        mounted.list.get(i).cloned()
     }
 
     async fn call_tool(
