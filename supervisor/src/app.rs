@@ -349,7 +349,13 @@ impl App {
                 );
                 let mut content = out.content;
                 if out.is_error && !out.stderr.trim().is_empty() {
-                    content.push(text(format!("tool stderr:\n{}", out.stderr.trim_end())));
+                    // The end of stderr holds the traceback: keep the tail, within a quarter of
+                    // the output cap, so a flood before the error cannot push it out.
+                    let budget = (self.settings.max_output_bytes / 4).min(16 << 10);
+                    content.push(text(format!(
+                        "tool stderr:\n{}",
+                        tail(out.stderr.trim_end(), budget)
+                    )));
                 }
                 let mut result = if out.is_error {
                     CallToolResult::error(content)
@@ -652,6 +658,18 @@ impl App {
             }
         }
     }
+}
+
+/// The last `max` bytes of `s` (on a character boundary), with a note of what was left out.
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[{start} earlier bytes omitted]\n{}", &s[start..])
 }
 
 fn mounted_from(v: &ToolVersion) -> MountedTool {

@@ -12,7 +12,8 @@
 
 use crate::app::{App, MountedTool};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
     ServerConfig, SubscriptionFilter, Tool,
 };
@@ -229,6 +230,35 @@ impl ServerHandler for AutotoolServer {
         Ok(ListToolsResult {
             tools: self.app.mounted().list.clone(),
             ..Default::default()
+        })
+    }
+
+    /// rmcp hands over requests whose params do not fit the method as custom requests: a known
+    /// method gets "invalid params" naming what it expects, not "method not found".
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let expected = match request.method.as_str() {
+            "tools/call" => Some("{\"name\": string, \"arguments\"?: object}"),
+            "tools/list" | "prompts/list" | "resources/list" => Some("{\"cursor\"?: string}"),
+            "initialize" => Some(
+                "{\"protocolVersion\": string, \"capabilities\": object, \"clientInfo\": object}",
+            ),
+            "subscriptions/listen" => Some("{\"notifications\": object}"),
+            _ => None,
+        };
+        Err(match expected {
+            Some(shape) => McpError::invalid_params(
+                format!("invalid params for {}: expected {shape}", request.method),
+                None,
+            ),
+            None => McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: {}", request.method),
+                None,
+            ),
         })
     }
 

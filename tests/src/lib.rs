@@ -21,6 +21,7 @@ pub mod host;
 pub mod locate;
 pub mod mcp;
 pub mod probe;
+pub mod serve;
 pub mod tool;
 
 pub use mcp::CallResult;

@@ -22,6 +22,7 @@ mod limits;
 mod memory;
 mod network;
 mod process;
+mod serve;
 
 use autotool_tests::{ATTACK_TOOL, Mode, ToolBuilder, ToolProcess};
 use serde_json::{Value, json};
