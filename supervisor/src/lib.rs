@@ -2,7 +2,8 @@
 //!
 //! Layout (consent, credentials, redaction and the egress proxy come next):
 //! - [`serve`], [`server`], [`app`], [`pool`]: `autotool serve`, the MCP server hosts talk to,
-//!   the state its connections share, and the warm tool processes;
+//!   the state its connections share, and the warm tool processes; [`stdio`]: the guarded
+//!   stdio transport;
 //! - [`launcher`]: finding `autotool-launcher`, its probe, confined spawns;
 //! - [`runtime`]: the Python interpreter tools run on;
 //! - [`doctor`]: what the machine offers and how to fix what it lacks;
@@ -31,5 +32,6 @@ pub mod runtime;
 pub mod serve;
 pub mod server;
 pub mod setup;
+pub mod stdio;
 pub mod toolproc;
 pub mod verify;

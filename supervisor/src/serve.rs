@@ -1,6 +1,7 @@
 //! `autotool serve`: the MCP server over stdio.
 //!
-//! Only JSON-RPC ever reaches stdout. Logs go to stderr and to `$AUTOTOOL_HOME/logs/serve.log`.
+//! Only JSON-RPC ever reaches stdout (through [`crate::stdio`]'s guard, which also answers
+//! malformed lines rmcp would drop). Logs go to stderr and to `$AUTOTOOL_HOME/logs/serve.log`.
 //! In strict mode (the default) a machine that cannot confine tools stops `serve` at start with
 //! `autotool doctor`'s explanation; `--sandbox off` (or `AUTOTOOL_SANDBOX=off|0|false|no`) runs
 //! tools as plain subprocesses with the same environment scrubbing.
@@ -103,10 +104,25 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
         })
     };
     let server = AutotoolServer::new(app.clone());
-    let running = server.serve(rmcp::transport::stdio()).await?;
-    let reason = running.waiting().await;
-    tracing::info!(?reason, "host closed the connection");
+    let guard = crate::stdio::guarded();
+    match server.serve((guard.reader, guard.writer)).await {
+        Ok(running) => {
+            let reason = running.waiting().await;
+            tracing::info!(?reason, "host closed the connection");
+        }
+        // A host that hangs up before any session began (a probe that only asked
+        // `server/discover`, say) ends the server normally.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(why)) => {
+            tracing::info!("host closed the connection before a session began ({why})");
+        }
+        Err(e) => {
+            watcher.abort();
+            app.pool.shutdown().await;
+            return Err(e.into());
+        }
+    }
     watcher.abort();
     app.pool.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), guard.writer_done).await;
     Ok(())
 }

@@ -347,11 +347,8 @@ fn malformed_requests_are_answered_with_their_id_and_invalid_params() {
 }
 
 /// A message rmcp cannot read as a request at all (params that are not an object, no method)
-/// is answered -32600 without the id it carries. The answer is an error, and the server keeps
-/// serving; the missing id is rmcp 3.11's transport behaviour, which sits below autotool's
-/// handler.
+/// is answered by the stdio guard in front of rmcp, with the id it carries.
 #[test]
-#[ignore = "known limitation: rmcp 3.11 answers an unreadable request with -32600 and no id"]
 fn unreadable_requests_are_answered_with_their_id() {
     let home = ServeHome::new().unwrap();
     let mut server = start(&protocol_only(), &home);

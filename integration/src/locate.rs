@@ -1,0 +1,99 @@
+//! Where the pieces under test are. Each can be overridden by an environment variable:
+//! - `AUTOTOOL_BIN`: the `autotool` binary (default: beside this test binary's profile
+//!   directory, `target/<profile>/autotool`, else the workspace's `target/debug/autotool`);
+//! - `AUTOTOOL_LAUNCHER`: the launcher (default: beside the `autotool` binary);
+//! - `AUTOTOOL_TEST_RUNTIME`: the Python runtime, a venv with `mcp` 2.x (default
+//!   `/opt/autotool-test-runtime`), both the tools' runtime and the SDK client's interpreter;
+//! - `AUTOTOOL_TEST_NODE`: the `node` binary (default: `node` on `PATH`).
+
+use std::path::{Path, PathBuf};
+
+/// The runtime used when `AUTOTOOL_TEST_RUNTIME` is unset.
+pub const DEFAULT_RUNTIME: &str = "/opt/autotool-test-runtime";
+
+/// This crate's directory.
+pub fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The workspace root.
+pub fn workspace_dir() -> PathBuf {
+    let manifest = crate_dir();
+    manifest.parent().map(Path::to_path_buf).unwrap_or(manifest)
+}
+
+/// Candidates for the `autotool` binary, in order of preference.
+pub fn autotool_candidates() -> Vec<PathBuf> {
+    if let Some(p) = std::env::var_os("AUTOTOOL_BIN") {
+        return vec![PathBuf::from(p)];
+    }
+    let mut candidates = Vec::new();
+    // Test binaries live in target/<profile>/deps/.
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(profile) = exe.parent().and_then(Path::parent)
+    {
+        candidates.push(profile.join("autotool"));
+    }
+    candidates.push(workspace_dir().join("target/debug/autotool"));
+    candidates
+}
+
+/// The launcher for a given `autotool` binary.
+pub fn launcher(autotool: &Path) -> PathBuf {
+    std::env::var_os("AUTOTOOL_LAUNCHER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| autotool.with_file_name("autotool-launcher"))
+}
+
+/// The Python runtime (a venv).
+pub fn runtime() -> PathBuf {
+    std::env::var_os("AUTOTOOL_TEST_RUNTIME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_RUNTIME))
+}
+
+/// The Python client scripts.
+pub fn python_dir() -> PathBuf {
+    crate_dir().join("python")
+}
+
+/// The npm project pinning MCP Inspector.
+pub fn node_dir() -> PathBuf {
+    crate_dir().join("node")
+}
+
+/// `node`: `AUTOTOOL_TEST_NODE`, else the first `node` on `PATH`.
+pub fn node() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("AUTOTOOL_TEST_NODE") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("node"))
+        .find(|p| p.is_file())
+}
+
+/// The Inspector's entry point as installed by `npm ci` in [`node_dir`].
+pub fn inspector_entry() -> PathBuf {
+    node_dir().join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js")
+}
+
+/// The newest modification time of any file under `dir` (recursively).
+pub fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else if let Ok(m) = meta.modified() {
+                newest = Some(newest.map_or(m, |n: std::time::SystemTime| n.max(m)));
+            }
+        }
+    }
+    newest
+}

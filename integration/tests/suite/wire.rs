@@ -1,0 +1,182 @@
+//! The bytes on the wire, where a client library would hide them: what hosts depend on
+//! (FIELD-NOTES: rmcp before 3.5.1 left `ttlMs`/`cacheScope` out of list results and Claude
+//! Code then dropped the whole tool list), and malformed input no SDK client can send.
+//!
+//! Newline-delimited JSON-RPC straight into `autotool serve`'s stdin.
+
+use autotool_integration::{Checks, Need, OwnedChild, TestHome, setup};
+use serde_json::{Value, json};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const MODERN: &str = "2026-07-28";
+
+struct Wire {
+    serve: OwnedChild,
+    /// Every line the server wrote, for failure messages.
+    transcript: Vec<String>,
+}
+
+impl Wire {
+    fn start(home: &TestHome) -> Wire {
+        let s = &home.setup;
+        let mut cmd = Command::new(&s.autotool);
+        cmd.args(["serve", "--sandbox", &s.sandbox])
+            .envs(home.env());
+        Wire {
+            serve: OwnedChild::spawn("autotool serve", cmd).unwrap(),
+            transcript: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        self.transcript.push(format!(">> {line}"));
+        self.serve.send_line(line).unwrap();
+    }
+
+    /// The response with `id` within `timeout` (other lines are kept in the transcript).
+    fn response_within(&mut self, id: &Value, timeout: Duration) -> Option<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.serve.next_line(left).unwrap()?;
+            self.transcript.push(format!("<< {}", line.text));
+            let v: Value = serde_json::from_str(&line.text).unwrap_or_else(|e| {
+                panic!("stdout carried a non-JSON line ({e}): {:?}", line.text)
+            });
+            if v.get("id") == Some(id) {
+                return Some(v);
+            }
+        }
+    }
+
+    fn response(&mut self, id: Value) -> Value {
+        self.response_within(&id, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("no response to {id} within 30 s: {:#?}", self.transcript))
+    }
+
+    fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        self.response(json!(id))
+    }
+}
+
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "autotool-wire-test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
+}
+
+#[test]
+fn wire_modern_lists_carry_cache_hints_and_bad_json_is_survived() {
+    let test = "wire_modern_lists_carry_cache_hints_and_bad_json_is_survived";
+    let Some(setup) = setup(test, &[Need::Serve, Need::PythonSdk]) else {
+        return;
+    };
+    let mut c = Checks::new();
+    let home = TestHome::new(&setup).unwrap();
+    let mut w = Wire::start(&home);
+
+    let discover = w.request(1, "server/discover", json!({"_meta": modern_meta()}));
+    let r = &discover["result"];
+    let versions: Vec<&str> = r["supportedVersions"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    c.check(
+        versions.contains(&MODERN) && versions.contains(&"2025-11-25"),
+        "server/discover offers 2026-07-28 and 2025-11-25",
+        &discover,
+    );
+    c.check(
+        r["capabilities"]["tools"]["listChanged"] == true,
+        "server/discover declares tools.listChanged",
+        &discover,
+    );
+
+    let list = w.request(2, "tools/list", json!({"_meta": modern_meta()}));
+    let r = &list["result"];
+    c.check(
+        r["ttlMs"].is_u64() && r["cacheScope"].is_string(),
+        "a 2026-07-28 tools/list result carries ttlMs and cacheScope",
+        &list,
+    );
+    c.check(
+        r["resultType"] == "complete",
+        "it carries resultType complete",
+        &list,
+    );
+    let names: Vec<&str> = r["tools"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    c.check(
+        names == ["create_tool", "run_tool"],
+        "a fresh home lists create_tool and run_tool",
+        format!("{names:?}"),
+    );
+
+    // Bad JSON: a parse error, and the server keeps serving.
+    w.send("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"tools/list\",");
+    let parse_error = w.response_within(&Value::Null, Duration::from_secs(3));
+    c.check(
+        parse_error
+            .as_ref()
+            .is_some_and(|e| e["error"]["code"] == -32700),
+        "a line that is not JSON gets a -32700 parse error (JSON-RPC 2.0 §5.1)",
+        format!("{parse_error:?} within 3 s"),
+    );
+    let again = w.request(4, "tools/list", json!({"_meta": modern_meta()}));
+    c.check(
+        again["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() == 2),
+        "the server keeps serving after a malformed line",
+        &again,
+    );
+    let unknown = w.request(5, "no/such/method", json!({"_meta": modern_meta()}));
+    c.check(
+        unknown["error"]["code"] == -32601,
+        "an unknown method gets -32601",
+        &unknown,
+    );
+
+    w.serve.close_stdin();
+    let exited = w.serve.wait_exit(Duration::from_secs(10)).unwrap();
+    c.check(
+        exited.is_some_and(|s| s.success()),
+        "serve exits cleanly when its host closes stdin",
+        format!("{exited:?}"),
+    );
+    let mut transcript = w.transcript.join("\n");
+    let mut stderr = w.serve.final_stderr();
+
+    // A host that only probes (server/discover, then disconnects) ends a normal session.
+    let mut probe = Wire::start(&home);
+    let discovered = probe.request(1, "server/discover", json!({"_meta": modern_meta()}));
+    c.check(
+        discovered["result"]["supportedVersions"].is_array(),
+        "a second serve answers server/discover",
+        &discovered,
+    );
+    probe.serve.close_stdin();
+    let exited = probe.serve.wait_exit(Duration::from_secs(10)).unwrap();
+    let probe_stderr = probe.serve.final_stderr();
+    c.check(
+        exited.is_some_and(|s| s.success()),
+        "serve exits 0 when a host disconnects after server/discover alone",
+        format!(
+            "{exited:?}; stderr tail: {:?}",
+            probe_stderr.lines().rev().take(2).collect::<Vec<_>>()
+        ),
+    );
+    transcript.push_str(&format!("\n--- probe\n{}", probe.transcript.join("\n")));
+    stderr.push_str(&format!("\n--- probe serve stderr\n{probe_stderr}"));
+    c.finish(test, || {
+        format!("transcript:\n{transcript}\nserve stderr:\n{stderr}")
+    });
+}
