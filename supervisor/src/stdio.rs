@@ -182,7 +182,10 @@ mod tests {
     #[test]
     fn the_guard_answers_only_what_rmcp_would_mishandle() {
         let cases: &[(&str, Option<(i64, Value)>)] = &[
-            (r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","#, Some((-32700, Value::Null))),
+            (
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","#,
+                Some((-32700, Value::Null)),
+            ),
             ("not json", Some((-32700, Value::Null))),
             (r#"{"jsonrpc":"2.0","id":65}"#, Some((-32600, json!(65)))),
             (
@@ -190,10 +193,19 @@ mod tests {
                 Some((-32602, json!("a"))),
             ),
             (r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#, None),
-            (r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#, None),
-            (r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, None),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+                None,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                None,
+            ),
             (r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, None),
-            (r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"m"}}"#, None),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"m"}}"#,
+                None,
+            ),
             (r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, None),
             ("   \n", None),
         ];
