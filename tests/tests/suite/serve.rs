@@ -10,6 +10,7 @@
 //!   tool that never answers `initialize`;
 //! - `misbehaving`: mounted tools that crash, hang past the call timeout, break the protocol
 //!   mid-call, flood stderr or return too much;
+//! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
 //! - `persistence`: tools survive a restart of the server;
 //! - `unconfined`: a quick pass of the same with `--sandbox off`.
 //!
@@ -19,6 +20,7 @@
 
 mod arguments;
 mod create;
+mod lifecycle;
 mod misbehaving;
 mod persistence;
 mod protocol;
