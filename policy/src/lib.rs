@@ -4,7 +4,10 @@
 //! it performs no system calls. [`launch`] holds the launch policy the supervisor hands to
 //! `autotool-launcher` and the pure function that turns it into a [`launch::Plan`] (mounts,
 //! Landlock rules, limits, environment, argv) which the launcher then carries out step by step.
+//! [`hosts`] holds what the egress proxy decides: canonical hosts, allowlist entries, whether a
+//! tool may reach a target, and which addresses are never dialled.
 
+pub mod hosts;
 pub mod launch;
 
 pub use launch::{

@@ -1,6 +1,6 @@
 //! The autotool supervisor: the `autotool` binary and library.
 //!
-//! Layout (consent, credentials, redaction and the egress proxy come next):
+//! Layout (consent and the egress proxy come next):
 //! - [`serve`], [`server`], [`app`], [`pool`]: `autotool serve`, the MCP server hosts talk to,
 //!   the state its connections share, and the warm tool processes; [`stdio`]: the guarded
 //!   stdio transport;
@@ -15,18 +15,27 @@
 //! - [`toolproc`]: one running tool process (confined through the launcher, or unconfined with
 //!   `--sandbox off`), spoken to as an MCP client;
 //! - [`verify`]: the gate before a tool is mounted: lint, `REQUIRED_ENV`, launch, `initialize`,
-//!   `tools/list`, smoke test.
+//!   `tools/list`, smoke test;
+//! - [`credentials`]: the keys tools may be given (environment, OS keychain, opt-in file), their
+//!   allowlists, and `autotool keys`;
+//! - [`egress`]: the egress proxy each tool process reaches the network through: allowlists,
+//!   address checks, SNI, refusals as audit events;
+//! - [`redact`]: every secret value, in every form, replaced by `[REDACTED:NAME]` in whatever
+//!   reaches the model.
 //!
 //! The supervisor never confines anything itself: every tool process is started through the
 //! launcher.
 #![deny(clippy::print_stdout)]
 
 pub mod app;
+pub mod credentials;
 pub mod doctor;
+pub mod egress;
 pub mod home;
 pub mod launcher;
 pub mod ledger;
 pub mod pool;
+pub mod redact;
 pub mod registry;
 pub mod runtime;
 pub mod serve;

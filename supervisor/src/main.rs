@@ -60,6 +60,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: autotool::registry::cli::ToolsCmd,
     },
+    /// Add, list and remove the keys (API credentials) tools may be given, and limit where each
+    /// may be sent. Values are read without echo and never printed.
+    Keys {
+        #[command(subcommand)]
+        cmd: autotool::credentials::cli::KeysCmd,
+    },
 }
 
 fn main() -> ExitCode {
@@ -110,6 +116,7 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
+        Cmd::Keys { cmd } => autotool::credentials::cli::run(cmd, &mut stdout),
     }
 }
 

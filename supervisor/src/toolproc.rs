@@ -8,6 +8,11 @@
 //! - [`stdio`]: stdin we can close, stdout checked line by line before rmcp reads it (rmcp
 //!   itself skips lines that are not JSON), stderr kept in a bounded ring for error messages.
 //!
+//! With [`ToolSpec::egress`] set, the process gets an [`EgressProxy`] for its lifetime: confined,
+//! on the listeners the launcher binds inside the tool's network namespace and hands up; with
+//! `--sandbox off`, on a listener on the host's loopback. Either way the tool's proxy variables
+//! point at it, and the proxy stops when the process does.
+//!
 //! Failure model: a timeout, the process ending mid-request, or anything on stdout that is not
 //! an MCP message fails the request with a [`ToolProcError`] that quotes the tail of the tool's
 //! stderr, and marks the process dead ([`ToolProcess::is_alive`]); a process killed for one
@@ -17,6 +22,7 @@
 mod child;
 mod stdio;
 
+use crate::egress::{EgressConfig, EgressProxy};
 use crate::launcher::LauncherError;
 use crate::runtime::Python;
 use autotool_policy::{Limits, PolicyError};
@@ -87,6 +93,11 @@ pub struct ToolSpec {
     pub launcher: Option<PathBuf>,
     /// Bound on spawn → `initialize` answered; also the bound on [`ToolProcess::list_tools`].
     pub start_timeout: Duration,
+    /// The tool's way to the network: an egress proxy with these allowlists and limits, for as
+    /// long as the process runs; its proxy variables (`HTTP_PROXY`, …, `NO_PROXY` empty) are
+    /// set in the environment over any in `env`. `None`: confined, no network at all;
+    /// unconfined, the host's network directly.
+    pub egress: Option<EgressConfig>,
 }
 
 impl ToolSpec {
@@ -107,6 +118,7 @@ impl ToolSpec {
             sandbox,
             launcher: None,
             start_timeout: DEFAULT_START_TIMEOUT,
+            egress: None,
         }
     }
 }
@@ -143,6 +155,11 @@ pub enum ToolProcError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "the tool's egress proxy could not be set up: {what}; check the launcher with `autotool doctor`.{}",
+        stderr_section(stderr_tail)
+    )]
+    Egress { what: String, stderr_tail: String },
     #[error(
         "the tool did not start as an MCP server: {reason}. A tool must be a Python MCP server that ends with `mcp.run()` and writes nothing but MCP messages to stdout (log to stderr).{}",
         stderr_section(stderr_tail)
@@ -338,6 +355,18 @@ struct Shared {
     /// Ask the monitor to SIGKILL the process.
     kill: Notify,
     stdin: SharedStdin,
+    /// The process's egress proxy; dropped (stopped) once the process has exited.
+    egress: std::sync::Mutex<EgressSlot>,
+}
+
+/// Where a process's egress proxy lives.
+#[derive(Debug)]
+enum EgressSlot {
+    /// None yet (or none asked for).
+    Empty,
+    Running(EgressProxy),
+    /// The process has exited: a proxy arriving now is stopped at once.
+    Closed,
 }
 
 impl Shared {
@@ -391,6 +420,79 @@ impl Shared {
     fn tail(&self) -> String {
         self.stderr.tail(stdio::STDERR_IN_ERRORS)
     }
+
+    /// Keep `proxy` running until the process exits (stop it at once if it already has).
+    fn hold_egress(&self, proxy: EgressProxy) {
+        let mut slot = self
+            .egress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if matches!(*slot, EgressSlot::Empty) {
+            *slot = EgressSlot::Running(proxy);
+        }
+    }
+
+    /// The process has exited: stop its proxy, and any that arrives later.
+    fn stop_egress(&self) {
+        let old = std::mem::replace(
+            &mut *self
+                .egress
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            EgressSlot::Closed,
+        );
+        drop(old);
+    }
+}
+
+/// The proxy for a process just spawned: on the listeners the launcher hands over (confined)
+/// or on the host listener (unconfined), within `bound`.
+async fn start_egress(
+    end: child::EgressEnd,
+    config: EgressConfig,
+    shared: &Shared,
+    bound: Duration,
+) -> Result<EgressProxy, String> {
+    let setup = async {
+        match end {
+            child::EgressEnd::Report(report) => {
+                let listeners = crate::egress::receive_listeners(report).await?;
+                EgressProxy::serve(listeners, config)
+            }
+            child::EgressEnd::Host(listener) => EgressProxy::serve_on_host(listener, config),
+        }
+    };
+    tokio::select! {
+        biased;
+        r = setup => r.map_err(|e| e.to_string()),
+        () = tokio::time::sleep(bound) => Err(format!(
+            "the launcher did not hand over the egress listeners within {}",
+            secs(bound)
+        )),
+        _ = shared.next_cause() => Err("the process stopped before its egress listeners were handed over".into()),
+    }
+}
+
+/// Stop a process whose proxy could not be set up, and say why: the launcher's own exit (its
+/// stderr names the missing kernel feature) when it failed, the proxy's failure otherwise.
+async fn egress_failed(what: String, shared: &Shared, sandbox: SandboxMode) -> ToolProcError {
+    let cause = shared.cause_within(EXIT_GRACE).await;
+    shared.fail(Cause::Refused(what.clone()));
+    shared.kill.notify_one();
+    let _ = shared.exited(EXIT_GRACE).await;
+    match cause {
+        Some(Cause::Exited(status)) => ToolProcError::Initialize {
+            reason: InitFailure::Exited {
+                status,
+                exit: describe_exit(status, sandbox),
+            },
+            stderr_tail: shared.tail(),
+        },
+        _ => ToolProcError::Egress {
+            what,
+            stderr_tail: shared.tail(),
+        },
+    }
 }
 
 /// Owns the OS process: waits for it, kills it on request, and publishes its exit.
@@ -415,6 +517,7 @@ async fn monitor(
         }
     };
     child.kill_leftovers();
+    shared.stop_egress();
     // Its last words (a traceback) are usually still in the pipe.
     let _ = tokio::time::timeout(STDERR_DRAIN, stderr).await;
     shared.exit.send_replace(Some(Exit(status)));
@@ -457,7 +560,8 @@ impl ToolProcess {
     /// the process is killed before this returns.
     pub async fn start(spec: ToolSpec) -> Result<ToolProcess, ToolProcError> {
         let t0 = Instant::now();
-        let spawned = child::spawn(&spec)?;
+        let mut spawned = child::spawn(&spec)?;
+        let egress = spawned.egress.take();
         let pid = spawned.child.id();
         let stdin = SharedStdin::new(spawned.stdin);
         let shared = Arc::new(Shared {
@@ -467,6 +571,7 @@ impl ToolProcess {
             exit: watch::Sender::new(None),
             kill: Notify::new(),
             stdin: stdin.clone(),
+            egress: std::sync::Mutex::new(EgressSlot::Empty),
         });
         let pump = tokio::spawn(stdio::pump_stderr(spawned.stderr, shared.stderr.clone()));
         let (guarded, guard_out) = tokio::io::simplex(GUARDED_PIPE);
@@ -476,6 +581,12 @@ impl ToolProcess {
         };
         tokio::spawn(stdio::guard_stdout(spawned.stdout, guard_out, on_violation));
         tokio::spawn(monitor(spawned.child, shared.clone(), pump));
+        if let (Some(end), Some(config)) = (egress, spec.egress.clone()) {
+            match start_egress(end, config, &shared, spec.start_timeout).await {
+                Ok(proxy) => shared.hold_egress(proxy),
+                Err(what) => return Err(egress_failed(what, &shared, spec.sandbox).await),
+            }
+        }
 
         let client = ClientConfig::new(
             ClientCapabilities::default(),
@@ -685,6 +796,19 @@ impl ToolProcess {
     /// The newest lines of the tool's stderr (at most 16 KiB).
     pub fn stderr_tail(&self) -> String {
         self.shared.tail()
+    }
+
+    /// Connections open through the process's egress proxy, while it has one.
+    pub fn egress_connections(&self) -> Option<usize> {
+        match &*self
+            .shared
+            .egress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            EgressSlot::Running(proxy) => Some(proxy.active_connections()),
+            EgressSlot::Empty | EgressSlot::Closed => None,
+        }
     }
 
     /// The exit status, once the process has exited and been reaped.

@@ -5,12 +5,22 @@
 //! can only watch a pidfd through `unsafe`); the launcher kills the tool when it dies. `Off`
 //! runs the interpreter directly with `tokio::process`, as the leader of its own process group,
 //! so killing the group takes anything the tool started along with it.
+//!
+//! With egress, `Strict` maps one end of a fresh unix socket pair into the launcher as the
+//! policy's report descriptor (the launcher sends the listeners it bound inside the tool's
+//! network namespace on it); `Off` binds a listener on the host's loopback. Either way the
+//! tool's proxy variables point at the listener.
 
 use super::{SandboxMode, ToolProcError, ToolSpec};
-use crate::launcher;
-use autotool_policy::LaunchPolicy;
+use crate::{egress, launcher};
+use autotool_policy::launch::DEFAULT_EGRESS_PORT;
+use autotool_policy::{Egress, LaunchPolicy};
+use command_fds::FdMapping;
 use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdOptions};
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, TcpListener};
 use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
@@ -22,7 +32,21 @@ pub(super) struct Spawned {
     pub stdin: ChildStdin,
     pub stdout: ChildStdout,
     pub stderr: ChildStderr,
+    /// The supervisor's end of the tool's egress, when the spec asks for egress.
+    pub egress: Option<EgressEnd>,
 }
+
+/// The supervisor's end of a tool's egress.
+#[derive(Debug)]
+pub(super) enum EgressEnd {
+    /// Confined: the report socket on which the launcher sends the listeners.
+    Report(UnixStream),
+    /// Unconfined: the listener on the host's loopback the proxy variables point at.
+    Host(TcpListener),
+}
+
+/// Descriptor on which the launcher finds the egress report socket.
+const REPORT_FD: i32 = launcher::POLICY_FD + 1;
 
 /// The direct child of the supervisor.
 pub(super) enum Child {
@@ -55,24 +79,61 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
         &spec.python.interpreter,
         spec.python.runtime_dirs.clone(),
     );
-    policy.env = spec.env.clone();
+    let mut env = spec.env.clone();
+    let mut extra = Vec::new();
+    let egress_end = match (&spec.egress, spec.sandbox) {
+        (None, _) => None,
+        (Some(_), SandboxMode::Strict) => {
+            let (ours, theirs) = UnixStream::pair().map_err(egress_error)?;
+            extra.push(FdMapping {
+                parent_fd: theirs.into(),
+                child_fd: REPORT_FD,
+            });
+            policy.egress = Some(Egress {
+                report_fd: REPORT_FD,
+                port: DEFAULT_EGRESS_PORT,
+            });
+            env.extend(egress::proxy_variables(DEFAULT_EGRESS_PORT));
+            Some(EgressEnd::Report(ours))
+        }
+        (Some(_), SandboxMode::Off) => {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(egress_error)?;
+            let port = listener.local_addr().map_err(egress_error)?.port();
+            env.extend(egress::proxy_variables(port));
+            Some(EgressEnd::Host(listener))
+        }
+    };
+    policy.env = env;
     policy.limits = spec.limits;
     // Both modes refuse what the launcher would (a relative tool directory, a tool file with a
     // path in it, a malformed variable, a zero limit), with the policy's own message rather
     // than a launcher exit status.
     policy.plan()?;
-    match spec.sandbox {
-        SandboxMode::Strict => spawn_strict(spec, &policy),
-        SandboxMode::Off => spawn_off(spec),
+    let mut spawned = match spec.sandbox {
+        SandboxMode::Strict => spawn_strict(spec, &policy, extra),
+        SandboxMode::Off => spawn_off(spec, &policy.env),
+    }?;
+    spawned.egress = egress_end;
+    Ok(spawned)
+}
+
+fn egress_error(e: std::io::Error) -> ToolProcError {
+    ToolProcError::Egress {
+        what: e.to_string(),
+        stderr_tail: String::new(),
     }
 }
 
-fn spawn_strict(spec: &ToolSpec, policy: &LaunchPolicy) -> Result<Spawned, ToolProcError> {
+fn spawn_strict(
+    spec: &ToolSpec,
+    policy: &LaunchPolicy,
+    extra: Vec<FdMapping>,
+) -> Result<Spawned, ToolProcError> {
     let launcher = match &spec.launcher {
         Some(path) => path.clone(),
         None => launcher::locate()?,
     };
-    let mut child = launcher::spawn(&launcher, policy, Vec::new())?;
+    let mut child = launcher::spawn(&launcher, policy, extra)?;
     let fail = |source: std::io::Error| ToolProcError::Spawn {
         program: launcher.clone(),
         source,
@@ -102,6 +163,7 @@ fn spawn_strict(spec: &ToolSpec, policy: &LaunchPolicy) -> Result<Spawned, ToolP
         stdin,
         stdout,
         stderr,
+        egress: None,
     })
 }
 
@@ -130,14 +192,14 @@ fn watch_exit(pid: Pid) -> Option<oneshot::Receiver<()>> {
     spawned.ok().map(|_| rx)
 }
 
-fn spawn_off(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
+fn spawn_off(spec: &ToolSpec, env: &BTreeMap<String, String>) -> Result<Spawned, ToolProcError> {
     let program = &spec.python.interpreter;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(["-I", "-B"])
         .arg(&spec.tool_file)
         .current_dir(&spec.tool_dir)
         .env_clear()
-        .envs(&spec.env)
+        .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -168,6 +230,7 @@ fn spawn_off(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
         stdin,
         stdout,
         stderr,
+        egress: None,
     })
 }
 
