@@ -7,9 +7,11 @@
 //! every connected host. Other `serve` processes sharing the home notice the ledger's generation
 //! change within the poll interval and do the same.
 
+use crate::credentials::{KeyStore, Stamp};
 use crate::home::Home;
 use crate::ledger::{CallRecord, Outcome, kind};
 use crate::pool::{Launchable, Pool};
+use crate::redact::Redactor;
 use crate::registry::{FunctionSpec, Manifest, Registry, ToolVersion};
 use crate::runtime::Python;
 use crate::toolproc::{SandboxMode, ToolSpec};
@@ -39,6 +41,9 @@ pub struct Settings {
     /// The launcher to use (else found by `launcher::locate`).
     pub launcher: Option<PathBuf>,
     pub limits: Limits,
+    /// `--dangerously-allow-all-tools` / `AUTOTOOL_CONSENT=dangerously-allow-all`: grant every
+    /// tool the keys it declares without asking (the sandbox and allowlists still hold).
+    pub allow_all_keys: bool,
 }
 
 impl Default for Settings {
@@ -52,6 +57,7 @@ impl Default for Settings {
             poll_interval: Duration::from_millis(500),
             launcher: None,
             limits: Limits::default(),
+            allow_all_keys: false,
         }
     }
 }
@@ -64,6 +70,8 @@ pub struct MountedTool {
     pub description: String,
     pub dir: PathBuf,
     pub functions: Vec<FunctionSpec>,
+    /// Key names the tool declares (`REQUIRED_ENV`).
+    pub required_env: Vec<String>,
 }
 
 /// The set of mounted tools at one registry generation.
@@ -81,8 +89,47 @@ impl Default for Mounted {
         Mounted {
             generation: None,
             tools: BTreeMap::new(),
-            list: crate::server::tool_list([]),
+            list: crate::server::tool_list([], &Secrets::default()),
         }
+    }
+}
+
+/// What autotool knows of the keys: their names (offered to the agent) and a redactor holding
+/// every value, so no value reaches the model.
+#[derive(Debug, Default)]
+pub struct Secrets {
+    stamp: Option<Stamp>,
+    pub names: Vec<String>,
+    pub redactor: Option<Redactor>,
+}
+
+impl Secrets {
+    /// `text` with every known secret replaced by `[REDACTED:NAME]`.
+    pub fn redact(&self, text: &str) -> String {
+        match &self.redactor {
+            Some(r) => r.redact(text).into_owned(),
+            None => text.to_string(),
+        }
+    }
+
+    /// Redact every string (and object key) of `value`.
+    pub fn redact_json(&self, value: &mut Value) {
+        if let Some(r) = &self.redactor {
+            r.redact_json(value);
+        }
+    }
+
+    /// Redact every text block and the structured content of a result.
+    pub fn redact_result(&self, mut result: CallToolResult) -> CallToolResult {
+        for block in &mut result.content {
+            if let ContentBlock::Text(t) = block {
+                t.text = self.redact(&t.text);
+            }
+        }
+        if let Some(v) = result.structured_content.as_mut() {
+            self.redact_json(v);
+        }
+        result
     }
 }
 
@@ -91,7 +138,9 @@ impl Default for Mounted {
 pub struct App {
     pub settings: Settings,
     pub home: Home,
-    pub registry: Registry,
+    pub registry: Arc<Registry>,
+    pub keys: KeyStore,
+    secrets: RwLock<Arc<Secrets>>,
     runtime: tokio::sync::OnceCell<Python>,
     mounted: RwLock<Arc<Mounted>>,
     pub pool: Pool,
@@ -124,7 +173,8 @@ pub fn valid_tool_name(name: &str) -> bool {
 impl App {
     /// Open the home and registry and mount what it holds.
     pub fn new(settings: Settings, home: Home) -> anyhow::Result<Arc<App>> {
-        let registry = Registry::open(&home)?;
+        let registry = Arc::new(Registry::open(&home)?);
+        let keys = KeyStore::open(&home);
         let api_bases = std::env::vars()
             .filter(|(k, _)| k.ends_with("_API_BASE"))
             .collect();
@@ -133,6 +183,8 @@ impl App {
             settings,
             home,
             registry,
+            keys,
+            secrets: RwLock::new(Arc::new(Secrets::default())),
             runtime: tokio::sync::OnceCell::new(),
             mounted: RwLock::new(Arc::new(Mounted::default())),
             pool: Pool::default(),
@@ -141,8 +193,56 @@ impl App {
             api_bases,
             rejected: Mutex::new(HashMap::new()),
         });
+        app.refresh_keys();
         app.reload()?;
         Ok(app)
+    }
+
+    /// What autotool knows of the keys right now.
+    pub fn secrets(&self) -> Arc<Secrets> {
+        self.secrets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Reread the key store when it changed: names for the agent, values for the redactor.
+    /// Returns whether the names changed (the tool list mentions them).
+    pub fn refresh_keys(&self) -> bool {
+        let stamp = self.keys.stamp();
+        let old = self.secrets();
+        if old.stamp.as_ref() == Some(&stamp) {
+            return false;
+        }
+        let (values, errors) = self.keys.known_values();
+        for e in errors {
+            tracing::warn!("reading a key: {e}");
+        }
+        let redactor = match Redactor::new(&values) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!("building the redactor: {e}");
+                None
+            }
+        };
+        let mut names: Vec<String> = self
+            .keys
+            .list()
+            .map(|l| {
+                l.into_iter()
+                    .filter(|k| k.source.is_some())
+                    .map(|k| k.name)
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        let changed = names != old.names;
+        *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Secrets {
+            stamp: Some(stamp),
+            names,
+            redactor,
+        });
+        changed
     }
 
     /// The current snapshot.
@@ -162,12 +262,13 @@ impl App {
              create_tool (a small Python MCP server; the description shows the template); it is \
              verified, sandboxed and mounted as <tool>__<function>, for this and every later \
              session. If your tool list does not refresh, call any created function through \
-             run_tool. Tools mounted now: {}.",
+             run_tool. Tools mounted now: {}. {}",
             if names.is_empty() {
                 "none yet".to_string()
             } else {
                 names.join(", ")
-            }
+            },
+            crate::server::keys_sentence(&self.secrets().names)
         )
     }
 
@@ -210,8 +311,14 @@ impl App {
 
     /// Rebuild the snapshot from the registry. Returns whether the mounted list changed.
     pub fn reload(&self) -> anyhow::Result<bool> {
+        self.reload_with(false)
+    }
+
+    /// [`Self::reload`], rebuilding the tool list even when the registry did not change (the
+    /// key names it mentions did).
+    pub fn reload_with(&self, force: bool) -> anyhow::Result<bool> {
         let generation = Some(self.registry.generation()?);
-        if generation == self.mounted().generation {
+        if generation == self.mounted().generation && !force {
             return Ok(false);
         }
         let mut tools = BTreeMap::new();
@@ -225,13 +332,13 @@ impl App {
                 .iter()
                 .zip(tools.iter())
                 .any(|((a, ta), (b, tb))| a != b || ta.version != tb.version);
-        let list = crate::server::tool_list(tools.values());
+        let list = crate::server::tool_list(tools.values(), &self.secrets());
         *self.mounted.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Mounted {
             generation,
             tools,
             list,
         });
-        Ok(changed)
+        Ok(changed || force)
     }
 
     /// The Python runtime, created the first time it is needed (progress on stderr).
@@ -251,9 +358,83 @@ impl App {
             .cloned()
     }
 
-    fn environment(&self, tool: &str) -> BTreeMap<String, String> {
-        let mut env =
-            autotool_policy::launch::tool_environment(&BTreeMap::new(), &self.api_bases, None);
+    /// The keys `tool` is granted, of those it declares. Consent per tool × key is not asked
+    /// yet: only `--dangerously-allow-all-tools` grants them.
+    fn granted(&self, required_env: &[String]) -> BTreeMap<String, String> {
+        let mut keys = BTreeMap::new();
+        if !self.settings.allow_all_keys {
+            return keys;
+        }
+        for name in required_env {
+            if let Ok(Some((value, _))) = self.keys.get(name) {
+                keys.insert(
+                    name.clone(),
+                    String::from_utf8_lossy(value.expose()).into_owned(),
+                );
+            }
+        }
+        keys
+    }
+
+    /// Which declared keys the tool did not get, and why, for the agent.
+    fn key_notes(
+        &self,
+        required_env: &[String],
+        granted: &BTreeMap<String, String>,
+    ) -> Vec<String> {
+        let known = self.secrets().names.clone();
+        required_env
+            .iter()
+            .filter(|k| !granted.contains_key(*k))
+            .map(|k| {
+                if !known.contains(k) {
+                    format!(
+                        "{k} is not set: ask the user to run `autotool keys add {k}`, then call \
+                         create_tool again"
+                    )
+                } else {
+                    format!(
+                        "{k} was not granted: autotool does not ask for consent per tool and key \
+                         yet; the user can start `autotool serve --dangerously-allow-all-tools` to \
+                         grant declared keys (the sandbox and allowlists still apply)"
+                    )
+                }
+            })
+            .collect()
+    }
+
+    /// The egress proxy for `tool` holding `keys`: where it may go is the intersection of their
+    /// allowlists, plus localhost; refusals are audit events.
+    fn egress(&self, tool: &str, keys: &BTreeMap<String, String>) -> crate::egress::EgressConfig {
+        let mut lists = autotool_policy::hosts::KeyLists::new(tool);
+        for key in keys.keys() {
+            let hosts = self.keys.allowlist(key).ok().flatten();
+            let allow = autotool_policy::hosts::KeyAllowlist::parse(key.clone(), hosts.as_deref())
+                .unwrap_or_else(|e| {
+                    tracing::warn!(
+                        key,
+                        "its allowlist does not parse ({e}); nothing is allowed"
+                    );
+                    autotool_policy::hosts::KeyAllowlist {
+                        key: key.clone(),
+                        rules: Some(Vec::new()),
+                    }
+                });
+            lists = lists.with_key(allow);
+        }
+        let mut config = crate::egress::EgressConfig::new(lists);
+        let registry = self.registry.clone();
+        let tool_name = tool.to_string();
+        config.events = Some(Arc::new(move |event: crate::egress::EgressEvent| {
+            let detail = format!("{}: {event}", event.target);
+            tracing::warn!(tool = tool_name, "egress refused: {detail}");
+            let _ = registry.event(Some(&tool_name), "egress_denied", &detail);
+        }));
+        config
+    }
+
+    fn environment(&self, tool: &str, keys: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut env = autotool_policy::launch::tool_environment(keys, &self.api_bases, None);
         if self.settings.sandbox == SandboxMode::Off {
             // Unconfined, the sandbox's /tmp and home do not exist: a private scratch directory
             // under the home stands in for both.
@@ -266,9 +447,16 @@ impl App {
         env
     }
 
-    fn spec(&self, tool: &str, dir: PathBuf, python: Python) -> ToolSpec {
+    fn spec(
+        &self,
+        tool: &str,
+        dir: PathBuf,
+        python: Python,
+        keys: &BTreeMap<String, String>,
+    ) -> ToolSpec {
         let mut spec = ToolSpec::new(dir, "tool.py", python, self.settings.sandbox);
-        spec.env = self.environment(tool);
+        spec.env = self.environment(tool, keys);
+        spec.egress = Some(self.egress(tool, keys));
         spec.limits = self.settings.limits;
         spec.launcher = self.settings.launcher.clone();
         spec
@@ -315,9 +503,10 @@ impl App {
             Ok(p) => p,
             Err(e) => return error_result(format!("the Python runtime is not available: {e}")),
         };
+        let keys = self.granted(&t.required_env);
         let what = Launchable {
             version: t.version,
-            spec: self.spec(tool, t.dir.clone(), python),
+            spec: self.spec(tool, t.dir.clone(), python, &keys),
         };
         let started = Instant::now();
         let outcome = match self.pool.get(tool, &what).await {
@@ -363,9 +552,10 @@ impl App {
                     CallToolResult::success(content)
                 };
                 result.structured_content = out.structured_content;
-                self.cap(result)
+                self.secrets().redact_result(self.cap(result))
             }
             Err(e) => {
+                let e = self.secrets().redact(&e);
                 self.record(
                     tool,
                     t.version,
@@ -499,7 +689,10 @@ impl App {
             Ok(s) => s,
             Err(e) => return error_result(format!("create_tool failed: {e}")),
         };
-        let spec = self.spec(name, staged.dir().to_path_buf(), python);
+        // The static read verify repeats; here it decides which keys the process gets.
+        let required_env = crate::verify::required_env(code).unwrap_or_default();
+        let keys = self.granted(&required_env);
+        let spec = self.spec(name, staged.dir().to_path_buf(), python, &keys);
         let mut request = crate::verify::VerifyRequest::new(name, code, spec);
         request.smoke_test = smoke;
         let verified = match crate::verify::verify(request).await {
@@ -511,7 +704,7 @@ impl App {
                     kind::VERIFICATION_FAILED,
                     &format!("{}: {}", failure.stage, failure.message),
                 );
-                return error_result(failure.to_string());
+                return error_result(self.secrets().redact(&failure.to_string()));
             }
         };
         if let Some(f) = verified
@@ -546,7 +739,6 @@ impl App {
             }
         };
         let functions = verified.tools.clone();
-        let required_env = verified.required_env.clone();
         self.pool
             .adopt(name, version.version, verified.process)
             .await;
@@ -565,12 +757,14 @@ impl App {
                 })
             })
             .collect();
+        let notes = self.key_notes(&required_env, &keys);
         let summary = json!({
             "tool": name,
             "version": version.version,
             "functions": mounted,
             "required_env": required_env,
-            "keys_granted": [],
+            "keys_granted": keys.keys().collect::<Vec<_>>(),
+            "key_notes": notes,
         });
         let names: Vec<String> = functions
             .iter()
@@ -586,15 +780,19 @@ impl App {
             )),
             text(summary.to_string()),
         ]);
+        for note in &notes {
+            result.content.push(text(note.clone()));
+        }
         result.structured_content = Some(summary);
-        result
+        self.secrets().redact_result(result)
     }
 
     /// One round of the watcher: pick up changes made by other processes and tools placed by
     /// hand. Returns whether the mounted list changed.
     pub async fn poll(&self) -> bool {
         let before = self.mounted();
-        let changed = match self.reload() {
+        let names_changed = self.refresh_keys();
+        let changed = match self.reload_with(names_changed) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!("reading the registry: {e}");
@@ -679,5 +877,6 @@ fn mounted_from(v: &ToolVersion) -> MountedTool {
         description: v.description.clone(),
         dir: v.dir.clone(),
         functions: v.functions.clone(),
+        required_env: v.required_env.clone(),
     }
 }

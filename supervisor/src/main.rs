@@ -54,6 +54,10 @@ enum Cmd {
         /// Bytes of text a tool result may carry before it is truncated.
         #[arg(long, default_value_t = 256 * 1024)]
         max_output_bytes: usize,
+        /// Grant every tool the keys it declares without asking (also
+        /// `AUTOTOOL_CONSENT=dangerously-allow-all`). The sandbox and allowlists still apply.
+        #[arg(long)]
+        dangerously_allow_all_tools: bool,
     },
     /// List, show and remove the tools every agent on this machine shares.
     Tools {
@@ -75,13 +79,17 @@ fn main() -> ExitCode {
         call_timeout,
         idle_timeout,
         max_output_bytes,
+        dangerously_allow_all_tools,
     } = &cli.command
     {
+        let allow_all_keys = *dangerously_allow_all_tools
+            || std::env::var("AUTOTOOL_CONSENT").is_ok_and(|v| v == "dangerously-allow-all");
         let settings = autotool::app::Settings {
             sandbox: autotool::serve::sandbox_mode(sandbox.as_deref()),
             call_timeout: std::time::Duration::from_secs((*call_timeout).max(1)),
             idle_timeout: std::time::Duration::from_secs((*idle_timeout).max(1)),
             max_output_bytes: (*max_output_bytes).max(1024),
+            allow_all_keys,
             ..Default::default()
         };
         return serve(settings);

@@ -10,7 +10,7 @@
 //! rmcp to validate calls) reads it without waiting. The tool list is sorted by name and the
 //! same for every connection.
 
-use crate::app::{App, MountedTool};
+use crate::app::{App, MountedTool, Secrets};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
     CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
@@ -90,12 +90,27 @@ fn object(v: Value) -> Arc<JsonObject> {
     })
 }
 
-/// The two built-in tools.
-pub fn builtin_tools() -> Vec<Tool> {
+/// The names of the keys available, as the agent is told them.
+pub fn keys_sentence(names: &[String]) -> String {
+    if names.is_empty() {
+        "No keys are available yet: if a tool needs one, ask the user to run `autotool keys add \
+         NAME`."
+            .to_string()
+    } else {
+        format!(
+            "Keys available (names only; declare the ones a tool needs in REQUIRED_ENV): {}. For \
+             any other, ask the user to run `autotool keys add NAME`.",
+            names.join(", ")
+        )
+    }
+}
+
+/// The two built-in tools; `create_tool`'s description names the keys available.
+pub fn builtin_tools(key_names: &[String]) -> Vec<Tool> {
     vec![
         Tool::new(
             "create_tool",
-            CREATE_TOOL_DESCRIPTION,
+            format!("{CREATE_TOOL_DESCRIPTION}\n\n{}", keys_sentence(key_names)),
             object(json!({
                 "type": "object",
                 "properties": {
@@ -132,32 +147,44 @@ pub fn builtin_tools() -> Vec<Tool> {
     ]
 }
 
-/// The MCP tool for one mounted function.
-fn mounted_tool(t: &MountedTool, f: &crate::registry::FunctionSpec) -> Tool {
-    let description = format!(
+/// The MCP tool for one mounted function; its description and schemas pass the redactor like
+/// everything else bound for the model.
+fn mounted_tool(t: &MountedTool, f: &crate::registry::FunctionSpec, secrets: &Secrets) -> Tool {
+    let description = secrets.redact(&format!(
         "[{} v{}] {}",
         t.name,
         t.version,
         f.description.clone().unwrap_or_default()
-    );
+    ));
+    let schema = |map: &JsonObject| {
+        let mut v = Value::Object(map.clone());
+        secrets.redact_json(&mut v);
+        match v {
+            Value::Object(m) => m,
+            _ => JsonObject::new(),
+        }
+    };
     let mut tool = Tool::new(
         format!("{}{SEPARATOR}{}", t.name, f.name),
         description,
-        Arc::new(f.input_schema.clone()),
+        Arc::new(schema(&f.input_schema)),
     );
     if let Some(out) = &f.output_schema {
-        tool = tool.with_raw_output_schema(Arc::new(out.clone()));
+        tool = tool.with_raw_output_schema(Arc::new(schema(out)));
     }
     tool
 }
 
 /// The tool list for a set of mounted tools: the built-ins and every function, sorted by name.
 /// Built once per change of the mounted set, not per request.
-pub fn tool_list<'a>(mounted: impl IntoIterator<Item = &'a MountedTool>) -> Vec<Tool> {
-    let mut tools = builtin_tools();
+pub fn tool_list<'a>(
+    mounted: impl IntoIterator<Item = &'a MountedTool>,
+    secrets: &Secrets,
+) -> Vec<Tool> {
+    let mut tools = builtin_tools(&secrets.names);
     for t in mounted {
         for f in &t.functions {
-            tools.push(mounted_tool(t, f));
+            tools.push(mounted_tool(t, f, secrets));
         }
     }
     tools.sort_by(|a, b| a.name.cmp(&b.name));
