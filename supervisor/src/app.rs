@@ -578,6 +578,8 @@ impl App {
         outcome: Outcome,
         error: Option<String>,
     ) {
+        // The ledger never holds a secret value: error text is redacted on the way in.
+        let error = error.map(|e| self.secrets().redact(&e));
         let call = CallRecord {
             tool: tool.to_string(),
             version,
@@ -702,7 +704,9 @@ impl App {
                 let _ = self.registry.event(
                     Some(name),
                     kind::VERIFICATION_FAILED,
-                    &format!("{}: {}", failure.stage, failure.message),
+                    &self
+                        .secrets()
+                        .redact(&format!("{}: {}", failure.stage, failure.message)),
                 );
                 return error_result(self.secrets().redact(&failure.to_string()));
             }

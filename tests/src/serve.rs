@@ -176,6 +176,10 @@ pub struct Serve {
     pub call_timeout: Option<u64>,
     pub idle_timeout: Option<u64>,
     pub max_output_bytes: Option<usize>,
+    /// Further arguments to `serve`.
+    pub extra_args: Vec<String>,
+    /// Further environment variables for `serve` (the host config's `env` block).
+    pub env: Vec<(String, String)>,
 }
 
 impl Serve {
@@ -185,7 +189,19 @@ impl Serve {
             call_timeout: None,
             idle_timeout: None,
             max_output_bytes: None,
+            extra_args: Vec::new(),
+            env: Vec::new(),
         }
+    }
+
+    pub fn arg(mut self, arg: &str) -> Self {
+        self.extra_args.push(arg.to_string());
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
     }
 
     pub fn call_timeout(mut self, secs: u64) -> Self {
@@ -233,6 +249,10 @@ impl Serve {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        command.args(&self.extra_args);
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
         let mut child = command
             .spawn()
             .with_context(|| format!("starting {bin:?} serve"))?;

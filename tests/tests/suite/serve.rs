@@ -10,6 +10,7 @@
 //!   tool that never answers `initialize`;
 //! - `misbehaving`: mounted tools that crash, hang past the call timeout, break the protocol
 //!   mid-call, flood stderr or return too much;
+//! - `keys`: a key, its allowlist and redaction end to end; no key without consent;
 //! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
 //! - `persistence`: tools survive a restart of the server;
 //! - `unconfined`: a quick pass of the same with `--sandbox off`.
@@ -20,6 +21,7 @@
 
 mod arguments;
 mod create;
+mod keys;
 mod lifecycle;
 mod misbehaving;
 mod persistence;

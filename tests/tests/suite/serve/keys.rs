@@ -1,0 +1,221 @@
+//! Keys, egress and redaction through `autotool serve`, end to end: a confined tool declares a
+//! key, reaches a fake API on the host's loopback through its egress proxy, and the key it
+//! echoes back arrives redacted in every form; a request to a host outside the key's allowlist
+//! is refused with the reason and recorded; a key the user lacks is named with the command to
+//! add it; without `--dangerously-allow-all-tools` no key is granted.
+
+use super::{finish, start, strict};
+use autotool_tests::serve::ServeHome;
+use serde_json::json;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+
+/// A value with a space, a slash and an `@`, so its URL-encoded and raw forms differ.
+const SECRET: &str = "s3cr3t-v@lue/with spaces";
+
+/// A fake API on 127.0.0.1 that echoes the query string and the Authorization header back.
+fn fake_api() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(16) {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            let _ = reader.read_line(&mut request_line);
+            let mut auth = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.strip_prefix("Authorization: ") {
+                    auth = v.trim().to_string();
+                }
+            }
+            let body = format!("line={} auth={auth}", request_line.trim());
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.flush();
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+        }
+    });
+    port
+}
+
+const TOOL: &str = r#"import json, os, urllib.parse, urllib.request
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+REQUIRED_ENV = ["FAKE_API_KEY"]
+mcp = MCPServer("fake")
+
+@mcp.tool()
+def echo() -> str:
+    key = os.environ.get("FAKE_API_KEY", "")
+    url = os.environ["FAKE_API_BASE"] + "/echo?" + urllib.parse.urlencode({"key": key})
+    req = urllib.request.Request(url, headers={"Authorization": key})
+    answer = urllib.request.urlopen(req, timeout=10).read().decode()
+    return json.dumps({"answer": answer, "raw": key})
+
+@mcp.tool()
+def leak_in_error() -> str:
+    raise ToolError("upstream rejected " + os.environ.get("FAKE_API_KEY", ""))
+
+@mcp.tool()
+def elsewhere() -> str:
+    try:
+        return urllib.request.urlopen("http://other.example.org/x", timeout=10).read().decode()
+    except Exception as e:
+        return "refused: " + str(e)
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+#[test]
+fn a_key_reaches_only_allowed_hosts_and_never_the_model() {
+    let Some(serve) = strict() else { return };
+    let home = ServeHome::new().unwrap();
+    let port = fake_api();
+    let (status, out, err) = home
+        .cli(&["keys", "allow", "FAKE_API_KEY", "api.example.com"])
+        .unwrap();
+    assert!(status.success(), "{out}{err}");
+    let serve = serve
+        .arg("--dangerously-allow-all-tools")
+        .env("FAKE_API_KEY", SECRET)
+        .env("FAKE_API_BASE", &format!("http://localhost:{port}"));
+    let mut server = start(&serve, &home);
+    let created = server
+        .call_result("create_tool", json!({"name": "fake", "code": TOOL}))
+        .unwrap();
+    assert!(!created.is_error, "{}{}", created.text, server.context());
+    assert!(created.text.contains("FAKE_API_KEY"), "{}", created.text);
+
+    let echoed = server.call_text("fake__echo", json!({})).unwrap();
+    // The call reached the API with the key (the answer carries it in URL-encoded form in the
+    // query and raw in the header), and every form came back redacted.
+    assert!(echoed.contains("line=GET /echo?key="), "{echoed}");
+    assert!(
+        !echoed.contains("s3cr3t"),
+        "the key reached the model: {echoed}"
+    );
+    assert!(
+        echoed.matches("[REDACTED:FAKE_API_KEY]").count() >= 3,
+        "raw, URL-encoded and JSON forms should all be redacted: {echoed}"
+    );
+    let error = server
+        .call_result("fake__leak_in_error", json!({}))
+        .unwrap();
+    assert!(error.is_error);
+    assert!(!error.text.contains("s3cr3t"), "{}", error.text);
+    assert!(
+        error.text.contains("[REDACTED:FAKE_API_KEY]"),
+        "{}",
+        error.text
+    );
+
+    let refused = server.call_text("fake__elsewhere", json!({})).unwrap();
+    assert!(
+        refused.contains("403")
+            && refused.contains("FAKE_API_KEY")
+            && refused.contains("other.example.org")
+            && refused.contains("autotool keys allow FAKE_API_KEY"),
+        "{refused}"
+    );
+    let stderr = server.stderr();
+    finish(server);
+    assert!(
+        !stderr.contains("s3cr3t"),
+        "the key reached the log: {stderr}"
+    );
+    let (_, shown, _) = home.cli(&["tools", "show", "fake"]).unwrap();
+    assert!(shown.contains("egress_denied"), "{shown}");
+    // Nothing at rest holds the value.
+    for entry in walk(home.path()) {
+        if let Ok(bytes) = std::fs::read(&entry) {
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains("s3cr3t"),
+                "{} holds the key",
+                entry.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn keys_are_named_but_not_granted_without_consent() {
+    let Some(serve) = strict() else { return };
+    let home = ServeHome::new().unwrap();
+    let port = fake_api();
+    let serve = serve
+        .env("FAKE_API_KEY", SECRET)
+        .env("FAKE_API_BASE", &format!("http://localhost:{port}"));
+    let mut server = start(&serve, &home);
+    let list = server.request_ok("tools/list", json!({})).unwrap();
+    let create = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "create_tool")
+        .unwrap()
+        .clone();
+    assert!(
+        create["description"]
+            .as_str()
+            .unwrap()
+            .contains("FAKE_API_KEY"),
+        "the agent is not offered the key names"
+    );
+    let created = server
+        .call_result("create_tool", json!({"name": "fake", "code": TOOL}))
+        .unwrap();
+    assert!(!created.is_error, "{}", created.text);
+    assert!(created.text.contains("was not granted"), "{}", created.text);
+    let echoed = server.call_text("fake__echo", json!({})).unwrap();
+    assert!(
+        echoed.contains("\"raw\": \"\""),
+        "the tool got a key without consent: {echoed}"
+    );
+    finish(server);
+
+    // A key the user does not have: the agent is told what the user must run.
+    let home = ServeHome::new().unwrap();
+    let mut server = start(
+        &strict().unwrap().arg("--dangerously-allow-all-tools"),
+        &home,
+    );
+    let created = server
+        .call_result(
+            "create_tool",
+            json!({"name": "needy", "code": TOOL.replace("FAKE_API_KEY", "MISSING_API_KEY")}),
+        )
+        .unwrap();
+    assert!(
+        created.text.contains("autotool keys add MISSING_API_KEY"),
+        "{}",
+        created.text
+    );
+    finish(server);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                out.extend(walk(&p));
+            } else if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
