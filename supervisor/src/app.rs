@@ -543,7 +543,7 @@ impl App {
                     let budget = (self.settings.max_output_bytes / 4).min(16 << 10);
                     content.push(text(format!(
                         "tool stderr:\n{}",
-                        tail(out.stderr.trim_end(), budget)
+                        crate::verify::tail_of(out.stderr.trim_end(), budget)
                     )));
                 }
                 let mut result = if out.is_error {
@@ -860,18 +860,6 @@ impl App {
             }
         }
     }
-}
-
-/// The last `max` bytes of `s` (on a character boundary), with a note of what was left out.
-fn tail(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut start = s.len() - max;
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[{start} earlier bytes omitted]\n{}", &s[start..])
 }
 
 fn mounted_from(v: &ToolVersion) -> MountedTool {

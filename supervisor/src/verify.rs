@@ -632,10 +632,16 @@ fn cap_head(text: &str) -> String {
 
 /// At most [`LOG_CAP`] bytes of `text`, its end kept.
 fn cap_tail(text: &str) -> String {
-    if text.len() <= LOG_CAP {
+    tail_of(text, LOG_CAP)
+}
+
+/// At most `max` bytes of `text` (on a character boundary), its end kept, with a note of how
+/// much came before. A traceback lives at the end of a log.
+pub fn tail_of(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_string();
     }
-    let mut start = text.len() - LOG_CAP;
+    let mut start = text.len() - max;
     while !text.is_char_boundary(start) {
         start += 1;
     }
