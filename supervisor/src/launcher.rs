@@ -78,6 +78,31 @@ pub struct Probe {
     pub namespaces: BTreeMap<String, Outcome>,
 }
 
+impl Probe {
+    /// What this machine lacks for confining a tool (empty: it can confine).
+    pub fn missing(&self) -> Vec<String> {
+        let mut missing = Vec::new();
+        if self.landlock_abi.unwrap_or(0) < i32::from(self.required_landlock_abi) {
+            missing.push(format!("Landlock ABI {}", self.required_landlock_abi));
+        }
+        if !self.seccomp_filter {
+            missing.push("seccomp filters".into());
+        }
+        if !self.mdwe {
+            missing.push("PR_SET_MDWE".into());
+        }
+        if !self.user_namespace.ok && !self.file_capabilities {
+            missing.push("user namespaces".into());
+        }
+        for (name, outcome) in &self.namespaces {
+            if !outcome.ok {
+                missing.push(format!("{name} namespace"));
+            }
+        }
+        missing
+    }
+}
+
 /// Ask the launcher what this machine offers.
 pub fn probe(launcher: &Path) -> Result<Probe, LauncherError> {
     let out = Command::new(launcher)

@@ -8,21 +8,20 @@
 //! `/opt/autotool-test-runtime`; strict runs print `SKIP …` where the launcher cannot confine).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 use anyhow::{Result, ensure};
 use autotool::egress::{
     BoxFuture, Dialer, EgressConfig, EgressEvent, EgressProxy, Refusal, Resolver, TunnelRefusal,
     register_own_listener,
 };
-use autotool::launcher;
-use autotool::runtime::{self, Python};
 use autotool::toolproc::{SandboxMode, ToolProcess, ToolSpec};
 use autotool_policy::hosts::{ForbiddenAddress, KeyAllowlist, KeyLists};
+use common::{confining_launcher, runtime};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1211,57 +1210,6 @@ def fetch_httpx(url: str) -> str:
 if __name__ == "__main__":
     mcp.run()
 "#;
-
-fn runtime() -> Python {
-    let venv = std::env::var_os("AUTOTOOL_TEST_RUNTIME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/autotool-test-runtime"));
-    runtime::resolve(Some(&venv.join("bin/python3"))).unwrap_or_else(|e| {
-        panic!(
-            "the test runtime is missing ({e}); create it with `python3 -m venv {v} && {v}/bin/pip install mcp==2.3.0 httpx2` or set AUTOTOOL_TEST_RUNTIME",
-            v = venv.display()
-        )
-    })
-}
-
-/// The launcher to confine with, or why confined runs are skipped here.
-fn confining_launcher() -> Result<PathBuf, String> {
-    let path = std::env::var_os("AUTOTOOL_LAUNCHER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/autotool-launcher")
-        });
-    if !path.is_file() {
-        return Err(format!(
-            "no launcher at {} (build it with `cargo build -p autotool-launcher`)",
-            path.display()
-        ));
-    }
-    let p = launcher::probe(&path).map_err(|e| e.to_string())?;
-    let mut missing = Vec::new();
-    if p.landlock_abi.unwrap_or(0) < i32::from(p.required_landlock_abi) {
-        missing.push(format!("Landlock ABI {}", p.required_landlock_abi));
-    }
-    if !p.seccomp_filter {
-        missing.push("seccomp filters".into());
-    }
-    if !p.mdwe {
-        missing.push("PR_SET_MDWE".into());
-    }
-    if !p.user_namespace.ok && !p.file_capabilities {
-        missing.push("user namespaces".into());
-    }
-    for (name, outcome) in &p.namespaces {
-        if !outcome.ok {
-            missing.push(format!("{name} namespace"));
-        }
-    }
-    if missing.is_empty() {
-        Ok(path)
-    } else {
-        Err(format!("this machine lacks {}", missing.join(", ")))
-    }
-}
 
 fn text_of(outcome: &autotool::toolproc::CallOutcome) -> String {
     outcome

@@ -6,17 +6,18 @@
 //! `SKIP …` with the reason and pass. Every test is bounded by [`BOUND`].
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 use anyhow::{Context, Result, bail, ensure};
-use autotool::launcher;
-use autotool::runtime::{self, Python};
+use autotool::runtime::Python;
 use autotool::toolproc::{
     CallOutcome, InitFailure, SandboxMode, ToolProcError, ToolProcess, ToolSpec,
 };
+use common::{confining_launcher, runtime};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -84,58 +85,6 @@ def corrupt() -> str:
 if __name__ == "__main__":
     mcp.run()
 "#;
-
-fn runtime() -> Python {
-    let venv = std::env::var_os("AUTOTOOL_TEST_RUNTIME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/autotool-test-runtime"));
-    let python = venv.join("bin/python3");
-    runtime::resolve(Some(&python)).unwrap_or_else(|e| {
-        panic!(
-            "the test runtime is missing ({e}); create it with `python3 -m venv {v} && {v}/bin/pip install mcp==2.3.0` or set AUTOTOOL_TEST_RUNTIME",
-            v = venv.display()
-        )
-    })
-}
-
-/// The launcher to confine with, or why confined runs are skipped here.
-fn confining_launcher() -> Result<PathBuf, String> {
-    let path = std::env::var_os("AUTOTOOL_LAUNCHER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/autotool-launcher")
-        });
-    if !path.is_file() {
-        return Err(format!(
-            "no launcher at {} (build it with `cargo build -p autotool-launcher`)",
-            path.display()
-        ));
-    }
-    let p = launcher::probe(&path).map_err(|e| e.to_string())?;
-    let mut missing = Vec::new();
-    if p.landlock_abi.unwrap_or(0) < i32::from(p.required_landlock_abi) {
-        missing.push(format!("Landlock ABI {}", p.required_landlock_abi));
-    }
-    if !p.seccomp_filter {
-        missing.push("seccomp filters".into());
-    }
-    if !p.mdwe {
-        missing.push("PR_SET_MDWE".into());
-    }
-    if !p.user_namespace.ok && !p.file_capabilities {
-        missing.push("user namespaces".into());
-    }
-    for (name, outcome) in &p.namespaces {
-        if !outcome.ok {
-            missing.push(format!("{name} namespace"));
-        }
-    }
-    if missing.is_empty() {
-        Ok(path)
-    } else {
-        Err(format!("this machine lacks {}", missing.join(", ")))
-    }
-}
 
 /// One scenario's surroundings: the mode, and tools written into temporary directories.
 struct Env {

@@ -10,13 +10,14 @@
 //! `AUTOTOOL_TEST_PIP=1` (it downloads from PyPI).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 use anyhow::{Context, Result, bail, ensure};
-use autotool::launcher;
 use autotool::runtime::{self, Python};
 use autotool::toolproc::{CallOutcome, SandboxMode, ToolSpec};
 use autotool::verify::{
     self, EXPECTED_FORM, SmokeTest, Stage, Verified, VerifyFailure, VerifyRequest, required_env,
 };
+use common::confining_launcher;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -395,45 +396,6 @@ def key_prefix() -> str:
 if __name__ == "__main__":
     mcp.run()
 "#;
-
-/// The launcher to confine with, or why confined runs are skipped here.
-fn confining_launcher() -> Result<PathBuf, String> {
-    let path = std::env::var_os("AUTOTOOL_LAUNCHER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/autotool-launcher")
-        });
-    if !path.is_file() {
-        return Err(format!(
-            "no launcher at {} (build it with `cargo build -p autotool-launcher`)",
-            path.display()
-        ));
-    }
-    let p = launcher::probe(&path).map_err(|e| e.to_string())?;
-    let mut missing = Vec::new();
-    if p.landlock_abi.unwrap_or(0) < i32::from(p.required_landlock_abi) {
-        missing.push(format!("Landlock ABI {}", p.required_landlock_abi));
-    }
-    if !p.seccomp_filter {
-        missing.push("seccomp filters".into());
-    }
-    if !p.mdwe {
-        missing.push("PR_SET_MDWE".into());
-    }
-    if !p.user_namespace.ok && !p.file_capabilities {
-        missing.push("user namespaces".into());
-    }
-    for (name, outcome) in &p.namespaces {
-        if !outcome.ok {
-            missing.push(format!("{name} namespace"));
-        }
-    }
-    if missing.is_empty() {
-        Ok(path)
-    } else {
-        Err(format!("this machine lacks {}", missing.join(", ")))
-    }
-}
 
 /// One scenario's surroundings: the mode, and staged directories.
 struct Env {

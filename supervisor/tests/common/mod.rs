@@ -1,0 +1,43 @@
+//! What the supervisor's integration tests share: the Python runtime they run tools on, and the
+//! launcher to confine with (or why confined runs are skipped here).
+#![allow(dead_code)]
+
+use autotool::launcher;
+use autotool::runtime::{self, Python};
+use std::path::{Path, PathBuf};
+
+/// The test runtime: `$AUTOTOOL_TEST_RUNTIME`, default `/opt/autotool-test-runtime` (a venv with
+/// `mcp` 2.3.0 and `httpx2`, made by `.ci/test`).
+pub fn runtime() -> Python {
+    let venv = std::env::var_os("AUTOTOOL_TEST_RUNTIME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/autotool-test-runtime"));
+    runtime::resolve(Some(&venv.join("bin/python3"))).unwrap_or_else(|e| {
+        panic!(
+            "the test runtime is missing ({e}); create it with `python3 -m venv {v} && \
+             {v}/bin/pip install mcp==2.3.0 httpx2` or set AUTOTOOL_TEST_RUNTIME",
+            v = venv.display()
+        )
+    })
+}
+
+/// The launcher to confine with, or why confined runs are skipped here.
+pub fn confining_launcher() -> Result<PathBuf, String> {
+    let path = std::env::var_os("AUTOTOOL_LAUNCHER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/autotool-launcher")
+        });
+    if !path.is_file() {
+        return Err(format!(
+            "no launcher at {} (build it with `cargo build -p autotool-launcher`)",
+            path.display()
+        ));
+    }
+    let missing = launcher::probe(&path).map_err(|e| e.to_string())?.missing();
+    if missing.is_empty() {
+        Ok(path)
+    } else {
+        Err(format!("this machine lacks {}", missing.join(", ")))
+    }
+}
