@@ -23,7 +23,10 @@ pub fn scratch_dir(prefix: &str) -> Result<TempDir> {
     }
     bases.push(crate::locate::workspace_dir().join("target/tmp"));
     bases.push(PathBuf::from("/var/tmp"));
-    for base in &bases {
+    // Outside /tmp first (a checkout may itself live under /tmp), then anywhere.
+    let (outside, inside): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        bases.iter().partition(|b| !b.starts_with("/tmp"));
+    for base in outside.into_iter().chain(inside) {
         if std::fs::create_dir_all(base).is_ok()
             && let Ok(dir) = tempfile::Builder::new().prefix(prefix).tempdir_in(base)
         {
