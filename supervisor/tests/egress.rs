@@ -16,7 +16,7 @@ use autotool::egress::{
 };
 use autotool::toolproc::{SandboxMode, ToolProcess, ToolSpec};
 use autotool_policy::hosts::{ForbiddenAddress, KeyAllowlist, KeyLists};
-use common::{confining_launcher, runtime};
+use common::{launcher_for, runtime};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -1221,15 +1221,8 @@ fn text_of(outcome: &autotool::toolproc::CallOutcome) -> String {
 }
 
 async fn end_to_end(mode: SandboxMode) -> Result<()> {
-    let launcher = match mode {
-        SandboxMode::Strict => match confining_launcher() {
-            Ok(path) => Some(path),
-            Err(why) => {
-                eprintln!("SKIP end_to_end (strict): {why}");
-                return Ok(());
-            }
-        },
-        SandboxMode::Off => None,
+    let Some(launcher) = launcher_for("end_to_end", mode) else {
+        return Ok(());
     };
     let api = HttpServer::start().await;
     let port = api.port();

@@ -12,7 +12,7 @@ use autotool::runtime::Python;
 use autotool::toolproc::{
     CallOutcome, InitFailure, SandboxMode, ToolProcError, ToolProcess, ToolSpec,
 };
-use common::{confining_launcher, runtime};
+use common::{launcher_for, runtime};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -123,15 +123,8 @@ where
     F: FnOnce(Env) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    let launcher = match mode {
-        SandboxMode::Strict => match confining_launcher() {
-            Ok(path) => Some(path),
-            Err(why) => {
-                eprintln!("SKIP {name} (strict): {why}");
-                return;
-            }
-        },
-        SandboxMode::Off => None,
+    let Some(launcher) = launcher_for(name, mode) else {
+        return;
     };
     let env = Env {
         mode,

@@ -17,7 +17,7 @@ use autotool::toolproc::{CallOutcome, SandboxMode, ToolSpec};
 use autotool::verify::{
     self, EXPECTED_FORM, SmokeTest, Stage, Verified, VerifyFailure, VerifyRequest, required_env,
 };
-use common::confining_launcher;
+use common::launcher_for;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -444,15 +444,8 @@ where
     F: FnOnce(Env) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    let launcher = match mode {
-        SandboxMode::Strict => match confining_launcher() {
-            Ok(path) => Some(path),
-            Err(why) => {
-                eprintln!("SKIP {name} (strict): {why}");
-                return;
-            }
-        },
-        SandboxMode::Off => None,
+    let Some(launcher) = launcher_for(name, mode) else {
+        return;
     };
     let env = Env {
         mode,

@@ -4,6 +4,7 @@
 
 use autotool::launcher;
 use autotool::runtime::{self, Python};
+use autotool::toolproc::SandboxMode;
 use std::path::{Path, PathBuf};
 
 /// The test runtime: `$AUTOTOOL_TEST_RUNTIME`, default `/opt/autotool-test-runtime` (a venv with
@@ -39,5 +40,20 @@ pub fn confining_launcher() -> Result<PathBuf, String> {
         Ok(path)
     } else {
         Err(format!("this machine lacks {}", missing.join(", ")))
+    }
+}
+
+/// The launcher a scenario in `mode` uses: `Some(None)` unconfined, `Some(Some(path))` confined,
+/// `None` (after printing `SKIP <name> (strict): why`) where this machine cannot confine.
+pub fn launcher_for(name: &str, mode: SandboxMode) -> Option<Option<PathBuf>> {
+    match mode {
+        SandboxMode::Strict => match confining_launcher() {
+            Ok(path) => Some(Some(path)),
+            Err(why) => {
+                eprintln!("SKIP {name} (strict): {why}");
+                None
+            }
+        },
+        SandboxMode::Off => Some(None),
     }
 }
