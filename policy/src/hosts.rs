@@ -377,11 +377,50 @@ impl AllowRule {
         port_ok
             && match (&self.host, host) {
                 (HostPattern::Exact(h), host) => h == host,
-                (HostPattern::SubdomainsOf(suffix), Host::Name(name)) => name
-                    .strip_suffix(suffix.as_str())
-                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+                (HostPattern::SubdomainsOf(suffix), Host::Name(name)) => is_subdomain(name, suffix),
                 (HostPattern::SubdomainsOf(_), _) => false,
             }
+    }
+}
+
+impl AllowRule {
+    /// Whether this entry admits everything `other` admits (so replacing `other` by it does not
+    /// narrow a list, and a list of such entries is no wider than one holding this).
+    pub fn covers(&self, other: &AllowRule) -> bool {
+        let ports_ok = match (self.port, other.port) {
+            (None, None) => true,
+            (None, Some(p)) => DEFAULT_PORTS.contains(&p),
+            (Some(a), Some(b)) => a == b,
+            (Some(_), None) => false,
+        };
+        ports_ok
+            && match (&self.host, &other.host) {
+                (HostPattern::Exact(a), HostPattern::Exact(b)) => a == b,
+                (HostPattern::Exact(_), HostPattern::SubdomainsOf(_)) => false,
+                (HostPattern::SubdomainsOf(suffix), HostPattern::Exact(Host::Name(name))) => {
+                    is_subdomain(name, suffix)
+                }
+                (HostPattern::SubdomainsOf(_), HostPattern::Exact(_)) => false,
+                (HostPattern::SubdomainsOf(a), HostPattern::SubdomainsOf(b)) => {
+                    a == b || is_subdomain(b, a)
+                }
+            }
+    }
+}
+
+/// Whether `name` is a subdomain of `suffix` (at any depth), not `suffix` itself.
+fn is_subdomain(name: &str, suffix: &str) -> bool {
+    name.strip_suffix(suffix)
+        .is_some_and(|head| head.len() > 1 && head.ends_with('.'))
+}
+
+/// Whether an allowlist `new` lets a key go anywhere `old` did not (`None` is no list: any
+/// host). Narrowing, reordering and respelling are not widening.
+pub fn widens(new: Option<&[AllowRule]>, old: Option<&[AllowRule]>) -> bool {
+    match (new, old) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(new), Some(old)) => new.iter().any(|n| !old.iter().any(|o| o.covers(n))),
     }
 }
 
@@ -1313,5 +1352,71 @@ mod tests {
             check_address(&name("api.example.test"), ip("1.1.1.1")),
             Ok(())
         );
+    }
+
+    fn rules(entries: &[&str]) -> Vec<AllowRule> {
+        entries
+            .iter()
+            .map(|e| AllowRule::parse(e).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn which_entries_cover_which() {
+        let r = |e: &str| AllowRule::parse(e).unwrap();
+        for (wide, narrow) in [
+            ("api.x.com", "api.x.com"),
+            ("API.X.com.", "api.x.com"),
+            ("*.x.com", "api.x.com"),
+            ("*.x.com", "a.b.x.com"),
+            ("*.x.com", "*.b.x.com"),
+            ("*.x.com", "*.x.com"),
+            ("api.x.com", "api.x.com:443"),
+            ("api.x.com", "api.x.com:80"),
+            ("api.x.com:8443", "api.x.com:8443"),
+            ("*.x.com", "a.x.com:443"),
+        ] {
+            assert!(r(wide).covers(&r(narrow)), "{wide} should cover {narrow}");
+        }
+        for (a, b) in [
+            ("api.x.com", "x.com"),
+            ("*.x.com", "x.com"),
+            ("api.x.com", "*.x.com"),
+            ("*.b.x.com", "*.x.com"),
+            ("*.x.com", "a.x.co"),
+            ("*.x.com", "ax.com"),
+            ("api.x.com", "api.x.com:8443"),
+            ("api.x.com:443", "api.x.com"),
+            ("api.x.com:8443", "api.x.com:443"),
+            ("*.x.com", "127.0.0.1"),
+        ] {
+            assert!(!r(a).covers(&r(b)), "{a} should not cover {b}");
+        }
+    }
+
+    #[test]
+    fn widening_is_any_new_reach() {
+        let old = rules(&["api.x.com", "*.y.com"]);
+        // Same, narrower, respelt, reordered: not wider.
+        for new in [
+            vec![],
+            rules(&["api.x.com"]),
+            rules(&["*.y.com", "API.X.COM."]),
+            rules(&["a.y.com", "*.b.y.com"]),
+        ] {
+            assert!(!widens(Some(&new), Some(&old)), "{new:?}");
+        }
+        for new in [
+            rules(&["api.x.com", "z.com"]),
+            rules(&["x.com"]),
+            rules(&["api.x.com:8443"]),
+            rules(&["y.com"]),
+        ] {
+            assert!(widens(Some(&new), Some(&old)), "{new:?}");
+        }
+        // Removing the list is the widest change; any list is narrower than none.
+        assert!(widens(None, Some(&old)));
+        assert!(!widens(Some(&old), None));
+        assert!(!widens(None, None));
     }
 }

@@ -5,8 +5,10 @@
 //! `autotool-launcher` and the pure function that turns it into a [`launch::Plan`] (mounts,
 //! Landlock rules, limits, environment, argv) which the launcher then carries out step by step.
 //! [`hosts`] holds what the egress proxy decides: canonical hosts, allowlist entries, whether a
-//! tool may reach a target, and which addresses are never dialled.
+//! tool may reach a target, and which addresses are never dialled. [`consent`] holds when a
+//! tool version may hold a key on an earlier approval and when the user is asked again.
 
+pub mod consent;
 pub mod hosts;
 pub mod launch;
 

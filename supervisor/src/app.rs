@@ -7,6 +7,7 @@
 //! every connected host. Other `serve` processes sharing the home notice the ledger's generation
 //! change within the poll interval and do the same.
 
+use crate::consent::{Consent, Subject};
 use crate::credentials::{KeyStore, Stamp};
 use crate::home::Home;
 use crate::ledger::{CallRecord, Outcome, kind};
@@ -16,6 +17,7 @@ use crate::registry::{FunctionSpec, Manifest, Registry, ToolVersion};
 use crate::runtime::Python;
 use crate::toolproc::{SandboxMode, ToolSpec};
 use autotool_policy::Limits;
+use autotool_policy::hosts::AllowRule;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -72,6 +74,19 @@ pub struct MountedTool {
     pub functions: Vec<FunctionSpec>,
     /// Key names the tool declares (`REQUIRED_ENV`).
     pub required_env: Vec<String>,
+    /// sha256 of its `tool.py`: what a per-version approval is bound to.
+    pub code_hash: String,
+}
+
+impl MountedTool {
+    /// What consent for this version is about.
+    pub fn subject(&self) -> Subject {
+        Subject {
+            tool: self.name.clone(),
+            code_hash: self.code_hash.clone(),
+            declared: self.required_env.clone(),
+        }
+    }
 }
 
 /// The set of mounted tools at one registry generation.
@@ -94,16 +109,44 @@ impl Default for Mounted {
     }
 }
 
-/// What autotool knows of the keys: their names (offered to the agent) and a redactor holding
-/// every value, so no value reaches the model.
-#[derive(Debug, Default)]
+/// What autotool knows of the keys: their names (offered to the agent), the value each
+/// resolves to now, their allowlists, and a redactor holding every value (shadowed ones too),
+/// so no value reaches the model. Reread when the key files change.
+#[derive(Default)]
 pub struct Secrets {
     stamp: Option<Stamp>,
     pub names: Vec<String>,
     pub redactor: Option<Redactor>,
+    values: BTreeMap<String, String>,
+    allowlists: BTreeMap<String, Vec<AllowRule>>,
+}
+
+impl std::fmt::Debug for Secrets {
+    /// Names only: a value is never formatted.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("names", &self.names)
+            .field("allowlists", &self.allowlists)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Secrets {
+    /// Whether `key` has a value now.
+    pub fn has_value(&self, key: &str) -> bool {
+        self.values.contains_key(key)
+    }
+
+    /// The value `key` resolves to now (environment, keychain, file: first wins).
+    pub fn value(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+
+    /// Every key's allowlist; a key missing here has none.
+    pub fn allowlists(&self) -> &BTreeMap<String, Vec<AllowRule>> {
+        &self.allowlists
+    }
+
     /// `text` with every known secret replaced by `[REDACTED:NAME]`.
     pub fn redact(&self, text: &str) -> String {
         match &self.redactor {
@@ -147,6 +190,10 @@ pub struct App {
     changes: tokio::sync::watch::Sender<u64>,
     legacy_peers: Mutex<Vec<Peer<RoleServer>>>,
     api_bases: BTreeMap<String, String>,
+    /// The sealing key of consent questions and the answers already used.
+    pub(crate) consent: Consent,
+    /// Keyed at random per process, so a grants fingerprint says nothing about a value.
+    grants_hasher: std::hash::RandomState,
     /// Hand-placed files that failed verification, by path, with the size and mtime seen.
     rejected: Mutex<HashMap<PathBuf, (u64, Option<std::time::SystemTime>)>>,
 }
@@ -191,6 +238,9 @@ impl App {
             changes,
             legacy_peers: Mutex::new(Vec::new()),
             api_bases,
+            consent: Consent::new()
+                .map_err(|e| anyhow::anyhow!("drawing a random key from /dev/urandom: {e}"))?,
+            grants_hasher: std::hash::RandomState::new(),
             rejected: Mutex::new(HashMap::new()),
         });
         app.refresh_keys();
@@ -236,11 +286,40 @@ impl App {
             })
             .unwrap_or_default();
         names.sort();
+        let mut current = BTreeMap::new();
+        for name in &names {
+            match self.keys.get(name) {
+                Ok(Some((value, _))) => {
+                    current.insert(
+                        name.clone(),
+                        String::from_utf8_lossy(value.expose()).into_owned(),
+                    );
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("reading key {name}: {e}"),
+            }
+        }
+        let allowlists = match self.keys.allowlists() {
+            Ok(lists) => lists
+                .into_iter()
+                .map(|(k, entries)| {
+                    let rules = crate::consent::parse_list(&entries);
+                    (k, rules)
+                })
+                .collect(),
+            Err(e) => {
+                // Fail closed: a list that cannot be read allows nothing for every key.
+                tracing::error!("reading the allowlists: {e}; keys are sent nowhere");
+                names.iter().map(|n| (n.clone(), Vec::new())).collect()
+            }
+        };
         let changed = names != old.names;
         *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Secrets {
             stamp: Some(stamp),
             names,
             redactor,
+            values: current,
+            allowlists,
         });
         changed
     }
@@ -358,45 +437,24 @@ impl App {
             .cloned()
     }
 
-    /// The keys `tool` is granted, of those it declares. Consent per tool × key is not asked
-    /// yet: only `--dangerously-allow-all-tools` grants them.
-    fn granted(&self, required_env: &[String]) -> BTreeMap<String, String> {
-        let mut keys = BTreeMap::new();
-        if !self.settings.allow_all_keys {
-            return keys;
-        }
-        for name in required_env {
-            if let Ok(Some((value, _))) = self.keys.get(name) {
-                keys.insert(
-                    name.clone(),
-                    String::from_utf8_lossy(value.expose()).into_owned(),
-                );
-            }
-        }
-        keys
-    }
-
     /// Which declared keys the tool did not get, and why, for the agent.
-    fn key_notes(
-        &self,
-        required_env: &[String],
-        granted: &BTreeMap<String, String>,
-    ) -> Vec<String> {
-        let known = self.secrets().names.clone();
-        required_env
+    fn key_notes(&self, subject: &Subject, granted: &BTreeMap<String, String>) -> Vec<String> {
+        let secrets = self.secrets();
+        subject
+            .declared
             .iter()
             .filter(|k| !granted.contains_key(*k))
             .map(|k| {
-                if !known.contains(k) {
+                if !secrets.has_value(k) {
                     format!(
                         "{k} is not set: ask the user to run `autotool keys add {k}`, then call \
                          create_tool again"
                     )
                 } else {
                     format!(
-                        "{k} was not granted: autotool does not ask for consent per tool and key \
-                         yet; the user can start `autotool serve --dangerously-allow-all-tools` to \
-                         grant declared keys (the sandbox and allowlists still apply)"
+                        "{k} is not approved for {tool}: the user can run `autotool tools \
+                         approve {tool} {k}`",
+                        tool = subject.tool
                     )
                 }
             })
@@ -407,20 +465,12 @@ impl App {
     /// allowlists, plus localhost; refusals are audit events.
     fn egress(&self, tool: &str, keys: &BTreeMap<String, String>) -> crate::egress::EgressConfig {
         let mut lists = autotool_policy::hosts::KeyLists::new(tool);
+        let secrets = self.secrets();
         for key in keys.keys() {
-            let hosts = self.keys.allowlist(key).ok().flatten();
-            let allow = autotool_policy::hosts::KeyAllowlist::parse(key.clone(), hosts.as_deref())
-                .unwrap_or_else(|e| {
-                    tracing::warn!(
-                        key,
-                        "its allowlist does not parse ({e}); nothing is allowed"
-                    );
-                    autotool_policy::hosts::KeyAllowlist {
-                        key: key.clone(),
-                        rules: Some(Vec::new()),
-                    }
-                });
-            lists = lists.with_key(allow);
+            lists = lists.with_key(autotool_policy::hosts::KeyAllowlist {
+                key: key.clone(),
+                rules: secrets.allowlists().get(key).cloned(),
+            });
         }
         let mut config = crate::egress::EgressConfig::new(lists);
         let registry = self.registry.clone();
@@ -460,6 +510,29 @@ impl App {
         spec.limits = self.settings.limits;
         spec.launcher = self.settings.launcher.clone();
         spec
+    }
+
+    /// What consent for `code` as tool `name` is about: the keys it declares, read statically.
+    pub fn subject_for_code(name: &str, code: &str) -> Subject {
+        Subject {
+            tool: name.to_string(),
+            code_hash: crate::registry::code_hash(code.as_bytes()),
+            declared: crate::verify::required_env(code).unwrap_or_default(),
+        }
+    }
+
+    /// A fingerprint of what a process was given: the keys, their values and allowlists. A
+    /// warm process whose fingerprint differs from the call's is replaced.
+    fn fingerprint(&self, keys: &BTreeMap<String, String>) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let secrets = self.secrets();
+        let mut h = self.grants_hasher.build_hasher();
+        for (k, v) in keys {
+            k.hash(&mut h);
+            v.hash(&mut h);
+            secrets.allowlists().get(k).hash(&mut h);
+        }
+        h.finish()
     }
 
     /// `<tool>__<function>` → (tool, function), when mounted.
@@ -503,9 +576,10 @@ impl App {
             Ok(p) => p,
             Err(e) => return error_result(format!("the Python runtime is not available: {e}")),
         };
-        let keys = self.granted(&t.required_env);
+        let keys = self.granted(&t.subject());
         let what = Launchable {
             version: t.version,
+            grants: self.fingerprint(&keys),
             spec: self.spec(tool, t.dir.clone(), python, &keys),
         };
         let started = Instant::now();
@@ -691,9 +765,12 @@ impl App {
             Ok(s) => s,
             Err(e) => return error_result(format!("create_tool failed: {e}")),
         };
-        // The static read verify repeats; here it decides which keys the process gets.
-        let required_env = crate::verify::required_env(code).unwrap_or_default();
-        let keys = self.granted(&required_env);
+        // The static read verify repeats; here it decides which keys the process gets: those
+        // the user approved (the host asked before this call ran) or, for a tool placed by
+        // hand, approved earlier.
+        let subject = Self::subject_for_code(name, code);
+        let keys = self.granted(&subject);
+        let grants = self.fingerprint(&keys);
         let spec = self.spec(name, staged.dir().to_path_buf(), python, &keys);
         let mut request = crate::verify::VerifyRequest::new(name, code, spec);
         request.smoke_test = smoke;
@@ -744,7 +821,7 @@ impl App {
         };
         let functions = verified.tools.clone();
         self.pool
-            .adopt(name, version.version, verified.process)
+            .adopt(name, version.version, grants, verified.process)
             .await;
         if let Err(e) = self.reload() {
             tracing::warn!("reloading the registry: {e}");
@@ -761,7 +838,8 @@ impl App {
                 })
             })
             .collect();
-        let notes = self.key_notes(&required_env, &keys);
+        let notes = self.key_notes(&subject, &keys);
+        let required_env = &subject.declared;
         let summary = json!({
             "tool": name,
             "version": version.version,
@@ -870,5 +948,6 @@ fn mounted_from(v: &ToolVersion) -> MountedTool {
         dir: v.dir.clone(),
         functions: v.functions.clone(),
         required_env: v.required_env.clone(),
+        code_hash: v.code_hash.clone(),
     }
 }

@@ -18,6 +18,10 @@
 //! The schema is versioned with `PRAGMA user_version` and created or migrated on open; add a
 //! change by appending to [`MIGRATIONS`], never by editing a shipped entry.
 
+mod approvals;
+
+pub use approvals::{ApprovalRow, PendingConsent};
+
 use crate::registry::FunctionSpec;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
@@ -78,6 +82,27 @@ pub const MIGRATIONS: &[&str] = &[
     ) STRICT;
     INSERT INTO generation (id, value) VALUES (1, 0);
     "#,
+    // 2: consent. One row per approval of a key for a tool, with what the user was shown; the
+    // newest question a tool could not put to its host, so `tools approve` can answer it.
+    r#"
+    CREATE TABLE approvals (
+        tool       TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        code_hash  TEXT NOT NULL,           -- the code approved (sha256 of tool.py)
+        allowlist  TEXT,                    -- JSON array of canonical entries; NULL = no list
+        declared   TEXT NOT NULL,           -- JSON array of every key the tool declared
+        sandboxed  INTEGER NOT NULL,        -- 1 when tools ran confined
+        via        TEXT NOT NULL,           -- elicitation, input_required, cli
+        granted_at INTEGER NOT NULL,
+        PRIMARY KEY (tool, key, code_hash)
+    ) STRICT;
+    CREATE TABLE pending_consent (
+        tool      TEXT PRIMARY KEY,
+        code_hash TEXT NOT NULL,
+        declared  TEXT NOT NULL,            -- JSON array of key names
+        asked_at  INTEGER NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -92,6 +117,12 @@ pub mod kind {
     pub const REMOVED: &str = "removed";
     pub const STATE_CHANGED: &str = "state_changed";
     pub const RECOVERED: &str = "recovered";
+    pub const CONSENT_ASKED: &str = "consent_asked";
+    pub const CONSENT_GRANTED: &str = "consent_granted";
+    pub const CONSENT_DECLINED: &str = "consent_declined";
+    pub const CONSENT_UNAVAILABLE: &str = "consent_unavailable";
+    pub const CONSENT_REFUSED: &str = "consent_refused";
+    pub const CONSENT_REVOKED: &str = "consent_revoked";
 }
 
 /// What went wrong with the ledger.

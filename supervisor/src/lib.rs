@@ -28,6 +28,7 @@
 #![deny(clippy::print_stdout)]
 
 pub mod app;
+pub mod consent;
 pub mod credentials;
 pub mod doctor;
 pub mod egress;

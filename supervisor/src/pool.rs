@@ -3,7 +3,9 @@
 //!
 //! The process that passed verification is handed over as the first warm instance, so the first
 //! call after `create_tool` pays no start-up. A new version replaces the old one's process only
-//! once it is mounted; the old process is shut down in the background.
+//! once it is mounted; the old process is shut down in the background. So does a process
+//! started with other keys than the call should have (an approval revoked or given, a key or an
+//! allowlist changed): a process keeps the environment and egress rules it started with.
 
 use crate::toolproc::{ToolProcError, ToolProcess, ToolSpec};
 use std::collections::HashMap;
@@ -14,12 +16,15 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct Launchable {
     pub version: u32,
+    /// A fingerprint of the keys granted, their values and allowlists ([`crate::app`]).
+    pub grants: u64,
     pub spec: ToolSpec,
 }
 
 #[derive(Debug)]
 struct Running {
     version: u32,
+    grants: u64,
     process: Arc<ToolProcess>,
     last_used: Instant,
 }
@@ -41,11 +46,12 @@ impl Pool {
 
     /// Adopt an already running process (the one that passed verification) for `tool`. A
     /// process of an older version is shut down in the background.
-    pub async fn adopt(&self, tool: &str, version: u32, process: ToolProcess) {
+    pub async fn adopt(&self, tool: &str, version: u32, grants: u64, process: ToolProcess) {
         let slot = self.slot(tool);
         let mut guard = slot.lock().await;
         let old = guard.replace(Running {
             version,
+            grants,
             process: Arc::new(process),
             last_used: Instant::now(),
         });
@@ -55,8 +61,8 @@ impl Pool {
         }
     }
 
-    /// A live process for `tool` at `what.version`, starting one when there is none, it died,
-    /// or it runs another version.
+    /// A live process for `tool` at `what.version` holding `what.grants`, starting one when
+    /// there is none, it died, or it runs another version or holds other keys.
     pub async fn get(
         &self,
         tool: &str,
@@ -66,6 +72,7 @@ impl Pool {
         let mut guard = slot.lock().await;
         if let Some(running) = guard.as_mut()
             && running.version == what.version
+            && running.grants == what.grants
             && running.process.is_alive()
         {
             running.last_used = Instant::now();
@@ -84,6 +91,7 @@ impl Pool {
         tracing::info!(tool, version = what.version, started_in = ?process.started_in(), "tool process started");
         *guard = Some(Running {
             version: what.version,
+            grants: what.grants,
             process: process.clone(),
             last_used: Instant::now(),
         });

@@ -581,7 +581,8 @@ impl Registry {
     }
 
     /// Remove `name`: it leaves [`Registry::current`] (running servers see the generation
-    /// change and unmount it); its versions, files, calls and events are kept. Returns false
+    /// change and unmount it) and its key approvals are revoked; its versions, files, calls and
+    /// events are kept. Returns false
     /// if it was already removed; [`RegistryError::NotFound`] if it never existed. Creating the
     /// name again continues its version numbers.
     pub fn remove(&self, name: &str) -> Result<bool, RegistryError> {
@@ -594,6 +595,7 @@ impl Registry {
             }
             tx.bump_generation()?;
             tx.event(Some(name), ledger::kind::REMOVED, "history and files kept")?;
+            tx.revoke(name, None, "the tool was removed")?;
             Ok(true)
         })
     }

@@ -80,9 +80,23 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
              still apply)"
         );
     }
+    if settings.allow_all_keys {
+        tracing::warn!(
+            "--dangerously-allow-all-tools: every tool gets the keys it declares without \
+             asking the user (the sandbox and allowlists still apply)"
+        );
+    }
     let poll = settings.poll_interval;
     let idle = settings.idle_timeout;
     let app = App::new(settings, home)?;
+    if app.settings.allow_all_keys {
+        let _ = app.registry.event(
+            None,
+            crate::ledger::kind::CONSENT_GRANTED,
+            "serve started with --dangerously-allow-all-tools: declared keys are granted \
+             without asking",
+        );
+    }
     tracing::info!(
         tools = app.mounted().tools.len(),
         home = %app.home.root().display(),

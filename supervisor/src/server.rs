@@ -78,6 +78,36 @@ pub struct AutotoolServer {
 }
 
 impl AutotoolServer {
+    /// The tool version a call would run, when it declares keys: `create_tool`'s code, or the
+    /// mounted tool behind `run_tool` and `<tool>__<function>`. `None` when there is nothing to
+    /// consent to (or the call is malformed, which it then reports itself).
+    fn consent_subject(&self, name: &str, args: &JsonObject) -> Option<crate::consent::Subject> {
+        let tool = match name {
+            "create_tool" => {
+                let tool = args.get("name").and_then(Value::as_str)?;
+                let code = args.get("code").and_then(Value::as_str)?;
+                if !crate::app::valid_tool_name(tool)
+                    || code.len() > self.app.settings.max_code_bytes
+                {
+                    return None;
+                }
+                let subject = App::subject_for_code(tool, code);
+                return (!subject.declared.is_empty()).then_some(subject);
+            }
+            "run_tool" => {
+                let tool = args.get("tool").and_then(Value::as_str)?;
+                let function = args.get("function").and_then(Value::as_str)?;
+                self.app
+                    .resolve_mounted(&format!("{tool}{SEPARATOR}{function}"))?
+                    .0
+            }
+            other => self.app.resolve_mounted(other)?.0,
+        };
+        let mounted = self.app.mounted();
+        let t = mounted.tools.get(&tool)?;
+        (!t.required_env.is_empty()).then(|| t.subject())
+    }
+
     pub fn new(app: Arc<App>) -> Self {
         AutotoolServer { app }
     }
@@ -300,10 +330,17 @@ impl ServerHandler for AutotoolServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
         let args = args_of(&request);
+        // Consent comes before anything runs with a key, verification included.
+        if let Some(subject) = self.consent_subject(&name, &args)
+            && let Err(answer) =
+                crate::consent::obtain(&self.app, &subject, &request, &context).await
+        {
+            return Ok(answer);
+        }
         let result = match name.as_str() {
             "create_tool" => self.app.create_tool(args).await,
             "run_tool" => {

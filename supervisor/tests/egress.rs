@@ -1326,3 +1326,54 @@ async fn a_confined_tool_reaches_localhost_and_hears_why_other_hosts_are_refused
 async fn an_unconfined_tool_goes_through_the_proxy_too() {
     bounded(SandboxMode::Off).await;
 }
+
+/// An upstream that answers, then waits for its peer to close before closing itself (a
+/// lingering close), one connection at a time.
+async fn lingering_upstream() -> (u16, Arc<Mutex<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = Arc::new(Mutex::new(0usize));
+    let count = served.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let _ = read_head(&mut s).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                .await;
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest).await;
+            *count.lock().unwrap() += 1;
+        }
+    });
+    (port, served)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_closing_ends_an_absolute_form_exchange() {
+    let (port, served) = lingering_upstream().await;
+    let p = Proxy::start(unrestricted(), FakeResolver::default(), |_| {});
+    for round in 0..3 {
+        let mut s = TcpStream::connect(p.addr).await.unwrap();
+        s.write_all(format!("GET http://localhost:{port}/ HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        // Read exactly the answer, then close, as an HTTP client does with Content-Length.
+        let head = read_head(&mut s).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "round {round}: {head}");
+        let mut body = [0u8; 2];
+        tokio::time::timeout(WAIT, s.read_exact(&mut body))
+            .await
+            .unwrap()
+            .unwrap();
+        drop(s);
+        // The close reached the upstream, which finished and can take the next connection.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while *served.lock().unwrap() <= round {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "round {round}: the upstream never saw the client's close"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}

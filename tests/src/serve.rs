@@ -31,6 +31,9 @@ use tempfile::TempDir;
 /// The protocol revision of the older era the tests speak (`initialize` first).
 pub const LEGACY_PROTOCOL: &str = "2025-11-25";
 
+/// The revision without a handshake, where every request carries its version in `_meta`.
+pub const MODERN_PROTOCOL: &str = "2026-07-28";
+
 /// One write to the server's stdin, and where to say it is done.
 type StdinWrite = (Vec<u8>, SyncSender<std::io::Result<()>>);
 
@@ -363,7 +366,8 @@ pub struct CallResult {
 }
 
 impl CallResult {
-    fn from_result(result: &Value, elapsed: Duration) -> Self {
+    /// Read a `tools/call` result.
+    pub fn from_result(result: &Value, elapsed: Duration) -> Self {
         let blocks = result
             .get("content")
             .and_then(Value::as_array)
@@ -594,6 +598,90 @@ impl Server {
             bail!("tools/call {name} failed: {}", r.text);
         }
         Ok(r.text)
+    }
+
+    /// The older era's handshake declaring `capabilities` (e.g. `{"elicitation": {"form": {}}}`
+    /// for a host that can ask its user).
+    pub fn initialize_with(&mut self, capabilities: Value) -> Result<Value> {
+        let result = self.request_ok(
+            "initialize",
+            json!({
+                "protocolVersion": LEGACY_PROTOCOL,
+                "capabilities": capabilities,
+                "clientInfo": {"name": "autotool-tests", "version": env!("CARGO_PKG_VERSION")},
+            }),
+        )?;
+        self.notify("notifications/initialized", json!({}))?;
+        Ok(result)
+    }
+
+    /// A `tools/call` as a host of the older era that can ask its user: every
+    /// `elicitation/create` the server sends before the answer is recorded and answered with
+    /// `answer(params)` (an elicitation result). The call's outcome and the questions asked.
+    pub fn call_answering(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        mut answer: impl FnMut(&Value) -> Value,
+    ) -> Result<(Result<CallResult, RpcError>, Vec<Value>)> {
+        let started = Instant::now();
+        let id = self.start_request("tools/call", json!({"name": name, "arguments": arguments}))?;
+        let deadline = Instant::now() + TIMEOUT;
+        let mut asked = Vec::new();
+        loop {
+            if let Some(i) = self.inbox.iter().position(|m| has_id(m, id)) {
+                let whole = self.inbox.remove(i).unwrap_or(Value::Null);
+                let elapsed = started.elapsed();
+                return Ok((
+                    split_answer(&whole).map(|r| CallResult::from_result(&r, elapsed)),
+                    asked,
+                ));
+            }
+            if let Some(i) = self.inbox.iter().position(|m| {
+                m.get("method").and_then(Value::as_str) == Some("elicitation/create")
+                    && m.get("id").is_some()
+            }) {
+                let request = self.inbox.remove(i).unwrap_or(Value::Null);
+                let params = request.get("params").cloned().unwrap_or(Value::Null);
+                let result = answer(&params);
+                asked.push(params);
+                self.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": result}))?;
+                continue;
+            }
+            if !self.pump(deadline)? {
+                let context = self.context();
+                bail!("no answer to tools/call {name} within {TIMEOUT:?}{context}");
+            }
+        }
+    }
+
+    /// A `tools/call` of the 2026-07-28 era (no handshake: version and capabilities ride in
+    /// `_meta`), with `extra` merged into the params (`inputResponses`, `requestState`). The
+    /// whole `result`, or the JSON-RPC error.
+    pub fn call_modern(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        capabilities: Value,
+        extra: Value,
+    ) -> Result<Result<Value, RpcError>> {
+        let mut params = json!({
+            "name": name,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN_PROTOCOL,
+                "io.modelcontextprotocol/clientCapabilities": capabilities,
+                "io.modelcontextprotocol/clientInfo": {
+                    "name": "autotool-tests", "version": env!("CARGO_PKG_VERSION")
+                },
+            },
+        });
+        if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                p.insert(k.clone(), v.clone());
+            }
+        }
+        self.request("tools/call", params)
     }
 
     /// `create_tool` with the code of fixture `file`.

@@ -501,7 +501,14 @@ async fn forward(
     let (mut upstream_read, mut upstream_write) = upstream.split();
     let exchange = async {
         tokio::try_join!(
-            send_body(&mut client_read, &mut upstream_write, body, rest, &activity),
+            async {
+                send_body(&mut client_read, &mut upstream_write, body, rest, &activity).await?;
+                // Nothing after the body goes upstream; the client's end is passed on, so an
+                // upstream that waits for its peer to close (a lingering close) finishes, and
+                // the connection is not held until the idle timeout.
+                discard_until_end(&mut client_read).await;
+                upstream_write.shutdown().await
+            },
             pump(&mut upstream_read, &mut client_write, &activity),
         )
     };
@@ -595,6 +602,16 @@ where
         }
         activity.touch();
         std::mem::swap(&mut pending, &mut buf);
+    }
+}
+
+/// Read and drop what the client sends after its request, until it ends its side (or fails).
+async fn discard_until_end<R: AsyncRead + Unpin>(client: &mut R) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = client.read(&mut buf).await {
+        if n == 0 {
+            return;
+        }
     }
 }
 

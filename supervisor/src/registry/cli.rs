@@ -36,6 +36,22 @@ pub enum ToolsCmd {
         /// The tool's name.
         name: String,
     },
+    /// Let a tool use a key it declares, as if the user had said yes when asked: for hosts
+    /// that cannot ask. Takes effect on the next call in every running server.
+    Approve {
+        /// The tool's name.
+        name: String,
+        /// The key's name (one the tool declares in REQUIRED_ENV).
+        key: String,
+    },
+    /// Withdraw a tool's approval of a key (of every key without KEY). Its process is
+    /// restarted without the key on the next call, which asks again.
+    Revoke {
+        /// The tool's name.
+        name: String,
+        /// The key's name; every key when left out.
+        key: Option<String>,
+    },
 }
 
 /// Why a `tools` command failed.
@@ -49,6 +65,10 @@ enum CliError {
     Output(#[from] io::Error),
     #[error("cannot encode JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
+    #[error("{0:#}")]
+    Other(#[from] anyhow::Error),
 }
 
 /// Run a `tools` subcommand against `$AUTOTOOL_HOME`, writing to `out`; errors go to stderr.
@@ -80,6 +100,17 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             } else {
                 writeln!(out, "{name} was already removed.")?;
             }
+            Ok(())
+        }
+        ToolsCmd::Approve { name, key } => {
+            let keys = crate::credentials::KeyStore::open(home);
+            let said = crate::consent::approve_from_cli(&registry, &keys, &name, &key)?;
+            writeln!(out, "{said}")?;
+            Ok(())
+        }
+        ToolsCmd::Revoke { name, key } => {
+            let said = crate::consent::revoke_from_cli(&registry, &name, key.as_deref())?;
+            writeln!(out, "{said}")?;
             Ok(())
         }
     }
@@ -172,6 +203,8 @@ struct ShowOutput {
     stats: ToolStats,
     recent_calls: Vec<CallRow>,
     recent_events: Vec<EventRow>,
+    /// Keys the user approved for this tool, newest first.
+    approvals: Vec<ledger::ApprovalRow>,
 }
 
 fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Result<(), CliError> {
@@ -190,6 +223,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         stats: registry.stats(name)?,
         recent_calls: registry.recent_calls(name, RECENT)?,
         recent_events: registry.events(Some(name), RECENT)?,
+        approvals: registry.ledger().approvals(name)?,
     };
     if json {
         serde_json::to_writer_pretty(&mut *out, &output)?;
@@ -246,6 +280,23 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             v.state.as_str(),
             &v.code_hash[..v.code_hash.len().min(16)]
         )?;
+    }
+    if !output.approvals.is_empty() {
+        writeln!(out, "approvals:")?;
+        for a in &output.approvals {
+            writeln!(
+                out,
+                "  {}  {}  via {}  code {}  {}",
+                a.key,
+                ledger::format_ms(a.granted_at),
+                a.via,
+                &a.code_hash[..a.code_hash.len().min(12)],
+                match &a.allowlist {
+                    Some(l) => format!("allowlist: {}", or_none(l)),
+                    None => "no allowlist: this version only".to_string(),
+                }
+            )?;
+        }
     }
     let s = &output.stats;
     writeln!(out, "calls: {}, failures: {}", s.calls, s.failures)?;

@@ -11,6 +11,7 @@
 //! - `misbehaving`: mounted tools that crash, hang past the call timeout, break the protocol
 //!   mid-call, flood stderr or return too much;
 //! - `keys`: a key, its allowlist and redaction end to end; no key without consent;
+//! - `consent`: consent per tool × key in both eras, re-asking, `tools approve/revoke`;
 //! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
 //! - `persistence`: tools survive a restart of the server;
 //! - `unconfined`: a quick pass of the same with `--sandbox off`.
@@ -20,6 +21,7 @@
 //! (`cargo build -p autotool`, or `AUTOTOOL_BIN`) and the launcher beside it.
 
 mod arguments;
+mod consent;
 mod create;
 mod keys;
 mod lifecycle;

@@ -2,7 +2,7 @@
 //! key, reaches a fake API on the host's loopback through its egress proxy, and the key it
 //! echoes back arrives redacted in every form; a request to a host outside the key's allowlist
 //! is refused with the reason and recorded; a key the user lacks is named with the command to
-//! add it; without `--dangerously-allow-all-tools` no key is granted.
+//! add it; a host that cannot ask for consent gets no tool holding the key.
 
 use super::{finish, start, strict};
 use autotool_tests::serve::ServeHome;
@@ -11,10 +11,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 
 /// A value with a space, a slash and an `@`, so its URL-encoded and raw forms differ.
-const SECRET: &str = "s3cr3t-v@lue/with spaces";
+pub(super) const SECRET: &str = "s3cr3t-v@lue/with spaces";
 
 /// A fake API on 127.0.0.1 that echoes the query string and the Authorization header back.
-fn fake_api() -> u16 {
+pub(super) fn fake_api() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -47,7 +47,7 @@ fn fake_api() -> u16 {
     port
 }
 
-const TOOL: &str = r#"import json, os, urllib.parse, urllib.request
+pub(super) const TOOL: &str = r#"import json, os, urllib.parse, urllib.request
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -173,15 +173,27 @@ fn keys_are_named_but_not_granted_without_consent() {
             .contains("FAKE_API_KEY"),
         "the agent is not offered the key names"
     );
+    // This host declared no elicitation: it cannot ask, so nothing is created and the agent
+    // is told what the user can run.
     let created = server
         .call_result("create_tool", json!({"name": "fake", "code": TOOL}))
         .unwrap();
-    assert!(!created.is_error, "{}", created.text);
-    assert!(created.text.contains("was not granted"), "{}", created.text);
-    let echoed = server.call_text("fake__echo", json!({})).unwrap();
+    assert!(created.is_error, "{}", created.text);
     assert!(
-        echoed.contains("\"raw\": \"\""),
-        "the tool got a key without consent: {echoed}"
+        created
+            .text
+            .contains("`autotool tools approve fake FAKE_API_KEY`"),
+        "{}",
+        created.text
+    );
+    assert!(!created.text.contains("s3cr3t"), "{}", created.text);
+    assert!(
+        !server
+            .tool_names()
+            .unwrap()
+            .iter()
+            .any(|n| n == "fake__echo"),
+        "the tool was mounted without consent"
     );
     finish(server);
 
@@ -205,7 +217,7 @@ fn keys_are_named_but_not_granted_without_consent() {
     finish(server);
 }
 
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(super) fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
