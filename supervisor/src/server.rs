@@ -128,8 +128,10 @@ pub fn keys_sentence(names: &[String]) -> String {
             .to_string()
     } else {
         format!(
-            "Keys available (names only; declare the ones a tool needs in REQUIRED_ENV): {}. For \
-             any other, ask the user to run `autotool keys add NAME`.",
+            "Keys available (names only; declare the ones a tool needs in REQUIRED_ENV): {}. The \
+             user is asked once whether the tool may use them; if they decline or cannot be \
+             asked, the result says what they can run. For any other key, ask the user to run \
+             `autotool keys add NAME`.",
             names.join(", ")
         )
     }

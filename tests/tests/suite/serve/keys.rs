@@ -67,6 +67,11 @@ def leak_in_error() -> str:
     raise ToolError("upstream rejected " + os.environ.get("FAKE_API_KEY", ""))
 
 @mcp.tool()
+def leak_in_traceback() -> str:
+    key = os.environ.get("FAKE_API_KEY", "")
+    raise RuntimeError("unexpected " + key + " " + urllib.parse.quote(key) + " " + json.dumps({"k": key}))
+
+@mcp.tool()
 def elsewhere() -> str:
     try:
         return urllib.request.urlopen("http://other.example.org/x", timeout=10).read().decode()
@@ -118,6 +123,38 @@ fn a_key_reaches_only_allowed_hosts_and_never_the_model() {
         error.text.contains("[REDACTED:FAKE_API_KEY]"),
         "{}",
         error.text
+    );
+
+    // An unexpected exception: the traceback on stderr reaches the agent, every form redacted.
+    let traceback = server
+        .call_result("fake__leak_in_traceback", json!({}))
+        .unwrap();
+    assert!(traceback.is_error);
+    assert!(traceback.text.contains("Traceback"), "{}", traceback.text);
+    assert!(!traceback.text.contains("s3cr3t"), "{}", traceback.text);
+    assert!(
+        traceback.text.matches("[REDACTED:FAKE_API_KEY]").count() >= 3,
+        "{}",
+        traceback.text
+    );
+    // A verification failure's log (an import that raises with the key) is redacted too.
+    let broken = TOOL.replace(
+        "mcp = MCPServer(\"fake\")",
+        "raise SystemExit('cannot start with ' + os.environ.get('FAKE_API_KEY', ''))\nmcp = MCPServer(\"fake\")",
+    );
+    assert_ne!(broken, TOOL);
+    let failed = server
+        .call_result(
+            "create_tool",
+            json!({"name": "fake_broken", "code": broken}),
+        )
+        .unwrap();
+    assert!(failed.is_error, "{}", failed.text);
+    assert!(!failed.text.contains("s3cr3t"), "{}", failed.text);
+    assert!(
+        failed.text.contains("[REDACTED:FAKE_API_KEY]"),
+        "{}",
+        failed.text
     );
 
     let refused = server.call_text("fake__elsewhere", json!({})).unwrap();
