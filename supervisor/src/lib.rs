@@ -33,6 +33,7 @@ pub mod credentials;
 pub mod doctor;
 pub mod egress;
 pub mod home;
+pub mod http;
 pub mod launcher;
 pub mod ledger;
 pub mod pool;

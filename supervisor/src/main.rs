@@ -38,9 +38,23 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Serve MCP on stdin/stdout: the command a host app runs. Agents create tools with
-    /// `create_tool`; they are verified, confined, mounted live and kept for every agent.
+    /// Serve MCP on stdin/stdout: the command a host app runs (or over HTTP with `--transport
+    /// http`). Agents create tools with `create_tool`; they are verified, confined, mounted live
+    /// and kept for every agent.
     Serve {
+        /// `stdio` (default) or `http` (streamable HTTP at /mcp on `--listen`).
+        #[arg(long, default_value = "stdio", value_parser = ["stdio", "http"])]
+        transport: String,
+        /// Where HTTP listens: 127.0.0.1:PORT (default 127.0.0.1:8765), [::1]:PORT or unix:PATH.
+        #[arg(long)]
+        listen: Option<String>,
+        /// HTTP: do not require the bearer token ($AUTOTOOL_HOME/service-token). Loopback and
+        /// unix sockets only.
+        #[arg(long)]
+        no_auth: bool,
+        /// HTTP: allow listening on an address other than loopback (the token is required).
+        #[arg(long)]
+        allow_remote: bool,
         /// `strict` (default) confines every tool; only an explicit `off`, `0`, `false` or `no`
         /// runs them unconfined (also `AUTOTOOL_SANDBOX`).
         #[arg(long)]
@@ -75,6 +89,10 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Cmd::Serve {
+        transport,
+        listen,
+        no_auth,
+        allow_remote,
         sandbox,
         call_timeout,
         idle_timeout,
@@ -92,7 +110,28 @@ fn main() -> ExitCode {
             allow_all_keys,
             ..Default::default()
         };
-        return serve(settings);
+        let transport = if transport == "http" {
+            let at = listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+            match autotool::http::Listen::parse(at) {
+                Ok(listen) => autotool::serve::Transport::Http(autotool::http::HttpOptions {
+                    listen,
+                    auth: !*no_auth,
+                    allow_remote: *allow_remote,
+                }),
+                Err(e) => {
+                    eprintln!("autotool serve: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        } else if listen.is_some() || *no_auth || *allow_remote {
+            eprintln!(
+                "autotool serve: --listen, --no-auth and --allow-remote need --transport http"
+            );
+            return ExitCode::from(2);
+        } else {
+            autotool::serve::Transport::Stdio
+        };
+        return serve(settings, transport);
     }
     // Not for `serve`: there stdout is the JSON-RPC channel, written from the runtime's threads.
     let mut stdout = std::io::stdout().lock();
@@ -128,7 +167,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(settings: autotool::app::Settings) -> ExitCode {
+/// Where `serve --transport http` listens when not told.
+const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
+
+fn serve(settings: autotool::app::Settings, transport: autotool::serve::Transport) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -139,7 +181,7 @@ fn serve(settings: autotool::app::Settings) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(autotool::serve::run(settings)) {
+    match runtime.block_on(autotool::serve::run(settings, transport)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("autotool serve: {e:#}");

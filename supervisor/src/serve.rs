@@ -1,6 +1,7 @@
-//! `autotool serve`: the MCP server over stdio.
+//! `autotool serve`: the MCP server over stdio (what a host app spawns), or over streamable HTTP
+//! with `--transport http` ([`crate::http`]: the service many hosts share).
 //!
-//! Only JSON-RPC ever reaches stdout (through [`crate::stdio`]'s guard, which also answers
+//! On stdio only JSON-RPC ever reaches stdout (through [`crate::stdio`]'s guard, which also answers
 //! malformed lines rmcp would drop). Logs go to stderr and to `$AUTOTOOL_HOME/logs/serve.log`.
 //! In strict mode (the default) a machine that cannot confine tools stops `serve` at start with
 //! `autotool doctor`'s explanation; `--sandbox off` (or `AUTOTOOL_SANDBOX=off|0|false|no`) runs
@@ -63,8 +64,15 @@ fn check_confinement() -> Result<(), String> {
     Ok(())
 }
 
-/// Run the server on stdin/stdout until the host closes the connection.
-pub async fn run(settings: Settings) -> anyhow::Result<()> {
+/// How hosts reach the server.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    Stdio,
+    Http(crate::http::HttpOptions),
+}
+
+/// Run the server until the host closes stdio, or (HTTP) until SIGTERM or SIGINT.
+pub async fn run(settings: Settings, transport: Transport) -> anyhow::Result<()> {
     let home = Home::from_env()?;
     home.ensure()?;
     init_logging(&home);
@@ -97,11 +105,6 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
              without asking",
         );
     }
-    tracing::info!(
-        tools = app.mounted().tools.len(),
-        home = %app.home.root().display(),
-        "autotool serve ready on stdio"
-    );
     let watcher = {
         let app = app.clone();
         tokio::spawn(async move {
@@ -117,6 +120,32 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
             }
         })
     };
+    if let Transport::Http(options) = transport {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let signals = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                wait_for_stop_signal().await;
+                tracing::info!("stopping: signal received");
+                stop.cancel();
+            })
+        };
+        let tools = app.mounted().tools.len();
+        let home = app.home.root().display().to_string();
+        let served = crate::http::serve(app.clone(), options, stop, |at| {
+            tracing::info!(tools, home, "autotool serve listening on {at}");
+        })
+        .await;
+        signals.abort();
+        watcher.abort();
+        app.pool.shutdown().await;
+        return served;
+    }
+    tracing::info!(
+        tools = app.mounted().tools.len(),
+        home = %app.home.root().display(),
+        "autotool serve ready on stdio"
+    );
     let server = AutotoolServer::new(app.clone());
     let guard = crate::stdio::guarded();
     match server.serve((guard.reader, guard.writer)).await {
@@ -139,4 +168,23 @@ pub async fn run(settings: Settings) -> anyhow::Result<()> {
     app.pool.shutdown().await;
     let _ = tokio::time::timeout(Duration::from_secs(2), guard.writer_done).await;
     Ok(())
+}
+
+/// SIGTERM (systemd stopping the service) or SIGINT (Ctrl-C).
+async fn wait_for_stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

@@ -234,9 +234,13 @@ fn error_result(text: impl Into<String>) -> CallToolResult {
 impl ServerHandler for AutotoolServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
+            // Prompts and resources: none, but listed (empty, with cache hints) rather than
+            // refused, as clients and the conformance suite expect.
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_resources()
                 .build(),
         )
         .with_server_info(Implementation::new("autotool", env!("CARGO_PKG_VERSION")))
