@@ -336,15 +336,9 @@ impl App {
         }
     }
 
-    /// The refusal a host gets when it cannot ask or the user did not say yes; the question
-    /// is remembered for `autotool tools approve`.
-    fn consent_refusal(
-        &self,
-        subject: &Subject,
-        asks: &[Ask],
-        why: &str,
-        called: &str,
-    ) -> CallToolResult {
+    /// Remember the question, so `autotool tools approve` can answer it even if the host never
+    /// does (it may drop an `input_required` result, or the user may close the dialog).
+    fn remember(&self, subject: &Subject) {
         let pending = PendingConsent {
             tool: subject.tool.clone(),
             code_hash: subject.code_hash.clone(),
@@ -354,6 +348,18 @@ impl App {
         if let Err(e) = self.registry.ledger().set_pending(&pending) {
             tracing::warn!("remembering the consent question: {e}");
         }
+    }
+
+    /// The refusal a host gets when it cannot ask or the user did not say yes; the question
+    /// is remembered for `autotool tools approve`.
+    fn consent_refusal(
+        &self,
+        subject: &Subject,
+        asks: &[Ask],
+        why: &str,
+        called: &str,
+    ) -> CallToolResult {
+        self.remember(subject);
         let commands: Vec<String> = asks
             .iter()
             .map(|a| format!("`autotool tools approve {} {}`", subject.tool, a.key))
@@ -386,7 +392,7 @@ fn form(message: String) -> Result<ElicitRequestParams, String> {
     let schema = ElicitationSchema::builder()
         .required_bool_with("allow", |b| {
             b.title("Allow")
-                .description("Let this tool use the key, sent only where it says")
+                .description("Let this tool use the key, as the question above says")
         })
         .build()
         .map_err(|e| format!("building the consent form: {e}"))?;
@@ -521,6 +527,7 @@ pub async fn obtain(
                 .into());
             }
         };
+        app.remember(subject);
         app.audit(
             tool,
             kind::CONSENT_ASKED,
@@ -556,6 +563,7 @@ pub async fn obtain(
             )
             .into());
     }
+    app.remember(subject);
     app.audit(
         tool,
         kind::CONSENT_ASKED,

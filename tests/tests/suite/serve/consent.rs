@@ -375,6 +375,22 @@ fn a_2026_host_answers_input_required_once() {
         text_of(&r).contains("`autotool tools approve fake_three FAKE_API_KEY`"),
         "{r}"
     );
+
+    // A question the host never answers can still be answered with `tools approve`.
+    let args4 = create_args("fake_four", TOOL);
+    let asked = modern_create(&mut server, &args4, asking(), json!({}));
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    let (status, out, err) = home
+        .cli(&["tools", "approve", "fake_four", "FAKE_API_KEY"])
+        .unwrap();
+    assert!(status.success(), "{out}{err}");
+    let r = modern_create(&mut server, &args4, asking(), json!({}));
+    assert_ne!(r["isError"], true, "{}", text_of(&r));
+    assert_eq!(
+        r["structuredContent"]["keys_granted"],
+        json!(["FAKE_API_KEY"]),
+        "{r}"
+    );
     finish(server);
     let shown = events(&home, "fake");
     assert!(shown.contains("consent_refused"), "{shown}");
