@@ -86,7 +86,9 @@ impl Listen {
 /// How `serve --transport http` was told to run.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    pub listen: Listen,
+    /// Every address to listen on (the service listens on loopback TCP for HTTP hosts and on
+    /// a unix socket for `autotool connect`).
+    pub listen: Vec<Listen>,
     /// Require the bearer token (the default).
     pub auth: bool,
     /// Listen on addresses other than loopback.
@@ -96,14 +98,18 @@ pub struct HttpOptions {
 impl HttpOptions {
     /// Refuse combinations that would open the server to others.
     pub fn check(&self) -> Result<(), String> {
-        if !self.listen.is_local() && !self.allow_remote {
+        if self.listen.is_empty() {
+            return Err("nothing to listen on".into());
+        }
+        if let Some(remote) = self.listen.iter().find(|l| !l.is_local())
+            && !self.allow_remote
+        {
             return Err(format!(
-                "refusing to listen on {}: it is not a loopback address. Use 127.0.0.1 or ::1, \
-                 or pass --allow-remote to serve other machines (the token is then required)",
-                self.listen
+                "refusing to listen on {remote}: it is not a loopback address. Use 127.0.0.1 or \
+                 ::1, or pass --allow-remote to serve other machines (the token is then required)"
             ));
         }
-        if !self.auth && (self.allow_remote || !self.listen.is_local()) {
+        if !self.auth && (self.allow_remote || self.listen.iter().any(|l| !l.is_local())) {
             return Err(
                 "--no-auth is accepted only on a loopback address or a unix socket, and never \
                  with --allow-remote"
@@ -112,6 +118,11 @@ impl HttpOptions {
         }
         Ok(())
     }
+}
+
+/// `$AUTOTOOL_HOME/service.sock`: where the service listens for `autotool connect`.
+pub fn service_socket(home: &crate::home::Home) -> PathBuf {
+    home.root().join("service.sock")
 }
 
 /// `$AUTOTOOL_HOME/service-token`.
@@ -228,21 +239,23 @@ fn rmcp_config(options: &HttpOptions, stop: CancellationToken) -> StreamableHttp
             "::1".to_string(),
             "[::1]".to_string(),
         ];
-        if let Listen::Tcp(a) = &options.listen {
-            hosts.push(a.ip().to_string());
+        for l in &options.listen {
+            if let Listen::Tcp(a) = l {
+                hosts.push(a.ip().to_string());
+            }
         }
         config = config.with_allowed_hosts(hosts);
     }
     config
 }
 
-/// Serve `app` over HTTP until `stop` is cancelled. `ready` is called with where it listens
-/// once the socket is bound.
+/// Serve `app` over HTTP until `stop` is cancelled. `ready` is called with each address it
+/// listens on, once all are bound.
 pub async fn serve(
     app: Arc<App>,
     options: HttpOptions,
     stop: CancellationToken,
-    ready: impl FnOnce(&Listen),
+    ready: impl Fn(&Listen),
 ) -> anyhow::Result<()> {
     options.check().map_err(anyhow::Error::msg)?;
     let token = if options.auth {
@@ -278,27 +291,35 @@ pub async fn serve(
     };
     let service = hyper::service::service_fn(handle);
 
-    match &options.listen {
+    // Bind everything first, so a bad address fails the start rather than half of it.
+    let mut bound = Vec::new();
+    for listen in &options.listen {
+        bound.push(bind(listen).await?);
+    }
+    let mut loops = tokio::task::JoinSet::new();
+    for listener in bound {
+        ready(&listener.at());
+        let service = service.clone();
+        let stop = stop.clone();
+        loops.spawn(async move { listener.serve(service, stop).await });
+    }
+    while loops.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// A bound listener.
+enum Bound {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener, PathBuf),
+}
+
+async fn bind(listen: &Listen) -> anyhow::Result<Bound> {
+    match listen {
         Listen::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-            let bound = Listen::Tcp(listener.local_addr()?);
-            ready(&bound);
-            loop {
-                let (stream, _) = tokio::select! {
-                    () = stop.cancelled() => break,
-                    accepted = listener.accept() => match accepted {
-                        Ok(a) => a,
-                        Err(e) => {
-                            tracing::warn!("accepting a connection: {e}");
-                            continue;
-                        }
-                    },
-                };
-                let _ = stream.set_nodelay(true);
-                spawn_connection(TokioIo::new(stream), service.clone(), stop.clone());
-            }
+            Ok(Bound::Tcp(listener))
         }
         Listen::Unix(path) => {
             if let Some(dir) = path.parent()
@@ -313,24 +334,64 @@ pub async fn serve(
             let listener = tokio::net::UnixListener::bind(path)
                 .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", path.display()))?;
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-            ready(&options.listen);
-            loop {
-                let (stream, _) = tokio::select! {
-                    () = stop.cancelled() => break,
-                    accepted = listener.accept() => match accepted {
-                        Ok(a) => a,
-                        Err(e) => {
-                            tracing::warn!("accepting a connection: {e}");
-                            continue;
-                        }
-                    },
-                };
-                spawn_connection(TokioIo::new(stream), service.clone(), stop.clone());
-            }
-            let _ = std::fs::remove_file(path);
+            Ok(Bound::Unix(listener, path.clone()))
         }
     }
-    Ok(())
+}
+
+impl Bound {
+    fn at(&self) -> Listen {
+        match self {
+            Bound::Tcp(l) => match l.local_addr() {
+                Ok(a) => Listen::Tcp(a),
+                Err(_) => Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], 0))),
+            },
+            Bound::Unix(_, path) => Listen::Unix(path.clone()),
+        }
+    }
+
+    async fn serve<S>(self, service: S, stop: CancellationToken)
+    where
+        S: hyper::service::Service<
+                Request<Incoming>,
+                Response = Response<Body>,
+                Error = Infallible,
+            > + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        match self {
+            Bound::Tcp(listener) => loop {
+                let accepted = tokio::select! {
+                    () = stop.cancelled() => break,
+                    accepted = listener.accept() => accepted,
+                };
+                match accepted {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nodelay(true);
+                        spawn_connection(TokioIo::new(stream), service.clone(), stop.clone());
+                    }
+                    Err(e) => tracing::warn!("accepting a connection: {e}"),
+                }
+            },
+            Bound::Unix(listener, path) => {
+                loop {
+                    let accepted = tokio::select! {
+                        () = stop.cancelled() => break,
+                        accepted = listener.accept() => accepted,
+                    };
+                    match accepted {
+                        Ok((stream, _)) => {
+                            spawn_connection(TokioIo::new(stream), service.clone(), stop.clone())
+                        }
+                        Err(e) => tracing::warn!("accepting a connection: {e}"),
+                    }
+                }
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
 }
 
 fn spawn_connection<I, S>(io: I, service: S, stop: CancellationToken)
@@ -398,7 +459,7 @@ mod tests {
     #[test]
     fn only_local_listening_without_allow_remote_and_no_auth_only_locally() {
         let opts = |listen: &str, auth: bool, allow_remote: bool| HttpOptions {
-            listen: Listen::parse(listen).unwrap(),
+            listen: vec![Listen::parse(listen).unwrap()],
             auth,
             allow_remote,
         };

@@ -28,6 +28,7 @@
 #![deny(clippy::print_stdout)]
 
 pub mod app;
+pub mod connect;
 pub mod consent;
 pub mod credentials;
 pub mod doctor;
@@ -42,6 +43,7 @@ pub mod registry;
 pub mod runtime;
 pub mod serve;
 pub mod server;
+pub mod service;
 pub mod setup;
 pub mod stdio;
 pub mod toolproc;

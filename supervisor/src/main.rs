@@ -45,9 +45,10 @@ enum Cmd {
         /// `stdio` (default) or `http` (streamable HTTP at /mcp on `--listen`).
         #[arg(long, default_value = "stdio", value_parser = ["stdio", "http"])]
         transport: String,
-        /// Where HTTP listens: 127.0.0.1:PORT (default 127.0.0.1:8765), [::1]:PORT or unix:PATH.
+        /// Where HTTP listens: 127.0.0.1:PORT (default 127.0.0.1:8765), [::1]:PORT or unix:PATH;
+        /// give it more than once to listen on several.
         #[arg(long)]
-        listen: Option<String>,
+        listen: Vec<String>,
         /// HTTP: do not require the bearer token ($AUTOTOOL_HOME/service-token). Loopback and
         /// unix sockets only.
         #[arg(long)]
@@ -73,6 +74,15 @@ enum Cmd {
         #[arg(long)]
         dangerously_allow_all_tools: bool,
     },
+    /// Speak MCP on stdin/stdout, relayed to the autotool service (`autotool service install`):
+    /// for host apps that only spawn stdio servers, so every host shares one supervisor.
+    Connect,
+    /// Run autotool as a systemd user service: one supervisor on streamable HTTP (loopback and a
+    /// unix socket) for every host on the machine.
+    Service {
+        #[command(subcommand)]
+        cmd: ServiceCmd,
+    },
     /// List, show and remove the tools every agent on this machine shares.
     Tools {
         #[command(subcommand)]
@@ -83,6 +93,27 @@ enum Cmd {
     Keys {
         #[command(subcommand)]
         cmd: autotool::credentials::cli::KeysCmd,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ServiceCmd {
+    /// Write ~/.config/systemd/user/autotool.service and enable and start it.
+    Install {
+        /// Where HTTP hosts reach it (loopback).
+        #[arg(long, default_value = autotool::service::DEFAULT_TCP)]
+        listen: String,
+        /// Only write the unit.
+        #[arg(long)]
+        no_start: bool,
+    },
+    /// Stop, disable and remove the unit.
+    Uninstall,
+    /// Whether the unit is installed and the service answers. Exits non-zero when it does not.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -111,8 +142,16 @@ fn main() -> ExitCode {
             ..Default::default()
         };
         let transport = if transport == "http" {
-            let at = listen.as_deref().unwrap_or(DEFAULT_LISTEN);
-            match autotool::http::Listen::parse(at) {
+            let given: Vec<&str> = if listen.is_empty() {
+                vec![DEFAULT_LISTEN]
+            } else {
+                listen.iter().map(String::as_str).collect()
+            };
+            let parsed: Result<Vec<_>, String> = given
+                .into_iter()
+                .map(autotool::http::Listen::parse)
+                .collect();
+            match parsed {
                 Ok(listen) => autotool::serve::Transport::Http(autotool::http::HttpOptions {
                     listen,
                     auth: !*no_auth,
@@ -123,7 +162,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
-        } else if listen.is_some() || *no_auth || *allow_remote {
+        } else if !listen.is_empty() || *no_auth || *allow_remote {
             eprintln!(
                 "autotool serve: --listen, --no-auth and --allow-remote need --transport http"
             );
@@ -133,10 +172,14 @@ fn main() -> ExitCode {
         };
         return serve(settings, transport);
     }
+    if let Cmd::Connect = &cli.command {
+        return connect();
+    }
     // Not for `serve`: there stdout is the JSON-RPC channel, written from the runtime's threads.
     let mut stdout = std::io::stdout().lock();
     match cli.command {
-        Cmd::Serve { .. } => ExitCode::FAILURE,
+        Cmd::Serve { .. } | Cmd::Connect => ExitCode::FAILURE,
+        Cmd::Service { cmd } => service(cmd, &mut stdout),
         Cmd::Doctor { json } => {
             let report = autotool::doctor::run();
             let text = if json {
@@ -164,6 +207,83 @@ fn main() -> ExitCode {
         },
         Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => autotool::credentials::cli::run(cmd, &mut stdout),
+    }
+}
+
+fn service(cmd: ServiceCmd, out: &mut impl Write) -> ExitCode {
+    let home = match autotool::home::Home::from_env() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("autotool service: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match cmd {
+        ServiceCmd::Install { listen, no_start } => {
+            autotool::service::install(&home, &listen, !no_start, out)
+        }
+        ServiceCmd::Uninstall => autotool::service::uninstall(out),
+        ServiceCmd::Status { json } => autotool::service::status(&home).and_then(|s| {
+            if json {
+                serde_json::to_writer_pretty(&mut *out, &s)?;
+                writeln!(out)?;
+            } else {
+                autotool::service::render(&s, out)?;
+            }
+            if s.answering {
+                Ok(())
+            } else {
+                Err(anyhow::anyhow!("the service is not answering"))
+            }
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool service: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn connect() -> ExitCode {
+    let home = match autotool::home::Home::from_env() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("autotool connect: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Logs only to stderr: stdout is the host's JSON-RPC channel.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AUTOTOOL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    let token = std::fs::read_to_string(autotool::http::token_path(&home))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
+    let socket = autotool::http::service_socket(&home);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("autotool connect: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(autotool::connect::bridge(&socket, token)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool connect: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

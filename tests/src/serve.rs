@@ -103,9 +103,19 @@ impl ServeHome {
     /// Run `autotool <args>` (not `serve`) on this home, bounded by [`TIMEOUT`]; returns
     /// (exit status, stdout, stderr).
     pub fn cli(&self, args: &[&str]) -> Result<(ExitStatus, String, String)> {
+        self.cli_with(args, &[])
+    }
+
+    /// [`Self::cli`] with further environment variables.
+    pub fn cli_with(
+        &self,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Result<(ExitStatus, String, String)> {
         let bin = autotool_bin()?;
         let mut child = Command::new(&bin)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
             .env("AUTOTOOL_HOME", self.path())
             .env("AUTOTOOL_RUNTIME", &locate::runtime()?.venv)
             .stdin(Stdio::null())
@@ -183,6 +193,9 @@ pub struct Serve {
     pub extra_args: Vec<String>,
     /// Further environment variables for `serve` (the host config's `env` block).
     pub env: Vec<(String, String)>,
+    /// Run `autotool <these>` instead of `autotool serve …` (e.g. `connect`, the stdio bridge
+    /// to a service), spoken to the same way.
+    pub command: Option<Vec<String>>,
 }
 
 impl Serve {
@@ -194,7 +207,14 @@ impl Serve {
             max_output_bytes: None,
             extra_args: Vec::new(),
             env: Vec::new(),
+            command: None,
         }
+    }
+
+    /// Run `autotool ARGS` (instead of `serve`) on the home, as a host would spawn it.
+    pub fn instead(mut self, args: &[&str]) -> Self {
+        self.command = Some(args.iter().map(|a| a.to_string()).collect());
+        self
     }
 
     pub fn arg(mut self, arg: &str) -> Self {
@@ -227,13 +247,17 @@ impl Serve {
         let bin = autotool_bin()?;
         let runtime = locate::runtime()?;
         let mut command = Command::new(&bin);
-        command
-            .arg("serve")
-            .arg("--sandbox")
-            .arg(match self.sandbox {
-                Sandbox::Strict => "strict",
-                Sandbox::Off => "off",
-            });
+        if let Some(args) = &self.command {
+            command.args(args);
+        } else {
+            command
+                .arg("serve")
+                .arg("--sandbox")
+                .arg(match self.sandbox {
+                    Sandbox::Strict => "strict",
+                    Sandbox::Off => "off",
+                });
+        }
         if let Some(s) = self.call_timeout {
             command.arg("--call-timeout").arg(s.to_string());
         }

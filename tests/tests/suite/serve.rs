@@ -14,6 +14,8 @@
 //! - `consent`: consent per tool × key in both eras, re-asking, `tools approve/revoke`;
 //! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
 //! - `persistence`: tools survive a restart of the server;
+//! - `service`: one HTTP service shared by hosts of both eras through `autotool connect`; the
+//!   systemd unit;
 //! - `unconfined`: a quick pass of the same with `--sandbox off`.
 //!
 //! Tests that create tools run with the default strict sandbox, and print `SKIP` (see
@@ -28,6 +30,7 @@ mod lifecycle;
 mod misbehaving;
 mod persistence;
 mod protocol;
+mod service;
 mod unconfined;
 
 use autotool_tests::serve::{CallResult, Sandbox, Serve, ServeHome, Server};
