@@ -308,7 +308,74 @@ fn runtime_check() -> Check {
     }
 }
 
-/// Run every check.
+/// Whether the OS keychain answers: `keys add` stores there; without it keys come from the
+/// environment or the opt-in file.
+fn keychain_check(home: &crate::home::Home) -> Check {
+    let store = crate::credentials::KeyStore::open(home);
+    match store.probe_keychain() {
+        Ok(()) => Check::new(
+            "keychain",
+            Status::Ok,
+            "the OS keychain (Secret Service) answers",
+        ),
+        Err(e) => Check::new(
+            "keychain",
+            Status::Warn,
+            "not reachable: keys can come only from serve's environment or the opt-in file",
+        )
+        .fix(e.to_string()),
+    }
+}
+
+/// The service: optional; broken when installed but not answering.
+fn service_check(home: &crate::home::Home) -> Check {
+    match crate::service::status(home) {
+        Err(e) => Check::new("service", Status::Warn, e.to_string()),
+        Ok(s) if s.answering => Check::new(
+            "service",
+            Status::Ok,
+            format!(
+                "answering on {} (systemd: {})",
+                s.socket.display(),
+                s.systemd
+            ),
+        ),
+        Ok(s) if s.installed => Check::new(
+            "service",
+            Status::Fail,
+            format!(
+                "installed ({}) but not answering on {} (systemd: {})",
+                s.unit.display(),
+                s.socket.display(),
+                s.systemd
+            ),
+        )
+        .fix("systemctl --user restart autotool.service; journalctl --user -u autotool.service"),
+        Ok(_) => Check::new(
+            "service",
+            Status::Ok,
+            "not installed (optional: `autotool service install` runs one supervisor for every host)",
+        ),
+    }
+}
+
+/// Everything `autotool doctor` reports: the sandbox checks of [`run`], then the keychain and
+/// the service.
+pub fn run_all() -> Report {
+    let mut report = run();
+    match crate::home::Home::from_env() {
+        Ok(home) => {
+            report.checks.push(keychain_check(&home));
+            report.checks.push(service_check(&home));
+        }
+        Err(e) => report
+            .checks
+            .push(Check::new("home", Status::Fail, e.to_string())),
+    }
+    report
+}
+
+/// The sandbox checks: what `serve` needs to confine tools (it refuses to start on a FAIL).
 pub fn run() -> Report {
     let mut checks = Vec::new();
     let launcher = match launcher::locate() {

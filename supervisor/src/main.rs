@@ -181,7 +181,7 @@ fn main() -> ExitCode {
         Cmd::Serve { .. } | Cmd::Connect => ExitCode::FAILURE,
         Cmd::Service { cmd } => service(cmd, &mut stdout),
         Cmd::Doctor { json } => {
-            let report = autotool::doctor::run();
+            let report = autotool::doctor::run_all();
             let text = if json {
                 serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
             } else {

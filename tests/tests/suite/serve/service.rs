@@ -212,9 +212,30 @@ fn the_service_unit_is_written_once_and_verifies() {
         out.contains("installed") && out.contains("not answering"),
         "{out}"
     );
+    // doctor calls an installed service that does not answer broken, with the fix.
+    let (status, out, _) = home.cli_with(&["doctor", "--json"], &env).unwrap();
+    assert!(!status.success(), "{out}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "service")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        check["fix"]
+            .as_str()
+            .unwrap_or("")
+            .contains("systemctl --user"),
+        "{check}"
+    );
     let (status, out, err) = home.cli_with(&["service", "uninstall"], &env).unwrap();
     assert!(status.success(), "{out}{err}");
     assert!(!unit.exists());
+    let (_, out, _) = home.cli_with(&["doctor", "--json"], &env).unwrap();
+    assert!(out.contains("not installed (optional"), "{out}");
 }
 
 /// What `systemd-analyze verify --user` says about `unit` on stderr (it exits 0 even on a bad
