@@ -28,6 +28,7 @@
 #![deny(clippy::print_stdout)]
 
 pub mod app;
+pub mod client;
 pub mod connect;
 pub mod consent;
 pub mod credentials;
