@@ -7,10 +7,14 @@
 //! [`hosts`] holds what the egress proxy decides: canonical hosts, allowlist entries, whether a
 //! tool may reach a target, and which addresses are never dialled. [`consent`] holds when a
 //! tool version may hold a key on an earlier approval and when the user is asked again.
+//! [`lifecycle`] holds a tool version's states and the rules that move it by its health;
+//! [`search`] how `search_tools` ranks tools.
 
 pub mod consent;
 pub mod hosts;
 pub mod launch;
+pub mod lifecycle;
+pub mod search;
 
 pub use launch::{
     Egress, FsAccess, LaunchPolicy, Limits, Mount, PathRule, Plan, PolicyError, Rlimit,

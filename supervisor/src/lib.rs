@@ -32,6 +32,7 @@ pub mod client;
 pub mod connect;
 pub mod consent;
 pub mod credentials;
+pub mod demo;
 pub mod doctor;
 pub mod egress;
 pub mod home;
