@@ -1,9 +1,12 @@
 //! - `python_sdk`: the official Python MCP SDK as a host, in each protocol era.
 //! - `inspector`: MCP Inspector's CLI lists and calls a created tool.
+//! - `hosts`: `autotool setup` registers serve with the real Claude Code and Codex CLIs, which
+//!   then connect to it and list its tools.
 //! - `shared_home`: several serve processes on one home: changes propagate, concurrent creates of
 //!   one name both land, one serve killed with `kill -9` mid-create.
 //! - `wire`: the raw bytes hosts depend on, and malformed input no SDK client sends.
 
+mod hosts;
 mod inspector;
 mod python_sdk;
 mod shared_home;
