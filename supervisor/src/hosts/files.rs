@@ -41,8 +41,8 @@ fn resolve(path: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// Write `bytes` to `path` atomically: a temporary file in the same directory, given `mode`
-/// (and the owner `owner`, when that differs from ours), written, flushed to disk, then renamed
-/// over `path`.
+/// (and, when we are root, the owner `owner`), written, flushed to disk, then renamed over
+/// `path`.
 fn write_atomic(
     path: &Path,
     bytes: &[u8],
@@ -62,14 +62,13 @@ fn write_atomic(
         .tempfile_in(dir)?;
     tmp.as_file()
         .set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
-    if let Some((uid, gid)) = owner {
-        let ours = (
-            rustix::process::geteuid().as_raw(),
-            rustix::process::getegid().as_raw(),
-        );
-        if (uid, gid) != ours {
-            std::os::unix::fs::fchown(tmp.as_file(), Some(uid), Some(gid))?;
-        }
+    // Root editing a user's file (setup under sudo) gives it back to that user; anyone else
+    // could not change the owner anyway, and the file keeps theirs.
+    if let Some((uid, gid)) = owner
+        && rustix::process::geteuid().is_root()
+        && (uid, gid) != (0, 0)
+    {
+        std::os::unix::fs::fchown(tmp.as_file(), Some(uid), Some(gid))?;
     }
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
@@ -162,6 +161,26 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "x = 1\n");
         assert_eq!(mode(&p), NEW_FILE_MODE);
         assert_eq!(mode(&dir.path().join("sub")), NEW_DIR_MODE);
+    }
+
+    #[test]
+    fn root_gives_a_users_file_back_to_the_user() {
+        use std::os::unix::fs::MetadataExt as _;
+        if !rustix::process::geteuid().is_root() {
+            eprintln!(
+                "SKIP root_gives_a_users_file_back_to_the_user: needs root (setup under sudo)"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.json");
+        std::fs::write(&p, "old").unwrap();
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        replace(&p, "new").unwrap();
+        for f in [p.clone(), dir.path().join("c.json.bak")] {
+            let meta = std::fs::metadata(&f).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{f:?}");
+        }
     }
 
     #[test]
