@@ -26,9 +26,9 @@ enum Cmd {
         json: bool,
     },
     /// Register `autotool serve` with every agent app found here (Claude Code, Codex, Cursor,
-    /// Claude Desktop, OpenClaw), by this binary's absolute path. JSON configs are backed up to
-    /// `.bak`; an existing Claude Code or Codex entry is left untouched. With `--launcher`,
-    /// install the sandbox launcher instead.
+    /// Claude Desktop, OpenClaw), by this binary's absolute path. Each config is copied to
+    /// `.bak` before it is edited; an existing Claude Code or Codex entry is left untouched.
+    /// With `--launcher`, install the sandbox launcher instead.
     Setup {
         /// Only these apps (comma-separated or repeated), registered even where setup finds no
         /// sign of them.

@@ -679,3 +679,22 @@ fn the_cli_keeps_setup_launcher_apart() {
         "the error lists the app names: {err}"
     );
 }
+
+#[test]
+fn setup_launcher_still_installs_the_launcher() {
+    let home = Home::new();
+    let before = home.snapshot();
+    let (code, out, err) = autotool(&home, &["setup", "--launcher", "--dry-run"]);
+    assert_eq!(home.snapshot(), before, "{out}");
+    let beside = Path::new(env!("CARGO_BIN_EXE_autotool")).with_file_name("autotool-launcher");
+    if beside.is_file() {
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(out.contains("This installs the sandbox launcher"), "{out}");
+        assert!(out.ends_with("(dry run: nothing was changed)\n"), "{out}");
+    } else {
+        // Built without the launcher: the launcher path still answers, not host registration.
+        assert_eq!(code, Some(1), "{out}{err}");
+        assert!(err.contains("no launcher to install"), "{err}");
+    }
+    assert!(!out.contains("agent apps"), "{out}");
+}
