@@ -1,5 +1,6 @@
 //! Tests against real outside parties: the official MCP Python SDK as a host of either protocol
-//! era, MCP Inspector's CLI, and several `autotool serve` processes sharing one home.
+//! era, MCP Inspector's CLI, the Claude Code and Codex CLIs, and several `autotool serve`
+//! processes sharing one home.
 //!
 //! Layout:
 //! - [`locate`]: where the pieces are (the `autotool` binary, the launcher, the Python runtime,
@@ -14,11 +15,14 @@
 //! - [`python`]: the Python SDK clients: one-shot scripts that print a JSON summary, and
 //!   [`Driver`], a long-lived host the test drives line by line.
 //! - [`inspector`]: one run of the MCP Inspector CLI.
+//! - [`hosts`]: the host apps' CLIs (Claude Code, Codex) in a scratch user home, against what
+//!   `autotool setup` registered there.
 //!
 //! Every wait is bounded, so a hung server fails its test instead of hanging CI.
 
 pub mod child;
 pub mod home;
+pub mod hosts;
 pub mod inspector;
 pub mod locate;
 pub mod prereq;

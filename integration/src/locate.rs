@@ -5,6 +5,9 @@
 //! - `AUTOTOOL_TEST_RUNTIME`: the Python runtime, a venv with `mcp` 2.x (default
 //!   `/opt/autotool-test-runtime`), both the tools' runtime and the SDK client's interpreter;
 //! - `AUTOTOOL_TEST_NODE`: the `node` binary (default: `node` on `PATH`).
+//!
+//! The host apps (Claude Code, Codex) are the native binaries that `npm ci` in
+//! `integration/hosts` installs as per-platform optional dependencies.
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +79,47 @@ pub fn node() -> Option<PathBuf> {
 /// The Inspector's entry point as installed by `npm ci` in [`node_dir`].
 pub fn inspector_entry() -> PathBuf {
     node_dir().join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js")
+}
+
+/// The npm project pinning the host apps (Claude Code, Codex).
+pub fn hosts_dir() -> PathBuf {
+    crate_dir().join("hosts")
+}
+
+/// This machine's architecture as npm names it in platform packages.
+fn npm_arch() -> Option<&'static str> {
+    match std::env::consts::ARCH {
+        "x86_64" => Some("x64"),
+        "aarch64" => Some("arm64"),
+        _ => None,
+    }
+}
+
+/// Claude Code's native binary as installed by `npm ci --ignore-scripts` in [`hosts_dir`]
+/// (the postinstall it skips would only copy this file over the wrapper's stub).
+pub fn claude_code() -> Option<PathBuf> {
+    let arch = npm_arch()?;
+    let base = hosts_dir().join("node_modules/@anthropic-ai");
+    [
+        format!("claude-code-linux-{arch}"),
+        format!("claude-code-linux-{arch}-musl"),
+    ]
+    .iter()
+    .map(|pkg| base.join(pkg).join("claude"))
+    .find(|p| p.is_file())
+}
+
+/// Codex's native binary as installed by `npm ci` in [`hosts_dir`].
+pub fn codex() -> Option<PathBuf> {
+    let arch = npm_arch()?;
+    let triple = match arch {
+        "x64" => "x86_64-unknown-linux-musl",
+        _ => "aarch64-unknown-linux-musl",
+    };
+    let p = hosts_dir().join(format!(
+        "node_modules/@openai/codex-linux-{arch}/vendor/{triple}/bin/codex"
+    ));
+    p.is_file().then_some(p)
 }
 
 /// The newest modification time of any file under `dir` (recursively).

@@ -23,6 +23,10 @@ pub enum Need {
     PythonSdk,
     /// node and the pinned MCP Inspector, installed by `npm ci` in `integration/node`.
     Inspector,
+    /// The pinned Claude Code CLI, installed by `npm ci` in `integration/hosts`.
+    ClaudeCode,
+    /// The pinned Codex CLI, installed by `npm ci` in `integration/hosts`.
+    Codex,
 }
 
 /// Where everything is, once the probes have passed.
@@ -41,6 +45,10 @@ pub struct Setup {
     pub inspector: Option<PathBuf>,
     /// The Inspector version pinned in integration/node/package.json.
     pub inspector_version: Option<String>,
+    /// Claude Code's native binary and its version (pinned in integration/hosts/package.json).
+    pub claude_code: Option<(PathBuf, String)>,
+    /// Codex's native binary and its version (pinned in integration/hosts/package.json).
+    pub codex: Option<(PathBuf, String)>,
 }
 
 /// Whether a missing prerequisite fails the test rather than skipping it.
@@ -201,6 +209,70 @@ fn probe_inspector() -> Result<(PathBuf, PathBuf, String), String> {
     Ok((node, entry, pinned))
 }
 
+/// The version of `package` pinned in integration/hosts/package.json.
+fn pinned_host_version(package: &str) -> Result<String, String> {
+    let path = locate::hosts_dir().join("package.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {path:?}: {e}"))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("parsing {path:?}: {e}"))?;
+    json["dependencies"][package]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("{path:?} pins no {package}"))
+}
+
+/// A host app's CLI: installed, and the pinned version. `binary` finds it; `version_of` picks
+/// the version out of its `--version` output.
+fn probe_host(
+    package: &str,
+    binary: fn() -> Option<PathBuf>,
+    version_of: fn(&str) -> Option<&str>,
+) -> Result<(PathBuf, String), String> {
+    let pinned = pinned_host_version(package)?;
+    let install = format!(
+        "run `npm ci --ignore-scripts` in {} (as .ci/test does)",
+        locate::hosts_dir().display()
+    );
+    let bin = binary().ok_or_else(|| {
+        format!(
+            "{package} {pinned} is not installed for this platform ({}-linux): {install}",
+            std::env::consts::ARCH
+        )
+    })?;
+    // A scratch HOME: `--version` must not touch the developer's own settings.
+    let scratch = tempfile::tempdir().map_err(|e| format!("a scratch HOME: {e}"))?;
+    let (ok, out, err) = output(
+        Command::new(&bin)
+            .arg("--version")
+            .env("HOME", scratch.path())
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    )?;
+    let got = version_of(out.trim()).unwrap_or("").to_string();
+    if !ok || got != pinned {
+        return Err(format!(
+            "{} reports {:?}, not the pinned {package} {pinned} ({}): {install}",
+            bin.display(),
+            out.trim(),
+            err.trim()
+        ));
+    }
+    Ok((bin, pinned))
+}
+
+fn probe_claude_code() -> Result<(PathBuf, String), String> {
+    // "2.1.332 (Claude Code)"
+    probe_host("@anthropic-ai/claude-code", locate::claude_code, |out| {
+        out.split_whitespace().next()
+    })
+}
+
+fn probe_codex() -> Result<(PathBuf, String), String> {
+    // "codex-cli 0.171.0"
+    probe_host("@openai/codex", locate::codex, |out| {
+        out.strip_prefix("codex-cli ")
+    })
+}
+
 type Probed<T> = OnceLock<Result<T, String>>;
 
 /// What `test` needs, or `None` after printing why it is skipped. Panics instead of skipping
@@ -209,6 +281,8 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
     static SERVE: Probed<ServeProbe> = OnceLock::new();
     static PYTHON: Probed<(PathBuf, PathBuf, String)> = OnceLock::new();
     static INSPECTOR: Probed<(PathBuf, PathBuf, String)> = OnceLock::new();
+    static CLAUDE_CODE: Probed<(PathBuf, String)> = OnceLock::new();
+    static CODEX: Probed<(PathBuf, String)> = OnceLock::new();
 
     let mut missing = Vec::new();
     let serve = SERVE.get_or_init(probe_serve);
@@ -228,6 +302,20 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
     } else {
         None
     };
+    let mut host = |need: Need,
+                    probed: &'static Probed<(PathBuf, String)>,
+                    probe: fn() -> Result<(PathBuf, String), String>| {
+        if !needs.contains(&need) {
+            return None;
+        }
+        let probed = probed.get_or_init(probe);
+        if let Err(why) = probed {
+            missing.push(why.clone());
+        }
+        probed.as_ref().ok().cloned()
+    };
+    let claude_code = host(Need::ClaudeCode, &CLAUDE_CODE, probe_claude_code);
+    let codex = host(Need::Codex, &CODEX, probe_codex);
     if !missing.is_empty() {
         let why = missing.join("; ");
         if required() {
@@ -250,5 +338,7 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
         node: inspector.map(|i| i.0.clone()),
         inspector: inspector.map(|i| i.1.clone()),
         inspector_version: inspector.map(|i| i.2.clone()),
+        claude_code,
+        codex,
     })
 }

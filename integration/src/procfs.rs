@@ -87,3 +87,17 @@ pub fn with_env(key: &str, value: &str) -> Vec<u32> {
     }
     found
 }
+
+/// A process's environment (`/proc/PID/environ`), as `KEY=VALUE` pairs; empty once it is gone.
+pub fn environ(pid: u32) -> Vec<(String, String)> {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return Vec::new();
+    };
+    env.split(|c| *c == 0)
+        .filter_map(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            let (k, v) = kv.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect()
+}

@@ -8,6 +8,7 @@
 //! - [`runtime`]: the Python interpreter tools run on;
 //! - [`doctor`]: what the machine offers and how to fix what it lacks;
 //! - [`setup`]: installing the launcher with file capabilities;
+//! - [`hosts`]: `autotool setup`: registering `autotool serve` with the agent apps found here;
 //! - [`home`]: `$AUTOTOOL_HOME` and the fixed places inside it;
 //! - [`ledger`]: the SQLite database every supervisor on the machine shares;
 //! - [`registry`]: the tools directory and the ledger kept in step (stage, commit, remove), and
@@ -36,6 +37,7 @@ pub mod demo;
 pub mod doctor;
 pub mod egress;
 pub mod home;
+pub mod hosts;
 pub mod http;
 pub mod launcher;
 pub mod ledger;

@@ -25,16 +25,28 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Install parts of autotool on this machine.
+    /// Register `autotool serve` with every agent app found here (Claude Code, Codex, Cursor,
+    /// Claude Desktop, OpenClaw), by this binary's absolute path. Each config is copied to
+    /// `.bak` before it is edited; an existing Claude Code or Codex entry is left untouched.
+    /// With `--launcher`, install the sandbox launcher instead.
     Setup {
+        /// Only these apps (comma-separated or repeated), registered even where setup finds no
+        /// sign of them.
+        #[arg(
+            long = "app",
+            value_enum,
+            value_delimiter = ',',
+            conflicts_with = "launcher"
+        )]
+        apps: Vec<autotool::hosts::App>,
         /// Install the launcher with file capabilities (for machines without unprivileged user
         /// namespaces). Asks before running anything through sudo.
-        #[arg(long, required = true)]
-        launcher: bool,
-        /// Do not ask for confirmation.
         #[arg(long)]
+        launcher: bool,
+        /// Do not ask for confirmation (with --launcher).
+        #[arg(long, requires = "launcher")]
         yes: bool,
-        /// Print what would be done and change nothing.
+        /// Print what would be done (for apps, each change as a diff) and change nothing.
         #[arg(long)]
         dry_run: bool,
     },
@@ -195,9 +207,10 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Setup {
-            launcher: _,
+            launcher: true,
             yes,
             dry_run,
+            ..
         } => match autotool::setup::install_launcher(yes, dry_run, &mut stdout) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -205,6 +218,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Cmd::Setup { apps, dry_run, .. } => setup_hosts(apps, dry_run, &mut stdout),
         Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => autotool::credentials::cli::run(cmd, &mut stdout),
     }
@@ -241,6 +255,25 @@ fn service(cmd: ServiceCmd, out: &mut impl Write) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("autotool service: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `autotool setup` without `--launcher`: exits non-zero when a config found could not be read
+/// or written.
+fn setup_hosts(apps: Vec<autotool::hosts::App>, dry_run: bool, out: &mut dyn Write) -> ExitCode {
+    use autotool::hosts;
+    let run = || -> Result<hosts::Summary, hosts::HostsError> {
+        let env = hosts::HostEnv::from_process()?;
+        let entry = hosts::Entry::current()?;
+        hosts::run(&hosts::Options { apps, dry_run }, &env, &entry, out)
+    };
+    match run() {
+        Ok(summary) if summary.failed == 0 => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("autotool setup: {e}");
             ExitCode::FAILURE
         }
     }

@@ -2,11 +2,14 @@
 //! - `consent`: the Python SDK as a host answering the consent question for a key, in each era:
 //!   yes, no, and no way to ask (answered with `autotool tools approve`).
 //! - `inspector`: MCP Inspector's CLI lists and calls a created tool.
+//! - `hosts`: `autotool setup` registers serve with the real Claude Code and Codex CLIs, which
+//!   then connect to it and list its tools.
 //! - `shared_home`: several serve processes on one home: changes propagate, concurrent creates of
 //!   one name both land, one serve killed with `kill -9` mid-create.
 //! - `wire`: the raw bytes hosts depend on, and malformed input no SDK client sends.
 
 mod consent;
+mod hosts;
 mod inspector;
 mod python_sdk;
 mod shared_home;

@@ -1,0 +1,205 @@
+//! Writing a host app's config file without ever leaving it half-written: the backup beside it
+//! and the new text both go through a temporary file in the same directory that is renamed over
+//! the target, with the original file's mode (and, where we may, owner) already set.
+//!
+//! A config that is a symbolic link (dotfile managers keep them) is written through: the link
+//! stays, and the file it points at is the one backed up and replaced.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The mode a config file gets when setup creates it: apps keep tokens beside their server
+/// lists (`~/.claude.json` holds the account), and only the user's own apps read it.
+pub const NEW_FILE_MODE: u32 = 0o600;
+
+/// The mode of a directory setup creates for a config (`~/.codex` when only the CLI exists).
+pub const NEW_DIR_MODE: u32 = 0o700;
+
+/// What [`replace`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The file actually written (the target of a symbolic link).
+    pub path: PathBuf,
+    /// Where the previous contents were copied, if there were any.
+    pub backup: Option<PathBuf>,
+}
+
+/// `<file>.bak`, beside it.
+pub fn backup_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".bak");
+    path.with_file_name(name)
+}
+
+/// The file a write to `path` lands in: `path` itself, or the file a symbolic link at `path`
+/// points to (resolved completely, so the rename happens in the real file's directory).
+fn resolve(path: &Path) -> std::io::Result<PathBuf> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path),
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same directory, given `mode`
+/// (and, when we are root, the owner `owner`), written, flushed to disk, then renamed over
+/// `path`.
+fn write_atomic(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    // Created 0600: nothing is readable by others before the mode below is set.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".autotool-tmp")
+        .tempfile_in(dir)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+    // Root editing a user's file (setup under sudo) gives it back to that user; anyone else
+    // could not change the owner anyway, and the file keeps theirs.
+    if let Some((uid, gid)) = owner
+        && rustix::process::geteuid().is_root()
+        && (uid, gid) != (0, 0)
+    {
+        std::os::unix::fs::fchown(tmp.as_file(), Some(uid), Some(gid))?;
+    }
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    // The rename is durable once the directory is.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Replace the config at `path` with `text`. An existing file is first copied to
+/// [`backup_path`] (same mode and owner); a missing one is created with [`NEW_FILE_MODE`],
+/// and its directory with [`NEW_DIR_MODE`] if that is missing too.
+pub fn replace(path: &Path, text: &str) -> std::io::Result<Written> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    let target = resolve(path)?;
+    match std::fs::metadata(&target) {
+        Ok(meta) => {
+            let before = std::fs::read(&target)?;
+            let mode = meta.mode();
+            let owner = Some((meta.uid(), meta.gid()));
+            let backup = backup_path(&target);
+            write_atomic(&backup, &before, mode, owner)?;
+            write_atomic(&target, text.as_bytes(), mode, owner)?;
+            Ok(Written {
+                path: target,
+                backup: Some(backup),
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(NEW_DIR_MODE)
+                    .create(dir)?;
+            }
+            write_atomic(&target, text.as_bytes(), NEW_FILE_MODE, None)?;
+            Ok(Written {
+                path: target,
+                backup: None,
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn replace_keeps_the_mode_and_backs_up_the_old_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.json");
+        std::fs::write(&p, "old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let w = replace(&p, "new").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        assert_eq!(
+            w.backup.as_deref(),
+            Some(dir.path().join("c.json.bak").as_path())
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("c.json.bak")).unwrap(),
+            "old"
+        );
+        assert_eq!(mode(&p), 0o640);
+        assert_eq!(mode(&dir.path().join("c.json.bak")), 0o640);
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn replace_creates_a_missing_file_and_directory_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub/c.toml");
+        let w = replace(&p, "x = 1\n").unwrap();
+        assert_eq!(w.backup, None);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "x = 1\n");
+        assert_eq!(mode(&p), NEW_FILE_MODE);
+        assert_eq!(mode(&dir.path().join("sub")), NEW_DIR_MODE);
+    }
+
+    #[test]
+    fn root_gives_a_users_file_back_to_the_user() {
+        use std::os::unix::fs::MetadataExt as _;
+        if !rustix::process::geteuid().is_root() {
+            eprintln!(
+                "SKIP root_gives_a_users_file_back_to_the_user: needs root (setup under sudo)"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.json");
+        std::fs::write(&p, "old").unwrap();
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        replace(&p, "new").unwrap();
+        for f in [p.clone(), dir.path().join("c.json.bak")] {
+            let meta = std::fs::metadata(&f).unwrap();
+            assert_eq!((meta.uid(), meta.gid()), (65534, 65534), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn replace_writes_through_a_symbolic_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("dotfiles/claude.json");
+        std::fs::create_dir(dir.path().join("dotfiles")).unwrap();
+        std::fs::write(&real, "{}").unwrap();
+        let link = dir.path().join(".claude.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let w = replace(&link, "{\"a\": 1}").unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "{\"a\": 1}");
+        assert_eq!(w.path, std::fs::canonicalize(&real).unwrap());
+        assert!(dir.path().join("dotfiles/claude.json.bak").is_file());
+    }
+}
