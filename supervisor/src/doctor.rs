@@ -359,14 +359,83 @@ fn service_check(home: &crate::home::Home) -> Check {
     }
 }
 
-/// Everything `autotool doctor` reports: the sandbox checks of [`run`], then the keychain and
-/// the service.
+/// Which agent apps are here and whether each runs autotool: a found app without an autotool
+/// entry is a warning (the fix is `autotool setup`); an unreadable config is broken.
+fn host_checks(checks: &mut Vec<Check>) {
+    use crate::hosts::{App, Entry, HostEnv, Plan, plan};
+    let (env, entry) = match (HostEnv::from_process(), Entry::current()) {
+        (Ok(env), Ok(entry)) => (env, entry),
+        (Err(e), _) | (_, Err(e)) => {
+            checks.push(Check::new("hosts", Status::Warn, e.to_string()));
+            return;
+        }
+    };
+    let mut found = 0;
+    for app in App::ALL {
+        let check = match plan(app, &env, &entry, false) {
+            Plan::NotFound { .. } => continue,
+            Plan::Present { config, runs, same } => Check::new(
+                "host",
+                Status::Ok,
+                format!(
+                    "{}: registered in {} ({runs}{})",
+                    app.title(),
+                    env.show(&config),
+                    if same {
+                        ""
+                    } else {
+                        "; another autotool than this one"
+                    }
+                ),
+            ),
+            Plan::Change { config, .. } => Check::new(
+                "host",
+                Status::Warn,
+                format!(
+                    "{}: found, autotool not registered in {}",
+                    app.title(),
+                    env.show(&config)
+                ),
+            )
+            .fix(format!("autotool setup --app {}", app.id())),
+            Plan::Unreadable { config, why } => Check::new(
+                "host",
+                Status::Fail,
+                format!(
+                    "{}: {} cannot be used: {why}",
+                    app.title(),
+                    env.show(&config)
+                ),
+            )
+            .fix(format!(
+                "repair {} (autotool setup leaves it alone until then)",
+                env.show(&config)
+            )),
+        };
+        found += 1;
+        checks.push(check);
+    }
+    if found == 0 {
+        checks.push(
+            Check::new(
+                "hosts",
+                Status::Warn,
+                "no agent app found (Claude Code, Codex, Cursor, Claude Desktop, OpenClaw)",
+            )
+            .fix("install one, then run autotool setup"),
+        );
+    }
+}
+
+/// Everything `autotool doctor` reports: the sandbox checks of [`run`], then the keychain, the
+/// service and the agent apps.
 pub fn run_all() -> Report {
     let mut report = run();
     match crate::home::Home::from_env() {
         Ok(home) => {
             report.checks.push(keychain_check(&home));
             report.checks.push(service_check(&home));
+            host_checks(&mut report.checks);
         }
         Err(e) => report
             .checks

@@ -46,6 +46,10 @@ enum Cmd {
         /// Do not ask for confirmation (with --launcher).
         #[arg(long, requires = "launcher")]
         yes: bool,
+        /// Register `autotool connect` (the bridge to the service, `autotool service install`)
+        /// instead of `autotool serve`, so every app shares one supervisor.
+        #[arg(long, conflicts_with = "launcher")]
+        service: bool,
         /// Print what would be done (for apps, each change as a diff) and change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -218,7 +222,12 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Cmd::Setup { apps, dry_run, .. } => setup_hosts(apps, dry_run, &mut stdout),
+        Cmd::Setup {
+            apps,
+            dry_run,
+            service,
+            ..
+        } => setup_hosts(apps, dry_run, service, &mut stdout),
         Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => autotool::credentials::cli::run(cmd, &mut stdout),
     }
@@ -262,11 +271,21 @@ fn service(cmd: ServiceCmd, out: &mut impl Write) -> ExitCode {
 
 /// `autotool setup` without `--launcher`: exits non-zero when a config found could not be read
 /// or written.
-fn setup_hosts(apps: Vec<autotool::hosts::App>, dry_run: bool, out: &mut dyn Write) -> ExitCode {
+fn setup_hosts(
+    apps: Vec<autotool::hosts::App>,
+    dry_run: bool,
+    service: bool,
+    out: &mut dyn Write,
+) -> ExitCode {
     use autotool::hosts;
     let run = || -> Result<hosts::Summary, hosts::HostsError> {
         let env = hosts::HostEnv::from_process()?;
-        let entry = hosts::Entry::current()?;
+        let mut entry = hosts::Entry::current()?;
+        if service {
+            // Every app gets the stdio bridge: it works in all of them, and the service's
+            // token stays in $AUTOTOOL_HOME instead of being copied into app configs.
+            entry.args = vec!["connect".to_string()];
+        }
         hosts::run(&hosts::Options { apps, dry_run }, &env, &entry, out)
     };
     match run() {

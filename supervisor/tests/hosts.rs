@@ -664,6 +664,67 @@ fn the_cli_registers_its_own_path_and_exits_non_zero_on_an_unreadable_config() {
 }
 
 #[test]
+fn setup_service_registers_the_bridge_and_switches_an_existing_entry() {
+    let home = Home::new();
+    home.mkdir(".cursor");
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_autotool")).unwrap();
+    let (code, out, err) = autotool(&home, &["setup", "--app", "cursor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = autotool(&home, &["setup", "--service", "--app", "cursor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let v: Value = serde_json::from_str(&home.read(".cursor/mcp.json")).unwrap();
+    assert_eq!(
+        v["mcpServers"]["autotool"],
+        json!({"command": exe.to_str().unwrap(), "args": ["connect"]})
+    );
+    let (code, _, err) = autotool(&home, &["setup", "--service", "--launcher"]);
+    assert_eq!(code, Some(2), "{err}");
+}
+
+#[test]
+fn doctor_names_each_app_found_and_whether_it_runs_autotool() {
+    let home = Home::new();
+    home.mkdir(".cursor")
+        .write(".codex/config.toml", "not toml at all\n");
+    let host_checks = |home: &Home| -> Vec<Value> {
+        let (_, out, err) = autotool(home, &["doctor", "--json"]);
+        let report: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"] == "host")
+            .cloned()
+            .collect()
+    };
+    let checks = host_checks(&home);
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    let cursor = checks
+        .iter()
+        .find(|c| c["detail"].as_str().unwrap().starts_with("Cursor"))
+        .unwrap();
+    assert_eq!(cursor["status"], "warn", "{cursor}");
+    assert_eq!(cursor["fix"], "autotool setup --app cursor");
+    let codex = checks
+        .iter()
+        .find(|c| c["detail"].as_str().unwrap().starts_with("Codex"))
+        .unwrap();
+    assert_eq!(codex["status"], "fail", "{codex}");
+    let (code, out, err) = autotool(&home, &["setup", "--app", "cursor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let cursor = host_checks(&home)
+        .into_iter()
+        .find(|c| c["detail"].as_str().unwrap().starts_with("Cursor"))
+        .unwrap();
+    assert_eq!(cursor["status"], "ok", "{cursor}");
+    assert!(
+        cursor["detail"].as_str().unwrap().contains("registered"),
+        "{cursor}"
+    );
+}
+
+#[test]
 fn the_cli_keeps_setup_launcher_apart() {
     let home = Home::new();
     let (code, _, err) = autotool(&home, &["setup", "--launcher", "--app", "cursor"]);
