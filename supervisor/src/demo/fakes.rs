@@ -251,7 +251,7 @@ pub async fn scripted_model(stop: CancellationToken) -> std::io::Result<SocketAd
             let turn = next_move(&messages);
             let message = match turn {
                 Ok((name, args)) => {
-                    if !offered.iter().any(|o| *o == name) && name != "create_tool" {
+                    if !offered.contains(&name) && name != "create_tool" {
                         // The mounted tool is not in this request's list yet: go through run_tool.
                         let (tool, function) = name.split_once("__").unwrap_or((&name, ""));
                         let args = json!({"tool": tool, "function": function, "arguments": args});
