@@ -331,16 +331,17 @@ async fn connect(
     let limits = state.config.limits;
     let mut hello = rest;
     let read_hello = async {
-        let mut chunk = [0u8; 4096];
         loop {
             match tls::parse_client_hello(&hello) {
                 Hello::Incomplete if hello.len() <= 2 * tls::MAX_HELLO => {}
                 Hello::Incomplete => return Hello::Malformed("the ClientHello is too large"),
                 parsed => return parsed,
             }
-            match client.read(&mut chunk).await {
+            // Straight into `hello`: no zeroed chunk, no copy.
+            hello.reserve(4096);
+            match client.read_buf(&mut hello).await {
                 Ok(0) | Err(_) => return Hello::Incomplete,
-                Ok(n) => hello.extend_from_slice(&chunk[..n]),
+                Ok(_) => {}
             }
         }
     };
