@@ -96,12 +96,12 @@ struct Args {
     /// Requests in a row in each latency run (one client).
     #[arg(long, default_value_t = 300)]
     requests: usize,
-    /// Payload bytes of a request record.
-    #[arg(long, default_value_t = 256)]
-    request_bytes: usize,
-    /// Payload bytes of an answer record.
-    #[arg(long, default_value_t = 1024)]
-    answer_bytes: usize,
+    /// Payload bytes of a request record (1 to 16384: one TLS record).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..=16384))]
+    request_bytes: u16,
+    /// Payload bytes of an answer record (1 to 16384: one TLS record).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..=16384))]
+    answer_bytes: u16,
     /// Modes: a (new connection per request), b (requests through one kept-alive tunnel).
     #[arg(long, value_delimiter = ',', default_value = "a,b")]
     modes: Vec<Mode>,
@@ -118,7 +118,7 @@ struct Args {
     /// tinyproxy binary [default: `tinyproxy` on PATH]
     #[arg(long)]
     tinyproxy: Option<PathBuf>,
-    /// A short run that only shows every variant works (for CI): 2 rounds of 100 ms and 50
+    /// A short run that only shows that every variant works: 2 rounds of 100 ms and 50
     /// requests; overrides --rounds, --warmup, --duration-ms and --requests.
     #[arg(long)]
     quick: bool,
@@ -184,7 +184,8 @@ fn real_main() -> Result<bool> {
     variants.dedup();
     let mut all_ran = true;
 
-    let upstream = Upstream::start(args.answer_bytes).context("start the upstream server")?;
+    let upstream =
+        Upstream::start(args.answer_bytes.into()).context("start the upstream server")?;
     let port = upstream.addr.port();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = args.proxy_workers.unwrap_or(cores).max(1);
@@ -211,7 +212,7 @@ fn real_main() -> Result<bool> {
         Variant::Tinyproxy => tinyproxy.is_some(),
     });
 
-    let wire = |sni: &str| Wire::new(sni, args.request_bytes, args.answer_bytes);
+    let wire = |sni: &str| Wire::new(sni, args.request_bytes.into(), args.answer_bytes.into());
     let mut routes: Vec<(Variant, Route)> = Vec::new();
     for &v in &variants {
         let route = match v {
