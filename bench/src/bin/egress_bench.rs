@@ -1186,7 +1186,12 @@ impl Tinyproxy {
             if let Some(status) = proxy.child.try_wait()? {
                 bail!("tinyproxy exited at start ({status}): {}", proxy.output());
             }
-            if TcpStream::connect(proxy.addr).is_ok() {
+            // Listening once it answers a request (one its filter refuses): a probe that
+            // closed without asking would be logged as an error.
+            if let Ok(mut probe) = TcpStream::connect(proxy.addr) {
+                probe.set_read_timeout(Some(IO_TIMEOUT))?;
+                connect(&mut probe, &format!("127.0.0.1:{upstream_port}"))
+                    .context("tinyproxy's first answer")?;
                 return Ok(proxy);
             }
             if Instant::now() > deadline {
