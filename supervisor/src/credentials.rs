@@ -18,7 +18,9 @@
 //! in one `stat` per file whether to list again. The keychain is asked only for a value.
 //!
 //! Allowlists (`autotool keys allow NAME host…`) live in `$AUTOTOOL_HOME/allowlists.json`
-//! (0600), hosts as the user gave them; the egress proxy canonicalises them.
+//! (0600). Each entry is checked as the egress proxy reads it
+//! ([`autotool_policy::hosts::AllowRule`]) and stored in its canonical form, so a list on disk
+//! always parses.
 //!
 //! Every write takes `$AUTOTOOL_HOME/keys.lock` and replaces its file atomically, so concurrent
 //! `autotool keys` commands and a server reading at the same time see whole files. No value is
@@ -193,10 +195,10 @@ pub enum CredError {
     #[error("the value for {name} is {len} bytes; a key may be at most {MAX_VALUE_LEN} bytes")]
     ValueTooLong { name: String, len: usize },
     #[error(
-        "{0:?} is not a host: give a host name or address, optionally `*.` in front or `:port` \
-         after (for example api.tavily.com, *.example.com, localhost:8443)"
+        "{0}. Nothing was stored: give a host name or address, optionally `*.` in front or \
+         `:port` after (for example api.tavily.com, *.example.com, localhost:8443)"
     )]
-    BadHost(String),
+    BadHost(autotool_policy::hosts::RuleError),
     #[error(
         "{path:?} is damaged at line {line}: {why}; fix or remove that line (it holds no other \
          key)"
@@ -776,31 +778,38 @@ impl KeyStore {
         })
     }
 
-    /// Limit where `name` may be sent to `hosts` (kept as given, duplicates dropped); no hosts
-    /// removes the limit.
-    pub fn allow(&self, name: &str, hosts: &[String]) -> Result<(), CredError> {
+    /// Limit where `name` may be sent to `hosts`; no hosts removes the limit. Each entry must
+    /// parse as the egress proxy reads it ([`AllowRule::parse`]) and is stored in its canonical
+    /// form (`API.Example.COM.` as `api.example.com`), duplicates dropped; one that does not
+    /// parse refuses the whole list and nothing is stored. Returns the list as stored.
+    ///
+    /// [`AllowRule::parse`]: autotool_policy::hosts::AllowRule::parse
+    pub fn allow(&self, name: &str, hosts: &[String]) -> Result<Vec<String>, CredError> {
         check_name(name)?;
         let mut list: Vec<String> = Vec::new();
         for host in hosts {
-            check_host(host)?;
-            if !list.contains(host) {
-                list.push(host.clone());
+            let rule =
+                autotool_policy::hosts::AllowRule::parse(host).map_err(CredError::BadHost)?;
+            let canonical = rule.to_string();
+            if !list.contains(&canonical) {
+                list.push(canonical);
             }
         }
         let _lock = self.lock()?;
         let mut all = self.allowlists()?;
         if list.is_empty() {
             if all.remove(name).is_none() {
-                return Ok(());
+                return Ok(list);
             }
         } else {
-            all.insert(name.to_owned(), list);
+            all.insert(name.to_owned(), list.clone());
         }
         let json = serde_json::to_vec_pretty(&all).map_err(|source| CredError::BadJson {
             path: self.allowlists_path(),
             source,
         })?;
-        write_private(&self.allowlists_path(), &json)
+        write_private(&self.allowlists_path(), &json)?;
+        Ok(list)
     }
 
     /// Where `name` may be sent; `None` = no limit.
@@ -945,18 +954,6 @@ fn check_value(name: &str, value: &[u8]) -> Result<(), CredError> {
 
 /// A host as the user may give it: printable, no spaces, no URL parts. Canonicalisation is the
 /// egress proxy's.
-fn check_host(host: &str) -> Result<(), CredError> {
-    let ok = !host.is_empty()
-        && host.len() <= 260
-        && host.bytes().all(|b| b.is_ascii_graphic() || !b.is_ascii())
-        && !host.contains(['/', '@', '?', '#', ',', '"', '\\']);
-    if ok {
-        Ok(())
-    } else {
-        Err(CredError::BadHost(host.to_owned()))
-    }
-}
-
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, CredError> {
     match fs::read(path) {
         Ok(bytes) => Ok(Some(bytes)),

@@ -6,7 +6,7 @@ use autotool::credentials::{
     CredError, EnvSource, KeyStore, Keychain, MemoryKeychain, OsKeychain, Secret, Source, Target,
 };
 use autotool::home::Home;
-use std::io::Write;
+use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -271,7 +271,7 @@ fn remove_clears_both_stores_and_keeps_the_allowlist() {
 }
 
 #[test]
-fn allowlists_are_kept_as_given_in_a_0600_file() {
+fn allowlists_are_kept_in_canonical_form_in_a_0600_file() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(
         dir.path(),
@@ -287,15 +287,24 @@ fn allowlists_are_kept_as_given_in_a_0600_file() {
     ]
     .map(String::from)
     .to_vec();
-    s.allow("TAVILY_API_KEY", &hosts).unwrap();
-    assert_eq!(
-        s.allowlist("TAVILY_API_KEY").unwrap().unwrap(),
-        ["API.Tavily.com.", "*.tavily.com", "localhost:8443"]
-    );
+    let stored = s.allow("TAVILY_API_KEY", &hosts).unwrap();
+    assert_eq!(stored, ["api.tavily.com", "*.tavily.com", "localhost:8443"]);
+    assert_eq!(s.allowlist("TAVILY_API_KEY").unwrap().unwrap(), stored);
     assert_eq!(mode(&s.allowlists_path()), 0o600);
     s.allow("TAVILY_API_KEY", &[]).unwrap();
     assert_eq!(s.allowlist("TAVILY_API_KEY").unwrap(), None);
-    for bad in ["", "two words", "https://x.com/", "user@x.com", "a\nb"] {
+    for bad in [
+        "",
+        "two words",
+        "https://x.com/",
+        "user@x.com",
+        "a\nb",
+        "a@b",
+        "x.*.com",
+        "*.10.0.0.1",
+        "host:0",
+        "a..b",
+    ] {
         assert!(
             matches!(
                 s.allow("TAVILY_API_KEY", &[bad.to_owned()]),
@@ -308,6 +317,56 @@ fn allowlists_are_kept_as_given_in_a_0600_file() {
         s.allow("tavily", &[]),
         Err(CredError::InvalidName(_))
     ));
+}
+
+#[test]
+fn cli_allow_stores_hosts_in_canonical_form_and_refuses_an_invalid_one_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = keys(
+        dir.path(),
+        &[
+            "allow",
+            "API_TOKEN",
+            "API.Example.COM.",
+            "*.Example.org",
+            "api.example.com",
+        ],
+        b"",
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("api.example.com, *.example.org."),
+        "{}",
+        text(&out.stdout)
+    );
+    let s = KeyStore::with_parts(
+        &Home::at(dir.path().join("autotool")),
+        EnvSource::default(),
+        Arc::new(MemoryKeychain::unavailable()),
+    );
+    assert_eq!(
+        s.allowlist("API_TOKEN").unwrap().unwrap(),
+        ["api.example.com", "*.example.org"]
+    );
+
+    // One invalid host refuses the whole command: the list on disk is the one before it.
+    let before = std::fs::read(s.allowlists_path()).unwrap();
+    let out = keys(
+        dir.path(),
+        &["allow", "API_TOKEN", "other.example.com", "a@b"],
+        b"",
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("\"a@b\""), "{err}");
+    assert!(err.contains("`@`"), "{err}");
+    assert!(err.contains("Nothing was stored"), "{err}");
+    assert_eq!(std::fs::read(s.allowlists_path()).unwrap(), before);
+    let out = keys(dir.path(), &["allow", "NEW_TOKEN", "a@b"], b"", &[]);
+    assert!(!out.status.success());
+    assert_eq!(s.allowlist("NEW_TOKEN").unwrap(), None);
 }
 
 #[test]
@@ -380,7 +439,16 @@ fn keys(home: &Path, args: &[&str], stdin: &[u8], extra: &[(&str, &str)]) -> Out
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    // A command that refuses its arguments exits without reading: writing may then fail with
+    // a broken pipe, which is not the test's business.
+    let written = child.stdin.take().unwrap().write_all(stdin);
+    assert!(
+        written.is_ok()
+            || written
+                .as_ref()
+                .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe),
+        "{written:?}"
+    );
     child.wait_with_output().unwrap()
 }
 

@@ -106,7 +106,7 @@ fn run_in(store: &KeyStore, cmd: KeysCmd, out: &mut impl Write) -> Result<(), Cl
             report_removed(&name, &removed, out)
         }
         KeysCmd::Allow { name, hosts } => {
-            store.allow(&name, &hosts)?;
+            let hosts = store.allow(&name, &hosts)?;
             if hosts.is_empty() {
                 writeln!(
                     out,

@@ -3,9 +3,7 @@
 use super::head::{Head, HeadError, read_head};
 use super::tls::{self, Hello};
 use super::{EgressEvent, Refusal, State, TunnelRefusal, loopback_class};
-use autotool_policy::hosts::{
-    self, Decision, ForbiddenAddress, Host, HostError, KeyLists, LOCALHOST,
-};
+use autotool_policy::hosts::{self, Decision, ForbiddenAddress, Host, HostError, LOCALHOST};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -13,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, TryAcquireError};
 use tokio::time::Instant;
 
 /// Splice buffer per direction.
@@ -53,8 +51,17 @@ fn answer(status: u16, title: &'static str, message: impl Into<String>) -> Stop 
 pub(super) async fn serve(mut client: TcpStream, state: Arc<State>, slot: OwnedSemaphorePermit) {
     let _slot = slot;
     let limits = state.config.limits;
-    let _active =
-        match tokio::time::timeout(limits.queue_wait, state.active.clone().acquire_owned()).await {
+    // A free slot is taken at once; only a connection that has to queue arms the timer.
+    let free = match state.active.clone().try_acquire_owned() {
+        Ok(permit) => Some(permit),
+        Err(TryAcquireError::Closed) => return,
+        Err(TryAcquireError::NoPermits) => None,
+    };
+    let _active = match free {
+        Some(permit) => permit,
+        None => match tokio::time::timeout(limits.queue_wait, state.active.clone().acquire_owned())
+            .await
+        {
             Ok(Ok(permit)) => permit,
             Ok(Err(_)) => return,
             Err(_) => {
@@ -72,7 +79,8 @@ pub(super) async fn serve(mut client: TcpStream, state: Arc<State>, slot: OwnedS
                 .await;
                 return;
             }
-        };
+        },
+    };
     let _ = client.set_nodelay(true);
     let mut buf = Vec::with_capacity(2048);
     let read = tokio::time::timeout(
@@ -110,11 +118,10 @@ pub(super) async fn serve(mut client: TcpStream, state: Arc<State>, slot: OwnedS
         }
     };
     let rest = buf.split_off(used);
-    let lists = state.config.lists.borrow().clone();
     let outcome = if head.method == "CONNECT" {
-        connect(&mut client, &state, &lists, &head, rest).await
+        connect(&mut client, &state, &head, rest).await
     } else {
-        forward(&mut client, &state, &lists, &head, rest).await
+        forward(&mut client, &state, &head, rest).await
     };
     if let Err(stop) = outcome {
         finish(&mut client, &state, stop).await;
@@ -191,9 +198,12 @@ fn bad_host(target: &str, e: HostError) -> Stop {
     }
 }
 
-/// `decide`, as a `Stop` when refused.
-fn check_allowed(lists: &KeyLists, host: &Host, port: u16) -> Result<(), Stop> {
-    match hosts::decide(host, port, lists) {
+/// `decide` against the lists as they are now, as a `Stop` when refused.
+fn check_allowed(state: &State, host: &Host, port: u16) -> Result<(), Stop> {
+    // Borrowed only for the decision: the lists are read for every new connection, and never
+    // held across an await.
+    let lists = state.config.lists.borrow();
+    match hosts::decide(host, port, &lists) {
         Decision::Allow => Ok(()),
         Decision::Deny(denial) => Err(Stop::Refused {
             target: host.with_port(port),
@@ -209,7 +219,8 @@ fn check_allowed(lists: &KeyLists, host: &Host, port: u16) -> Result<(), Stop> {
 async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStream, Stop> {
     let limits = state.config.limits;
     let deadline = Instant::now() + limits.connect_timeout;
-    let target = host.with_port(port);
+    // Spelled out only when something goes wrong.
+    let target = || host.with_port(port);
     let addrs: Vec<IpAddr> = match host {
         Host::Name(name) if name == LOCALHOST => vec![
             IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -260,14 +271,14 @@ async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStream, Stop> 
             Err(ForbiddenAddress::Loopback) if state.config.loopback_names => {}
             Err(class) => {
                 return Err(Stop::Refused {
-                    target,
+                    target: target(),
                     refusal: Refusal::Address { addr, class },
                 });
             }
         }
         if loopback_class(addr) && state.reserved(port) {
             return Err(Stop::Refused {
-                target,
+                target: target(),
                 refusal: Refusal::OwnListener { port },
             });
         }
@@ -286,7 +297,8 @@ async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStream, Stop> 
                     504,
                     "Gateway Timeout",
                     format!(
-                        "connecting to {target} took longer than {} s",
+                        "connecting to {} took longer than {} s",
+                        target(),
                         limits.connect_timeout.as_secs()
                     ),
                 ));
@@ -296,7 +308,11 @@ async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStream, Stop> 
     Err(answer(
         502,
         "Bad Gateway",
-        format!("could not connect to {target} ({})", failures.join("; ")),
+        format!(
+            "could not connect to {} ({})",
+            target(),
+            failures.join("; ")
+        ),
     ))
 }
 
@@ -306,7 +322,6 @@ async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStream, Stop> 
 async fn connect(
     client: &mut TcpStream,
     state: &State,
-    lists: &KeyLists,
     head: &Head,
     rest: Vec<u8>,
 ) -> Result<(), Stop> {
@@ -321,7 +336,7 @@ async fn connect(
         }
         Err(e) => return Err(bad_host(&head.target, e)),
     };
-    check_allowed(lists, &host, port)?;
+    check_allowed(state, &host, port)?;
     let mut upstream = open(state, &host, port).await?;
     client
         .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -331,16 +346,17 @@ async fn connect(
     let limits = state.config.limits;
     let mut hello = rest;
     let read_hello = async {
-        let mut chunk = [0u8; 4096];
         loop {
             match tls::parse_client_hello(&hello) {
                 Hello::Incomplete if hello.len() <= 2 * tls::MAX_HELLO => {}
                 Hello::Incomplete => return Hello::Malformed("the ClientHello is too large"),
                 parsed => return parsed,
             }
-            match client.read(&mut chunk).await {
+            // Straight into `hello`: no zeroed chunk, no copy.
+            hello.reserve(4096);
+            match client.read_buf(&mut hello).await {
                 Ok(0) | Err(_) => return Hello::Incomplete,
-                Ok(n) => hello.extend_from_slice(&chunk[..n]),
+                Ok(_) => {}
             }
         }
     };
@@ -402,7 +418,6 @@ enum Body {
 async fn forward(
     client: &mut TcpStream,
     state: &State,
-    lists: &KeyLists,
     head: &Head,
     rest: Vec<u8>,
 ) -> Result<(), Stop> {
@@ -459,7 +474,7 @@ async fn forward(
         _ => return Err(answer(400, "Bad Request", "more than one Host field")),
     }
     let body = body_framing(head)?;
-    check_allowed(lists, &host, port)?;
+    check_allowed(state, &host, port)?;
 
     let connection_tokens: Vec<String> = head
         .values("connection")

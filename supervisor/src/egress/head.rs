@@ -5,6 +5,8 @@ use tokio::net::TcpStream;
 
 /// Most header fields accepted in one request head.
 const MAX_HEADERS: usize = 100;
+/// Most bytes asked of the socket in one read.
+const READ_CHUNK: usize = 4096;
 
 /// A parsed request head.
 #[derive(Debug)]
@@ -49,7 +51,6 @@ pub(super) async fn read_head(
     buf: &mut Vec<u8>,
     max: usize,
 ) -> Result<(Head, usize), HeadError> {
-    let mut chunk = [0u8; 4096];
     loop {
         if let Some(parsed) = parse(buf)? {
             return Ok(parsed);
@@ -57,9 +58,12 @@ pub(super) async fn read_head(
         if buf.len() >= max {
             return Err(HeadError::TooLarge);
         }
-        let room = (max - buf.len()).min(chunk.len());
-        let n = stream
-            .read(&mut chunk[..room])
+        // Straight into `buf`, never more than the bound allows: no zeroed chunk, no copy.
+        let room = (max - buf.len()).min(READ_CHUNK);
+        buf.reserve(room);
+        let n = (&mut *stream)
+            .take(room as u64)
+            .read_buf(buf)
             .await
             .map_err(|_| HeadError::Io)?;
         if n == 0 {
@@ -69,7 +73,6 @@ pub(super) async fn read_head(
                 HeadError::Malformed("the connection closed in the middle of the request".into())
             });
         }
-        buf.extend_from_slice(&chunk[..n]);
     }
 }
 
