@@ -14,11 +14,17 @@
 //! - [`python`]: the Python SDK clients: one-shot scripts that print a JSON summary, and
 //!   [`Driver`], a long-lived host the test drives line by line.
 //! - [`inspector`]: one run of the MCP Inspector CLI.
+//! - [`http`]: `autotool serve --transport http` under test, and a plain HTTP/1.1 client for
+//!   the requests no SDK client sends (no token, a foreign `Host`, a unix socket).
+//! - [`conformance`]: the official MCP conformance suite against the HTTP transport, its
+//!   per-scenario results, and the verdict against the committed expected failures.
 //!
 //! Every wait is bounded, so a hung server fails its test instead of hanging CI.
 
 pub mod child;
+pub mod conformance;
 pub mod home;
+pub mod http;
 pub mod inspector;
 pub mod locate;
 pub mod prereq;
@@ -27,7 +33,7 @@ pub mod python;
 
 pub use child::OwnedChild;
 pub use home::TestHome;
-pub use prereq::{Need, Setup, setup};
+pub use prereq::{Conformance, Need, Setup, setup};
 pub use python::{Driver, Era};
 
 use serde_json::Value;
