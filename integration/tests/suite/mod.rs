@@ -1,5 +1,8 @@
 //! - `conformance`: the official MCP conformance suite over HTTP, both revisions, against the
 //!   committed expected failures.
+//! - `http`: `serve --transport http`: the Python SDK as two hosts of both eras with the token,
+//!   401/403 for a missing token and a foreign Host or Origin, SIGTERM, refused listens, a unix
+//!   socket.
 //! - `python_sdk`: the official Python MCP SDK as a host, in each protocol era.
 //! - `inspector`: MCP Inspector's CLI lists and calls a created tool.
 //! - `shared_home`: several serve processes on one home: changes propagate, concurrent creates of
@@ -7,6 +10,7 @@
 //! - `wire`: the raw bytes hosts depend on, and malformed input no SDK client sends.
 
 mod conformance;
+mod http;
 mod inspector;
 mod python_sdk;
 mod shared_home;
