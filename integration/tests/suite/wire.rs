@@ -180,3 +180,129 @@ fn wire_modern_lists_carry_cache_hints_and_bad_json_is_survived() {
         format!("transcript:\n{transcript}\nserve stderr:\n{stderr}")
     });
 }
+
+/// What a tools-only server answers for the rest of the protocol, in each era: `initialize` is
+/// "method not found" for a 2026-07-28 host (that era removed it), `logging/setLevel` is
+/// accepted in the 2025 eras and "method not found" in 2026-07-28, and reading a resource or
+/// getting a prompt (there are none) is "not found" naming what was asked for, not "method not
+/// found" for capabilities the server declares.
+#[test]
+fn wire_removed_methods_logging_and_unknown_resources_and_prompts_in_each_era() {
+    let test = "wire_removed_methods_logging_and_unknown_resources_and_prompts_in_each_era";
+    let Some(setup) = setup(test, &[Need::Serve, Need::PythonSdk]) else {
+        return;
+    };
+    let mut c = Checks::new();
+    let home = TestHome::new(&setup).unwrap();
+
+    // 2026-07-28: no initialize; every request carries _meta.
+    let mut m = Wire::start(&home);
+    let init = m.request(1, "initialize", json!({"_meta": modern_meta()}));
+    c.check(
+        init["error"]["code"] == -32601
+            && init["error"]["message"]
+                .as_str()
+                .is_some_and(|s| s.contains("server/discover")),
+        "2026-07-28: initialize is -32601 (removed), pointing at server/discover",
+        &init,
+    );
+    let level = m.request(
+        2,
+        "logging/setLevel",
+        json!({"_meta": modern_meta(), "level": "info"}),
+    );
+    c.check(
+        level["error"]["code"] == -32601,
+        "2026-07-28: logging/setLevel is -32601 (removed)",
+        &level,
+    );
+    let read = m.request(
+        3,
+        "resources/read",
+        json!({"_meta": modern_meta(), "uri": "test://nothing-here"}),
+    );
+    c.check(
+        read["error"]["code"] == -32602 && read["error"]["data"]["uri"] == "test://nothing-here",
+        "2026-07-28: resources/read of an unknown URI is -32602 with data.uri (SEP-2164)",
+        &read,
+    );
+    let prompt = m.request(
+        4,
+        "prompts/get",
+        json!({"_meta": modern_meta(), "name": "nothing_here"}),
+    );
+    c.check(
+        prompt["error"]["code"] == -32602
+            && prompt["error"]["message"]
+                .as_str()
+                .is_some_and(|s| s.contains("nothing_here")),
+        "2026-07-28: prompts/get of an unknown prompt is -32602 naming it",
+        &prompt,
+    );
+    for (id, method) in [(5, "prompts/list"), (6, "resources/list")] {
+        let list = m.request(id, method, json!({"_meta": modern_meta()}));
+        let r = &list["result"];
+        let key = method.split('/').next().unwrap_or("");
+        c.check(
+            r[key].as_array().is_some_and(Vec::is_empty)
+                && r["ttlMs"].is_u64()
+                && r["cacheScope"].is_string(),
+            &format!("2026-07-28: {method} is empty, with ttlMs and cacheScope"),
+            &list,
+        );
+    }
+    m.serve.close_stdin();
+    let _ = m.serve.wait_exit(Duration::from_secs(10));
+    let mut transcript = m.transcript.join("\n");
+
+    // 2025-11-25: initialize, then the session's requests without _meta.
+    let mut l = Wire::start(&home);
+    let init = l.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "autotool-wire-test", "version": "0"}}),
+    );
+    c.check(
+        init["result"]["protocolVersion"] == "2025-11-25"
+            && init["result"]["capabilities"]["logging"].is_object(),
+        "2025-11-25: initialize succeeds and declares logging",
+        &init,
+    );
+    l.send(r#"{"jsonrpc": "2.0", "method": "notifications/initialized"}"#);
+    let level = l.request(2, "logging/setLevel", json!({"level": "warning"}));
+    c.check(
+        level["result"] == json!({}),
+        "2025-11-25: logging/setLevel is accepted with {}",
+        &level,
+    );
+    let read = l.request(3, "resources/read", json!({"uri": "test://nothing-here"}));
+    c.check(
+        read["error"]["code"] == -32002 && read["error"]["data"]["uri"] == "test://nothing-here",
+        "2025-11-25: resources/read of an unknown URI is -32002 (resource not found) with data.uri",
+        &read,
+    );
+    let prompt = l.request(4, "prompts/get", json!({"name": "nothing_here"}));
+    c.check(
+        prompt["error"]["code"] == -32602,
+        "2025-11-25: prompts/get of an unknown prompt is -32602",
+        &prompt,
+    );
+    let bad_init = l.request(5, "initialize", json!({"protocolVersion": 7}));
+    c.check(
+        bad_init["error"]["code"] == -32602,
+        "2025-11-25: a malformed initialize is still -32602 naming the expected shape",
+        &bad_init,
+    );
+    l.serve.close_stdin();
+    let _ = l.serve.wait_exit(Duration::from_secs(10));
+    transcript.push_str(&format!("\n--- legacy\n{}", l.transcript.join("\n")));
+    let stderr = format!(
+        "{}\n--- legacy serve\n{}",
+        m.serve.final_stderr(),
+        l.serve.final_stderr()
+    );
+    c.finish(test, || {
+        format!("transcript:\n{transcript}\nserve stderr:\n{stderr}")
+    });
+}
