@@ -13,9 +13,9 @@
 //!   one name both land, one serve killed with `kill -9` mid-create.
 //! - `wire`: the raw bytes hosts depend on, and malformed input no SDK client sends.
 
+mod conformance;
 mod consent;
 mod hosts;
-mod conformance;
 mod http;
 mod inspector;
 mod python_sdk;
