@@ -46,6 +46,8 @@ pub struct Settings {
     /// `--dangerously-allow-all-tools` / `AUTOTOOL_CONSENT=dangerously-allow-all`: grant every
     /// tool the keys it declares without asking (the sandbox and allowlists still hold).
     pub allow_all_keys: bool,
+    /// When a tool is promoted or quarantined (`autotool_policy::lifecycle`).
+    pub lifecycle: autotool_policy::lifecycle::Thresholds,
 }
 
 impl Default for Settings {
@@ -60,6 +62,7 @@ impl Default for Settings {
             launcher: None,
             limits: Limits::default(),
             allow_all_keys: false,
+            lifecycle: autotool_policy::lifecycle::Thresholds::default(),
         }
     }
 }
@@ -76,6 +79,8 @@ pub struct MountedTool {
     pub required_env: Vec<String>,
     /// sha256 of its `tool.py`: what a per-version approval is bound to.
     pub code_hash: String,
+    /// Its lifecycle state; only probation and active tools are listed.
+    pub state: crate::ledger::VersionState,
 }
 
 impl MountedTool {
@@ -410,8 +415,13 @@ impl App {
                 .tools
                 .iter()
                 .zip(tools.iter())
-                .any(|((a, ta), (b, tb))| a != b || ta.version != tb.version);
-        let list = crate::server::tool_list(tools.values(), &self.secrets());
+                .any(|((a, ta), (b, tb))| {
+                    a != b || ta.version != tb.version || ta.state != tb.state
+                });
+        let list = crate::server::tool_list(
+            tools.values().filter(|t| t.state.policy().listed()),
+            &self.secrets(),
+        );
         *self.mounted.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Mounted {
             generation,
             tools,
@@ -535,23 +545,53 @@ impl App {
         h.finish()
     }
 
-    /// `<tool>__<function>` → (tool, function), when mounted.
+    /// `<tool>__<function>` → (tool, function), when mounted and listed.
     pub fn resolve_mounted(&self, name: &str) -> Option<(String, String)> {
         let (tool, function) = name.split_once(crate::server::SEPARATOR)?;
         let mounted = self.mounted();
         let t = mounted.tools.get(tool)?;
+        if !t.state.policy().listed() {
+            return None;
+        }
         t.functions
             .iter()
             .any(|f| f.name == function)
             .then(|| (tool.to_string(), function.to_string()))
     }
 
-    /// Call `function` of mounted `tool`.
+    /// Why `tool` is not listed (quarantined, retired), if it is a tool that is not.
+    pub fn unlisted(&self, tool: &str) -> Option<String> {
+        let mounted = self.mounted();
+        let t = mounted.tools.get(tool)?;
+        if t.state.policy().listed() {
+            return None;
+        }
+        let why = self
+            .registry
+            .ledger()
+            .state_reason(tool)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        Some(format!(
+            "{tool} is {}{}",
+            t.state.as_str(),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
+        ))
+    }
+
+    /// Call `function` of mounted `tool`. A quarantined or retired tool answers only with
+    /// `force` (through `run_tool`), and the result says what it is.
     pub async fn call_function(
         &self,
         tool: &str,
         function: &str,
         arguments: JsonObject,
+        force: bool,
     ) -> CallToolResult {
         let mounted = self.mounted();
         let Some(t) = mounted.tools.get(tool) else {
@@ -570,6 +610,15 @@ impl App {
             return error_result(format!(
                 "tool {tool:?} has no function {function:?}; its functions: {}",
                 names.join(", ")
+            ));
+        }
+        let unlisted = self.unlisted(tool);
+        if let Some(why) = &unlisted
+            && !force
+        {
+            return error_result(format!(
+                "{why}. It is off the tool list; run_tool with \"force\": true calls it anyway, \
+                 and the user can run `autotool tools rehab {tool}` to put it back on probation."
             ));
         }
         let python = match self.runtime().await {
@@ -593,10 +642,13 @@ impl App {
         let duration = started.elapsed();
         match outcome {
             Ok(out) => {
-                let kind = if out.is_error {
-                    Outcome::ToolError
-                } else {
+                // A ToolError is the tool answering; an unexpected exception is it failing.
+                let kind = if !out.is_error {
                     Outcome::Ok
+                } else if out.unexpected() {
+                    Outcome::Error
+                } else {
+                    Outcome::ToolError
                 };
                 let first_text = out.content.iter().find_map(|c| match c {
                     ContentBlock::Text(t) => Some(t.text.clone()),
@@ -626,6 +678,15 @@ impl App {
                     CallToolResult::success(content)
                 };
                 result.structured_content = out.structured_content;
+                if let Some(why) = &unlisted {
+                    result.content.insert(
+                        0,
+                        text(format!(
+                            "[called with force: {why}; it is off the tool list]"
+                        )),
+                    );
+                }
+                self.lifecycle_after_call(tool, t.version, t.state).await;
                 self.secrets().redact_result(self.cap(result))
             }
             Err(e) => {
@@ -638,8 +699,63 @@ impl App {
                     Outcome::Error,
                     Some(e.clone()),
                 );
+                self.lifecycle_after_call(tool, t.version, t.state).await;
                 error_result(format!("calling {tool}.{function} failed: {e}"))
             }
+        }
+    }
+
+    /// Promote or quarantine `tool`'s version by its recent calls; a change is recorded with its
+    /// reason and every host hears of the new list.
+    async fn lifecycle_after_call(
+        &self,
+        tool: &str,
+        version: u32,
+        state: crate::ledger::VersionState,
+    ) {
+        let thresholds = &self.settings.lifecycle;
+        let recent = match self.registry.ledger().recent_outcomes(
+            tool,
+            version,
+            thresholds
+                .window
+                .max(thresholds.promote_after)
+                .max(thresholds.quarantine_consecutive),
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("reading recent calls: {e}");
+                return;
+            }
+        };
+        let kinds: Vec<_> = recent.iter().map(|o| o.kind()).collect();
+        let health = autotool_policy::lifecycle::Health::of(&kinds, thresholds.window);
+        let Some(change) =
+            autotool_policy::lifecycle::after_call(state.policy(), &health, thresholds)
+        else {
+            return;
+        };
+        let to = crate::ledger::VersionState::from_policy(change.to);
+        tracing::info!(
+            tool,
+            version,
+            to = to.as_str(),
+            reason = change.reason,
+            "lifecycle"
+        );
+        match self
+            .registry
+            .ledger()
+            .set_state(tool, version, to, &change.reason)
+        {
+            Ok(true) => {
+                if let Err(e) = self.reload() {
+                    tracing::warn!("reloading the registry: {e}");
+                }
+                self.notify_changed().await;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("recording the state change: {e}"),
         }
     }
 
@@ -949,5 +1065,6 @@ fn mounted_from(v: &ToolVersion) -> MountedTool {
         functions: v.functions.clone(),
         required_env: v.required_env.clone(),
         code_hash: v.code_hash.clone(),
+        state: v.state,
     }
 }

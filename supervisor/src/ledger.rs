@@ -182,6 +182,16 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// How the lifecycle rules count it.
+    pub fn kind(self) -> autotool_policy::lifecycle::CallKind {
+        use autotool_policy::lifecycle::CallKind;
+        match self {
+            Outcome::Ok => CallKind::Ok,
+            Outcome::ToolError => CallKind::ToolError,
+            Outcome::Error => CallKind::Failure,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
@@ -200,7 +210,8 @@ impl Outcome {
 }
 
 /// A version's lifecycle state (a decision, kept apart from health, which is observed from
-/// [`Ledger::stats`]). Ordered from least to most settled; new versions start `Active`.
+/// [`Ledger::stats`]); the rules are `autotool_policy::lifecycle`. New versions start on
+/// `Probation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VersionState {
@@ -219,6 +230,30 @@ impl VersionState {
             VersionState::Active => "active",
             VersionState::Quarantined => "quarantined",
             VersionState::Retired => "retired",
+        }
+    }
+
+    /// The same state in the lifecycle rules.
+    pub fn policy(self) -> autotool_policy::lifecycle::State {
+        use autotool_policy::lifecycle::State;
+        match self {
+            VersionState::Draft => State::Draft,
+            VersionState::Probation => State::Probation,
+            VersionState::Active => State::Active,
+            VersionState::Quarantined => State::Quarantined,
+            VersionState::Retired => State::Retired,
+        }
+    }
+
+    /// From the lifecycle rules' state.
+    pub fn from_policy(state: autotool_policy::lifecycle::State) -> VersionState {
+        use autotool_policy::lifecycle::State;
+        match state {
+            State::Draft => VersionState::Draft,
+            State::Probation => VersionState::Probation,
+            State::Active => VersionState::Active,
+            State::Quarantined => VersionState::Quarantined,
+            State::Retired => VersionState::Retired,
         }
     }
 
@@ -643,6 +678,38 @@ impl Ledger {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// How the last `limit` calls of one version ended, oldest first: what its lifecycle is
+    /// decided on.
+    pub fn recent_outcomes(
+        &self,
+        name: &str,
+        version: u32,
+        limit: u32,
+    ) -> Result<Vec<Outcome>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT outcome FROM calls WHERE tool = ?1 AND version = ?2 ORDER BY id DESC LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![name, version, limit], |r| {
+            Ok(Outcome::parse(&r.get::<_, String>(0)?))
+        })?;
+        let mut out: Vec<Outcome> = rows.collect::<Result<_, _>>()?;
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Why `name` is in its state: the newest `state_changed` event's detail.
+    pub fn state_reason(&self, name: &str) -> Result<Option<String>, LedgerError> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT detail FROM events WHERE tool = ?1 AND kind = ?2 ORDER BY id DESC LIMIT 1",
+                params![name, kind::STATE_CHANGED],
+                |r| r.get(0),
+            )
+            .optional()?)
     }
 
     /// Append an audit event (`tool` is `None` for events about autotool itself).

@@ -492,7 +492,8 @@ impl Registry {
                 description: manifest.description.clone(),
                 required_env: manifest.required_env.clone(),
                 functions: manifest.functions.clone(),
-                state: VersionState::Active,
+                // Verified, not yet trusted: it becomes active after successful calls.
+                state: VersionState::Probation,
                 created_at,
             };
             let file = ManifestFile {

@@ -424,15 +424,28 @@ impl ServerHandler for AutotoolServer {
                     Some(_) => None,
                 };
                 match (tool, function, arguments) {
-                    (Some(t), Some(f), Some(a)) => self.app.call_function(t, f, a).await,
+                    (Some(t), Some(f), Some(a)) => {
+                        let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
+                        self.app.call_function(t, f, a, force).await
+                    }
                     _ => error_result(
                         "run_tool needs {\"tool\": string, \"function\": string, \"arguments\": object}",
                     ),
                 }
             }
             other => match self.app.resolve_mounted(other) {
-                Some((tool, function)) => self.app.call_function(&tool, &function, args).await,
+                Some((tool, function)) => {
+                    self.app.call_function(&tool, &function, args, false).await
+                }
                 None => {
+                    if let Some((tool, _)) = other.split_once(SEPARATOR)
+                        && let Some(why) = self.app.unlisted(tool)
+                    {
+                        return Ok(CallToolResponse::Complete(error_result(format!(
+                            "{why}. It is off the tool list; run_tool with \"force\": true calls \
+                             it anyway, and the user can run `autotool tools rehab {tool}`."
+                        ))));
+                    }
                     return Err(McpError::invalid_params(
                         format!(
                             "unknown tool {other:?}; call tools/list (or run_tool) to see the tools \

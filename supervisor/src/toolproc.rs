@@ -304,6 +304,30 @@ pub struct CallOutcome {
     pub duration: Duration,
 }
 
+impl CallOutcome {
+    /// An error result that is not the tool's own answer but a crash inside it. The SDK words
+    /// them apart: a `ToolError` (or arguments that fail validation, the caller's mistake)
+    /// comes back as "Error executing tool NAME: message"; an unexpected exception as only
+    /// "Error executing tool NAME" (nested: "…NAME: Error executing tool OTHER"), its traceback
+    /// kept in the log.
+    pub fn unexpected(&self) -> bool {
+        fn crash(text: &str) -> bool {
+            let Some(rest) = text.strip_prefix("Error executing tool ") else {
+                return false;
+            };
+            match rest.split_once(": ") {
+                None => !rest.trim().is_empty() && !rest.contains(char::is_whitespace),
+                Some((_, inner)) => crash(inner),
+            }
+        }
+        self.is_error
+            && self.content.iter().any(|c| match c {
+                ContentBlock::Text(t) => crash(t.text.trim_end()),
+                _ => false,
+            })
+    }
+}
+
 /// Who answered `initialize`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ServerDetails {
@@ -927,6 +951,37 @@ impl Drop for ToolProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn outcome(text: &str) -> CallOutcome {
+        CallOutcome {
+            content: vec![ContentBlock::text(text.to_string())],
+            structured_content: None,
+            is_error: true,
+            stderr: String::new(),
+            duration: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_crash_is_told_from_a_tool_error_by_the_sdk_wording() {
+        for crash in [
+            "Error executing tool divide",
+            "Error executing tool outer: Error executing tool inner",
+        ] {
+            assert!(outcome(crash).unexpected(), "{crash}");
+        }
+        for answer in [
+            "Error executing tool divide: cannot divide by zero",
+            "Error executing tool add: 1 validation error for addArguments",
+            "Error executing tool outer: Error executing tool inner: not found",
+            "upstream said 403",
+        ] {
+            assert!(!outcome(answer).unexpected(), "{answer}");
+        }
+        let mut ok = outcome("Error executing tool divide");
+        ok.is_error = false;
+        assert!(!ok.unexpected());
+    }
 
     #[test]
     fn exits_are_described_for_each_mode() {

@@ -129,7 +129,7 @@ fn stage_commit_get_and_current_sorted() {
 
     let alpha = reg.get("alpha").unwrap().unwrap();
     assert_eq!(alpha.required_env, ["WEATHER_KEY"]);
-    assert_eq!(alpha.state, VersionState::Active);
+    assert_eq!(alpha.state, VersionState::Probation);
     assert_eq!(alpha.functions[0].name, "forecast");
     assert_eq!(
         alpha.code_hash,
@@ -704,7 +704,10 @@ fn cli_in_another_process_reads_and_removes() {
 
     let out = autotool(&home, &["tools", "list"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("weather  v2 (2 versions, active)"), "{text}");
+    assert!(
+        text.contains("weather  v2 (2 versions, probation)"),
+        "{text}"
+    );
     assert!(text.contains("last error: no such city"), "{text}");
 
     let out = autotool(&home, &["tools", "show", "weather", "--json"]);

@@ -6,6 +6,7 @@
 use super::{Registry, RegistryError, ToolVersion};
 use crate::home::Home;
 use crate::ledger::{self, CallRow, EventRow, ToolStats};
+use autotool_policy::lifecycle::Manual;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -43,6 +44,17 @@ pub enum ToolsCmd {
         name: String,
         /// The key's name (one the tool declares in REQUIRED_ENV).
         key: String,
+    },
+    /// Put a quarantined (or retired) tool back on probation: listed again, promoted after
+    /// successful calls. Takes effect live in every running server.
+    Rehab {
+        /// The tool's name.
+        name: String,
+    },
+    /// Retire a tool: off every host's list (its history is kept; `rehab` brings it back).
+    Retire {
+        /// The tool's name.
+        name: String,
     },
     /// Withdraw a tool's approval of a key (of every key without KEY). Its process is
     /// restarted without the key on the next call, which asks again.
@@ -108,11 +120,60 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             writeln!(out, "{said}")?;
             Ok(())
         }
+        ToolsCmd::Rehab { name } => manual(&registry, &name, Manual::Rehab, out),
+        ToolsCmd::Retire { name } => manual(&registry, &name, Manual::Retire, out),
         ToolsCmd::Revoke { name, key } => {
             let said = crate::consent::revoke_from_cli(&registry, &name, key.as_deref())?;
             writeln!(out, "{said}")?;
             Ok(())
         }
+    }
+}
+
+/// `tools rehab` / `tools retire`: move the current version by hand, with an audit event.
+fn manual(
+    registry: &Registry,
+    name: &str,
+    action: Manual,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let Some(current) = registry.get(name)? else {
+        return Err(RegistryError::NotFound(name.to_string()).into());
+    };
+    let to = autotool_policy::lifecycle::manual(current.state.policy(), action)
+        .map_err(|why| anyhow::anyhow!("cannot {} {name}: {why}", verb(action)))?;
+    let to = ledger::VersionState::from_policy(to);
+    registry.ledger().set_state(
+        name,
+        current.version,
+        to,
+        &format!(
+            "{} by the user",
+            if action == Manual::Rehab {
+                "put back on probation"
+            } else {
+                "retired"
+            }
+        ),
+    )?;
+    writeln!(
+        out,
+        "{name} v{} is now {}. Running `autotool serve` processes {} within a second.",
+        current.version,
+        to.as_str(),
+        if to.policy().listed() {
+            "list it again"
+        } else {
+            "take it off their lists"
+        }
+    )?;
+    Ok(())
+}
+
+fn verb(action: Manual) -> &'static str {
+    match action {
+        Manual::Rehab => "rehab",
+        Manual::Retire => "retire",
     }
 }
 
@@ -130,8 +191,36 @@ struct ListEntry {
     calls: u64,
     failures: u64,
     last_error: Option<String>,
+    /// The current version's last calls, as the lifecycle counts them.
+    health: Health,
+    /// Why it is in its state (the newest state change), if it changed.
+    state_reason: Option<String>,
     created_at: String,
     dir: String,
+}
+
+/// The current version's recent calls.
+#[derive(Debug, Serialize)]
+struct Health {
+    /// Calls looked at (at most the window, 20).
+    recent: u32,
+    ok: u32,
+    /// `ToolError`s: the tool answering that it could not (bad input, the upstream said no).
+    tool_errors: u32,
+    /// Crashes, timeouts, unexpected tracebacks.
+    failures: u32,
+}
+
+fn health(registry: &Registry, name: &str, version: u32) -> Result<Health, CliError> {
+    let window = autotool_policy::lifecycle::Thresholds::default().window;
+    let recent = registry.ledger().recent_outcomes(name, version, window)?;
+    let count = |o: ledger::Outcome| recent.iter().filter(|r| **r == o).count() as u32;
+    Ok(Health {
+        recent: recent.len() as u32,
+        ok: count(ledger::Outcome::Ok),
+        tool_errors: count(ledger::Outcome::ToolError),
+        failures: count(ledger::Outcome::Error),
+    })
 }
 
 fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), CliError> {
@@ -143,7 +232,11 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
             .map(|v| v.version)
             .collect();
         let stats = registry.stats(&tv.name)?;
+        let health = health(registry, &tv.name, tv.version)?;
+        let state_reason = registry.ledger().state_reason(&tv.name)?;
         entries.push(ListEntry {
+            health,
+            state_reason,
             versions,
             state: tv.state.as_str(),
             functions: tv.functions.iter().map(|f| f.name.clone()).collect(),
@@ -185,7 +278,21 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         }
         writeln!(out, "  functions: {}", or_none(&e.functions))?;
         writeln!(out, "  keys:      {}", or_none(&e.keys))?;
-        writeln!(out, "  calls:     {}, failures: {}", e.calls, e.failures)?;
+        writeln!(
+            out,
+            "  health:    last {} calls of v{}: {} ok, {} tool errors, {} failures",
+            e.health.recent, e.version, e.health.ok, e.health.tool_errors, e.health.failures
+        )?;
+        if let Some(why) = &e.state_reason
+            && e.state != "active"
+        {
+            writeln!(out, "  {}: {}", e.state, one_line(why, 100))?;
+        }
+        writeln!(
+            out,
+            "  calls:     {} in all versions, {} failed",
+            e.calls, e.failures
+        )?;
         if let Some(err) = &e.last_error {
             writeln!(out, "  last error: {}", one_line(err, 100))?;
         }

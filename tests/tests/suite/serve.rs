@@ -16,6 +16,7 @@
 //! - `persistence`: tools survive a restart of the server;
 //! - `service`: one HTTP service shared by hosts of both eras through `autotool connect`; the
 //!   systemd unit;
+//! - `states`: probation, promotion, automatic quarantine, `force`, rehab and retire;
 //! - `unconfined`: a quick pass of the same with `--sandbox off`.
 //!
 //! Tests that create tools run with the default strict sandbox, and print `SKIP` (see
@@ -31,6 +32,7 @@ mod misbehaving;
 mod persistence;
 mod protocol;
 mod service;
+mod states;
 mod unconfined;
 
 use autotool_tests::serve::{CallResult, Sandbox, Serve, ServeHome, Server};
