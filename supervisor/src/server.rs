@@ -70,7 +70,8 @@ base URLs from `*_API_BASE` variables so the tool can be pointed at a test serve
 const RUN_TOOL_DESCRIPTION: &str = "\
 Call a function of a tool created with create_tool: {tool, function, arguments}. Use it when your \
 tool list has not refreshed yet after create_tool, or to call any created tool by name. The \
-result is the function's own.";
+result is the function's own. A tool that kept failing is quarantined (off the list); `force: \
+true` calls it anyway.";
 
 /// The server; one per connection, sharing the [`App`].
 #[derive(Debug, Clone)]
@@ -172,7 +173,8 @@ pub fn builtin_tools(key_names: &[String]) -> Vec<Tool> {
                 "properties": {
                     "tool": {"type": "string"},
                     "function": {"type": "string"},
-                    "arguments": {"type": "object"}
+                    "arguments": {"type": "object"},
+                    "force": {"type": "boolean", "description": "Call a tool that is quarantined or retired (off the list) anyway."}
                 },
                 "required": ["tool", "function"]
             })),
