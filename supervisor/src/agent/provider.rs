@@ -1,8 +1,11 @@
 //! What every model API looks like to autotool's agent: tool definitions, the conversation, one
 //! turn of the model, the errors a user can act on, and the [`Provider`] trait the three APIs
-//! implement.
+//! implement. [`default_provider`] and [`provider_from_vars`] pick one from variables (see
+//! [`ProviderConfig::from_vars`] for the rules).
 
+use super::config::ProviderConfig;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -158,6 +161,22 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<Turn, ProviderError>>;
 }
 
+/// The provider the process environment names (rules: [`ProviderConfig::from_vars`]).
+///
+/// autotool's own commands do not use this: they read `$AUTOTOOL_HOME/.env` and call
+/// [`provider_from_vars`], so keys in a host's environment are never billed by surprise.
+pub fn default_provider() -> Result<Box<dyn Provider>, ProviderError> {
+    let vars: BTreeMap<String, String> = std::env::vars().collect();
+    provider_from_vars(&vars)
+}
+
+/// The provider the given variables name (rules: [`ProviderConfig::from_vars`]).
+pub fn provider_from_vars(
+    vars: &BTreeMap<String, String>,
+) -> Result<Box<dyn Provider>, ProviderError> {
+    ProviderConfig::from_vars(vars)?.build()
+}
+
 impl From<&rmcp::model::Tool> for ToolDef {
     fn from(tool: &rmcp::model::Tool) -> ToolDef {
         ToolDef {
@@ -191,6 +210,33 @@ pub(crate) fn parameters_schema(schema: &Value) -> Value {
     Value::Object(object)
 }
 
+/// The arguments of a call as the APIs that carry them as a string want them: the JSON text,
+/// or the model's own text when it was not JSON (see [`ToolCall::arguments`]).
+pub(crate) fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Arguments an API carried as a string, read back (see [`ToolCall::arguments`]).
+pub(crate) fn parse_arguments(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return Value::Object(Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+}
+
+/// A tool result's text as the APIs without an error flag carry it: the model must still
+/// learn the call failed.
+pub(crate) fn result_text(output: &str, is_error: bool) -> String {
+    if is_error {
+        format!("Error: {output}")
+    } else {
+        output.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -210,6 +256,15 @@ mod tests {
         let full = json!({"type": "object", "properties": {"q": {"type": "string"}},
                           "required": ["q"]});
         assert_eq!(parameters_schema(&full), full);
+    }
+
+    #[test]
+    fn arguments_round_trip_even_when_not_json() {
+        assert_eq!(parse_arguments(r#"{"a":1}"#), json!({"a": 1}));
+        assert_eq!(parse_arguments(""), json!({}));
+        assert_eq!(parse_arguments("{oops"), json!("{oops"));
+        assert_eq!(arguments_text(&json!("{oops")), "{oops");
+        assert_eq!(arguments_text(&json!({"a": 1})), r#"{"a":1}"#);
     }
 
     #[test]
