@@ -1,6 +1,8 @@
 //! The autotool supervisor: the `autotool` binary and library.
 //!
 //! Layout (consent and the egress proxy come next):
+//! - [`agent`]: autotool's own model: the OpenAI, Anthropic and Chat Completions APIs behind
+//!   one [`agent::Provider`] trait, and MCP tools converted to each API's tool definitions;
 //! - [`serve`], [`server`], [`app`], [`pool`]: `autotool serve`, the MCP server hosts talk to,
 //!   the state its connections share, and the warm tool processes; [`stdio`]: the guarded
 //!   stdio transport;
@@ -28,6 +30,7 @@
 //! launcher.
 #![deny(clippy::print_stdout)]
 
+pub mod agent;
 pub mod app;
 pub mod client;
 pub mod connect;
