@@ -18,8 +18,8 @@ pub mod run;
 mod transport;
 
 pub use config::{Api, ProviderConfig, RetryPolicy};
-pub use run::{AgentOptions, Step, run_agent, run_agent_with};
 pub use provider::{
     BoxFuture, Item, Provider, ProviderError, ToolCall, ToolDef, Turn, anthropic_tool_definitions,
     default_provider, openai_chat_tool_definitions, openai_tool_definitions, provider_from_vars,
 };
+pub use run::{AgentOptions, Step, run_agent, run_agent_with};

@@ -85,7 +85,12 @@ pub async fn run_agent_with(
     let outcome = async {
         let mut history = vec![Item::User(task.to_string())];
         for _ in 0..options.max_turns {
-            let tools: Vec<ToolDef> = client.list_tools().await?.iter().map(ToolDef::from).collect();
+            let tools: Vec<ToolDef> = client
+                .list_tools()
+                .await?
+                .iter()
+                .map(ToolDef::from)
+                .collect();
             let turn = provider.complete(&options.system, &history, &tools).await?;
             if turn.calls.is_empty() {
                 let answer = turn.text.unwrap_or_default();
