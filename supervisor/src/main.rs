@@ -90,6 +90,14 @@ enum Cmd {
         #[arg(long)]
         dangerously_allow_all_tools: bool,
     },
+    /// See autotool work, offline and without a key: a scripted agent grows a tool for a fake
+    /// Hacker-News-like API (verification and repair, consent, redaction, the allowlist), under
+    /// the strict sandbox. Exits non-zero if any step does not happen.
+    Demo {
+        /// Keep the demo's temporary AUTOTOOL_HOME to look at afterwards.
+        #[arg(long)]
+        keep: bool,
+    },
     /// Speak MCP on stdin/stdout, relayed to the autotool service (`autotool service install`):
     /// for host apps that only spawn stdio servers, so every host shares one supervisor.
     Connect,
@@ -191,10 +199,13 @@ fn main() -> ExitCode {
     if let Cmd::Connect = &cli.command {
         return connect();
     }
+    if let Cmd::Demo { keep } = &cli.command {
+        return demo(*keep);
+    }
     // Not for `serve`: there stdout is the JSON-RPC channel, written from the runtime's threads.
     let mut stdout = std::io::stdout().lock();
     match cli.command {
-        Cmd::Serve { .. } | Cmd::Connect => ExitCode::FAILURE,
+        Cmd::Serve { .. } | Cmd::Connect | Cmd::Demo { .. } => ExitCode::FAILURE,
         Cmd::Service { cmd } => service(cmd, &mut stdout),
         Cmd::Doctor { json } => {
             let report = autotool::doctor::run_all();
@@ -293,6 +304,28 @@ fn setup_hosts(
         Ok(_) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("autotool setup: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo(keep: bool) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("autotool demo: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let out: std::sync::Arc<std::sync::Mutex<dyn Write + Send>> =
+        std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    match runtime.block_on(autotool::demo::run(out, keep)) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool demo: {e:#}");
             ExitCode::FAILURE
         }
     }
