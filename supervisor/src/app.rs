@@ -26,7 +26,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// What `serve` was told.
+/// What `serve` was told (resolved from its flags, the environment, `config.toml` and these
+/// defaults by [`crate::config`]).
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub sandbox: SandboxMode,
@@ -48,6 +49,8 @@ pub struct Settings {
     pub allow_all_keys: bool,
     /// When a tool is promoted or quarantined (`autotool_policy::lifecycle`).
     pub lifecycle: autotool_policy::lifecycle::Thresholds,
+    /// Most tools one `tools/list` answer carries.
+    pub list_limit: usize,
 }
 
 impl Default for Settings {
@@ -63,6 +66,7 @@ impl Default for Settings {
             limits: Limits::default(),
             allow_all_keys: false,
             lifecycle: autotool_policy::lifecycle::Thresholds::default(),
+            list_limit: 40,
         }
     }
 }

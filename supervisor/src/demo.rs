@@ -90,7 +90,7 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
     };
 
     // The sandbox: strict when this machine can confine, else say why and go on unconfined.
-    let report = tokio::task::spawn_blocking(crate::doctor::run).await?;
+    let report = tokio::task::spawn_blocking(|| crate::doctor::run(None)).await?;
     let sandbox = if report.worst() == crate::doctor::Status::Fail {
         say("autotool demo: this machine cannot confine tools, so the demo runs them UNCONFINED (--sandbox off). Why:".into());
         for c in report

@@ -12,6 +12,8 @@
 //! - [`setup`]: installing the launcher with file capabilities;
 //! - [`hosts`]: `autotool setup`: registering `autotool serve` with the agent apps found here;
 //! - [`home`]: `$AUTOTOOL_HOME` and the fixed places inside it;
+//! - [`config`]: every setting, resolved flag > environment > `config.toml` > default, and
+//!   `autotool config`;
 //! - [`ledger`]: the SQLite database every supervisor on the machine shares;
 //! - [`registry`]: the tools directory and the ledger kept in step (stage, commit, remove), and
 //!   `autotool tools`;
@@ -33,6 +35,7 @@
 pub mod agent;
 pub mod app;
 pub mod client;
+pub mod config;
 pub mod connect;
 pub mod consent;
 pub mod credentials;

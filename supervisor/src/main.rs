@@ -73,18 +73,21 @@ enum Cmd {
         #[arg(long)]
         allow_remote: bool,
         /// `strict` (default) confines every tool; only an explicit `off`, `0`, `false` or `no`
-        /// runs them unconfined (also `AUTOTOOL_SANDBOX`).
+        /// runs them unconfined (also `AUTOTOOL_SANDBOX`, `sandbox` in config.toml).
         #[arg(long)]
         sandbox: Option<String>,
-        /// Wall-clock bound on one tool call, in seconds.
-        #[arg(long, default_value_t = 60)]
-        call_timeout: u64,
-        /// Stop a tool process unused for this many seconds.
-        #[arg(long, default_value_t = 600)]
-        idle_timeout: u64,
-        /// Bytes of text a tool result may carry before it is truncated.
-        #[arg(long, default_value_t = 256 * 1024)]
-        max_output_bytes: usize,
+        /// Wall-clock bound on one tool call: seconds, or 500ms, 2m… [default: 60s; also
+        /// `AUTOTOOL_CALL_TIMEOUT`, `call_timeout` in config.toml]
+        #[arg(long)]
+        call_timeout: Option<String>,
+        /// Stop a tool process unused this long: seconds, or 10m… [default: 600s; also
+        /// `AUTOTOOL_IDLE_TIMEOUT`, `idle_timeout` in config.toml]
+        #[arg(long)]
+        idle_timeout: Option<String>,
+        /// Bytes of text a tool result may carry before it is truncated, or 256KiB… [default:
+        /// 256KiB; also `AUTOTOOL_MAX_OUTPUT_BYTES`, `max_output_bytes` in config.toml]
+        #[arg(long)]
+        max_output_bytes: Option<String>,
         /// Grant every tool the keys it declares without asking (also
         /// `AUTOTOOL_CONSENT=dangerously-allow-all`). The sandbox and allowlists still apply.
         #[arg(long)]
@@ -97,6 +100,18 @@ enum Cmd {
         /// Keep the demo's temporary AUTOTOOL_HOME to look at afterwards.
         #[arg(long)]
         keep: bool,
+    },
+    /// Print every setting in effect, its value and the layer it came from: the environment,
+    /// $AUTOTOOL_HOME/config.toml or the default (for `serve`, its flags first). Exits non-zero,
+    /// naming the setting, the layer and the problem, when a value anywhere is bad.
+    Config {
+        /// Print JSON.
+        #[arg(long, conflicts_with = "get")]
+        json: bool,
+        /// Print only this setting's value (for example `call_timeout` or
+        /// `limits.memory_bytes`).
+        #[arg(long, value_name = "NAME")]
+        get: Option<String>,
     },
     /// Speak MCP on stdin/stdout, relayed to the autotool service (`autotool service install`):
     /// for host apps that only spawn stdio servers, so every host shares one supervisor.
@@ -155,15 +170,28 @@ fn main() -> ExitCode {
         dangerously_allow_all_tools,
     } = &cli.command
     {
-        let allow_all_keys = *dangerously_allow_all_tools
-            || std::env::var("AUTOTOOL_CONSENT").is_ok_and(|v| v == "dangerously-allow-all");
-        let settings = autotool::app::Settings {
-            sandbox: autotool::serve::sandbox_mode(sandbox.as_deref()),
-            call_timeout: std::time::Duration::from_secs((*call_timeout).max(1)),
-            idle_timeout: std::time::Duration::from_secs((*idle_timeout).max(1)),
-            max_output_bytes: (*max_output_bytes).max(1024),
-            allow_all_keys,
-            ..Default::default()
+        let mut flags = std::collections::BTreeMap::new();
+        for (name, value) in [
+            ("sandbox", sandbox),
+            ("call_timeout", call_timeout),
+            ("idle_timeout", idle_timeout),
+            ("max_output_bytes", max_output_bytes),
+        ] {
+            if let Some(v) = value {
+                flags.insert(name.to_string(), v.clone());
+            }
+        }
+        if *dangerously_allow_all_tools {
+            flags.insert("consent".into(), "dangerously-allow-all".into());
+        }
+        let config = match autotool::config::Inputs::from_process(flags)
+            .and_then(|inputs| autotool::config::resolve(&inputs))
+        {
+            Ok(c) => c,
+            Err(problems) => {
+                eprintln!("autotool serve: {problems}");
+                return ExitCode::FAILURE;
+            }
         };
         let transport = if transport == "http" {
             let given: Vec<&str> = if listen.is_empty() {
@@ -194,7 +222,7 @@ fn main() -> ExitCode {
         } else {
             autotool::serve::Transport::Stdio
         };
-        return serve(settings, transport);
+        return serve(config, transport);
     }
     if let Cmd::Connect = &cli.command {
         return connect();
@@ -207,8 +235,11 @@ fn main() -> ExitCode {
     match cli.command {
         Cmd::Serve { .. } | Cmd::Connect | Cmd::Demo { .. } => ExitCode::FAILURE,
         Cmd::Service { cmd } => service(cmd, &mut stdout),
+        Cmd::Config { json, get } => config(json, get.as_deref(), &mut stdout),
         Cmd::Doctor { json } => {
-            let report = autotool::doctor::run_all();
+            let config = autotool::config::Inputs::from_process(Default::default())
+                .and_then(|inputs| autotool::config::resolve(&inputs));
+            let report = autotool::doctor::run_all(&config);
             let text = if json {
                 serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
             } else {
@@ -241,6 +272,47 @@ fn main() -> ExitCode {
         } => setup_hosts(apps, dry_run, service, &mut stdout),
         Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => autotool::credentials::cli::run(cmd, &mut stdout),
+    }
+}
+
+/// `autotool config`: the settings `serve` would run with (but for its flags).
+fn config(json: bool, get: Option<&str>, out: &mut impl Write) -> ExitCode {
+    use autotool::config;
+    let resolved =
+        config::Inputs::from_process(Default::default()).and_then(|i| config::resolve(&i));
+    let config = match resolved {
+        Ok(c) => c,
+        Err(problems) => {
+            eprintln!("autotool config: {problems}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let written = match get {
+        Some(name) => match config.get(name) {
+            Some(entry) => writeln!(out, "{}", entry.value),
+            None => {
+                let names: Vec<&str> = config::SETTINGS.iter().map(|s| s.name).collect();
+                eprintln!(
+                    "autotool config: no setting is called {name:?}; the settings are: {}",
+                    names.join(", ")
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+        None if json => {
+            let text = serde_json::to_string_pretty(&config::to_json(&config)).unwrap_or_default();
+            writeln!(out, "{text}")
+        }
+        None => config::render(&config, out),
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        // `autotool config | head`: the reader has what it wanted.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool config: cannot write the output: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -375,7 +447,7 @@ fn connect() -> ExitCode {
 /// Where `serve --transport http` listens when not told.
 const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 
-fn serve(settings: autotool::app::Settings, transport: autotool::serve::Transport) -> ExitCode {
+fn serve(config: autotool::config::Config, transport: autotool::serve::Transport) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -386,7 +458,7 @@ fn serve(settings: autotool::app::Settings, transport: autotool::serve::Transpor
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(autotool::serve::run(settings, transport)) {
+    match runtime.block_on(autotool::serve::run(config, transport)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("autotool serve: {e:#}");
