@@ -19,10 +19,12 @@
 //! calls [`check_source`] (stages 1–2) first. A [`VerifyFailure`] carries the tool's stderr and
 //! ruff's report verbatim: redact it before it reaches a model.
 //!
-//! Layout: [`declarations`] reads `REQUIRED_ENV`; [`lint`](mod@lint) runs ruff.
+//! Layout: [`declarations`] reads `REQUIRED_ENV`; [`lint`](mod@lint) runs ruff; [`probes`] plans
+//! the robustness calls.
 
 pub mod declarations;
 pub mod lint;
+pub mod probes;
 
 pub use declarations::{EXPECTED_FORM, required_env};
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
