@@ -1,5 +1,5 @@
-//! Robustness probes: edge-case calls derived from each function's input schema, to be made on
-//! the verified process before it is mounted.
+//! The robustness stage ([`Stage::Robustness`](super::Stage::Robustness)): edge-case calls
+//! derived from each function's input schema, made on the verified process before it is mounted.
 //!
 //! [`plan`] is a pure function of the listed functions (schemas in, calls out): every required
 //! argument at a plain value with the optional ones left out, every argument given, then one
@@ -9,16 +9,17 @@
 //! never sent: refusing them is the SDK's job, and its refusal is the caller's mistake, not the
 //! tool's. At most [`MAX_PER_FUNCTION`] calls per function and [`MAX_PER_TOOL`] per tool.
 //!
-//! A probe is to fail the tool when the function crashes on it (an unexpected exception, which
-//! the SDK words apart from a `ToolError`: [`CallOutcome::unexpected`]), the process dies, or no
-//! answer comes in time.
-//!
-//! [`CallOutcome::unexpected`]: crate::toolproc::CallOutcome::unexpected
+//! [`run`] makes the calls one at a time on the running process, each within a per-probe timeout
+//! and all within a time budget (probes not started when it runs out are left out, which is no
+//! failure). A probe fails the tool when the function crashes on it (an unexpected exception,
+//! which the SDK words apart from a `ToolError`: [`CallOutcome::unexpected`]), the process dies,
+//! or no answer comes in time.
 
-use crate::toolproc::ToolInfo;
+use super::{Stage, VerifyFailure, cap_tail, split, traceback_summary};
+use crate::toolproc::{CallOutcome, ToolInfo, ToolProcError, ToolProcess};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Most calls planned for one function.
 pub const MAX_PER_FUNCTION: usize = 12;
@@ -523,6 +524,73 @@ fn huge_string() -> String {
     let mut s = unit.repeat(HUGE_STRING_BYTES / unit.len() + 1);
     s.truncate(HUGE_STRING_BYTES);
     s
+}
+
+/// Make `probes` on `process`, one at a time, each within `timeout`, none started after
+/// `budget`. Returns how many were made; the first that crashes the function, kills the process
+/// or gets no answer fails the stage.
+pub async fn run(
+    process: &ToolProcess,
+    probes: &[Probe],
+    timeout: Duration,
+    budget: Duration,
+    tool_file: &str,
+) -> Result<usize, VerifyFailure> {
+    let t0 = Instant::now();
+    let mut made = 0;
+    for probe in probes {
+        if t0.elapsed() >= budget {
+            break;
+        }
+        made += 1;
+        match process
+            .call(&probe.function, probe.arguments.clone(), timeout)
+            .await
+        {
+            Ok(outcome) if outcome.unexpected() => {
+                return Err(crashed(probe, &outcome, tool_file));
+            }
+            // A result, a ToolError, or the tool refusing with a JSON-RPC error: an answer.
+            Ok(_) | Err(ToolProcError::Rejected { .. }) => {}
+            Err(e) => {
+                let (message, log) = split(e);
+                let raised = traceback_summary(&log, tool_file)
+                    .map(|r| format!("; it raised {r}"))
+                    .unwrap_or_default();
+                return Err(VerifyFailure::new(
+                    Stage::Robustness,
+                    format!(
+                        "the probe {} ({}) failed: {message}{raised}",
+                        probe.shown(),
+                        probe.what
+                    ),
+                    log,
+                ));
+            }
+        }
+    }
+    if !process.is_alive() {
+        return Err(VerifyFailure::new(
+            Stage::Robustness,
+            "the tool process ended after answering the probes; a function must not end the process",
+            process.stderr_tail(),
+        ));
+    }
+    Ok(made)
+}
+
+fn crashed(probe: &Probe, outcome: &CallOutcome, tool_file: &str) -> VerifyFailure {
+    let shown = probe.shown();
+    let what = &probe.what;
+    let message = match traceback_summary(&outcome.stderr, tool_file) {
+        Some(raised) => format!(
+            "the probe {shown} ({what}) raised {raised} (the traceback is below); a function must answer every input its schema accepts with a result or a ToolError"
+        ),
+        None => format!(
+            "the probe {shown} ({what}) crashed with an unexpected exception (the tool's stderr is below); a function must answer every input its schema accepts with a result or a ToolError"
+        ),
+    };
+    VerifyFailure::new(Stage::Robustness, message, cap_tail(&outcome.stderr))
 }
 
 #[cfg(test)]
