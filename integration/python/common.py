@@ -129,12 +129,15 @@ def greet(name: str) -> str:
 '''
 
 # A tool whose smoke test takes a while: the window in which a serve is killed mid-create.
-# Create it with `preamble=SLOW_PING_PREAMBLE`.
-SLOW_PING_PREAMBLE = "import time\n"
+# Create it with `preamble=SLOW_PING_PREAMBLE`. A delay it cannot sleep (negative, or 1e308 from
+# verification's probes) is refused with a ToolError, as a tool should.
+SLOW_PING_PREAMBLE = "import time\nfrom mcp.server.mcpserver.exceptions import ToolError\n"
 SLOW_PING = '''
 @mcp.tool()
 def ping(delay: float = 0.0) -> str:
-    """Answer pong after `delay` seconds."""
+    """Answer pong after `delay` seconds (0 to 60)."""
+    if not 0 <= delay <= 60:
+        raise ToolError(f"delay must be 0 to 60 seconds, not {delay}")
     time.sleep(delay)
     return "pong"
 '''

@@ -2,7 +2,8 @@
 //! registry, the mounted-tool snapshot, warm tool processes, and change notification.
 //!
 //! Create → verify → mount: `create_tool` stages the code, verifies it (lint, declarations,
-//! launch confined, initialize, list, optional smoke test), commits it as a new version, hands
+//! launch confined, initialize, list, optional smoke test, robustness probes), commits it as a
+//! new version, hands
 //! the verified process to the pool as the first warm instance, swaps the snapshot and tells
 //! every connected host. Other `serve` processes sharing the home notice the ledger's generation
 //! change within the poll interval and do the same.
@@ -16,6 +17,7 @@ use crate::redact::Redactor;
 use crate::registry::{FunctionSpec, Manifest, Registry, ToolVersion};
 use crate::runtime::Python;
 use crate::toolproc::{SandboxMode, ToolSpec};
+use crate::verify::Thoroughness;
 use autotool_policy::Limits;
 use autotool_policy::hosts::AllowRule;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
@@ -866,16 +868,32 @@ impl App {
             }
             Some(_) => return error_result("smoke_test must be an object {function, arguments}"),
         };
-        self.create(name, code, &description, smoke).await
+        let thoroughness = match args.get("verify") {
+            None | Some(Value::Null) => Thoroughness::default(),
+            Some(v) => match v.as_str().and_then(Thoroughness::named) {
+                Some(t) => t,
+                None => {
+                    return error_result(format!(
+                        "verify must be \"quick\" (no probes), \"standard\" (the default: probes \
+                         for tools that declare no keys) or \"thorough\" (probes even with keys), \
+                         not {v}"
+                    ));
+                }
+            },
+        };
+        self.create(name, code, &description, smoke, thoroughness)
+            .await
     }
 
-    /// Stage, verify, commit and mount `code` as a new version of `name`.
+    /// Stage, verify, commit and mount `code` as a new version of `name`. Every way a tool
+    /// enters comes through here, so every one passes the same gate.
     pub async fn create(
         &self,
         name: &str,
         code: &str,
         description: &str,
         smoke: Option<crate::verify::SmokeTest>,
+        thoroughness: Thoroughness,
     ) -> CallToolResult {
         let python = match self.runtime().await {
             Ok(p) => p,
@@ -894,6 +912,7 @@ impl App {
         let spec = self.spec(name, staged.dir().to_path_buf(), python, &keys);
         let mut request = crate::verify::VerifyRequest::new(name, code, spec);
         request.smoke_test = smoke;
+        request.thoroughness = thoroughness;
         let verified = match crate::verify::verify(request).await {
             Ok(v) => v,
             Err(failure) => {
@@ -940,6 +959,7 @@ impl App {
             }
         };
         let functions = verified.tools.clone();
+        let robustness = verified.robustness.to_string();
         self.pool
             .adopt(name, version.version, grants, verified.process)
             .await;
@@ -967,6 +987,7 @@ impl App {
             "required_env": required_env,
             "keys_granted": keys.keys().collect::<Vec<_>>(),
             "key_notes": notes,
+            "robustness": robustness,
         });
         let names: Vec<String> = functions
             .iter()
@@ -1040,7 +1061,9 @@ impl App {
                 continue;
             };
             tracing::info!(tool = name, path = %path.display(), "verifying a tool placed by hand");
-            let result = self.create(&name, &code, "", None).await;
+            let result = self
+                .create(&name, &code, "", None, Thoroughness::default())
+                .await;
             if result.is_error == Some(true) {
                 let why = result
                     .content

@@ -20,7 +20,7 @@
 //! - [`toolproc`]: one running tool process (confined through the launcher, or unconfined with
 //!   `--sandbox off`), spoken to as an MCP client;
 //! - [`verify`]: the gate before a tool is mounted: lint, `REQUIRED_ENV`, launch, `initialize`,
-//!   `tools/list`, smoke test;
+//!   `tools/list`, smoke test, robustness probes;
 //! - [`credentials`]: the keys tools may be given (environment, OS keychain, opt-in file), their
 //!   allowlists, and `autotool keys`;
 //! - [`egress`]: the egress proxy each tool process reaches the network through: allowlists,

@@ -36,9 +36,10 @@ pub const SEPARATOR: &str = "__";
 const CREATE_TOOL_DESCRIPTION: &str = "\
 Create (or replace) a tool when you need something you have no tool for: a web API, live data, \
 a local service. Write a small Python MCP server; autotool lints it, runs it in a sandbox, checks \
-its tools and an optional smoke test, and mounts each function as `<name>__<function>`. On failure \
-you get the stage that failed and the log (traceback included): fix the code and call create_tool \
-again with the same name. Template:
+its tools and an optional smoke test, probes each function with edge-case input from its schema \
+(empty and huge strings, unicode, boundary numbers, missing optional arguments), and mounts each \
+function as `<name>__<function>`. On failure you get the stage that failed and the log \
+(traceback included): fix the code and call create_tool again with the same name. Template:
 
 ```python
 from mcp.server.mcpserver import MCPServer
@@ -63,9 +64,11 @@ if __name__ == \"__main__\":
 ```
 
 Rules: one file, standard library plus `mcp` and `httpx2`; no subprocesses, no files outside \
-/tmp; type-annotate every argument; raise ToolError for errors the caller should read; read API \
-base URLs from `*_API_BASE` variables so the tool can be pointed at a test server. `name` matches \
-^[a-z][a-z0-9_]{0,39}$ without `__`.";
+/tmp; type-annotate every argument; raise ToolError for errors the caller should read (an \
+unexpected exception on any input the schema accepts fails the probes); read API base URLs from \
+`*_API_BASE` variables so the tool can be pointed at a test server. `name` matches \
+^[a-z][a-z0-9_]{0,39}$ without `__`. `verify`: \"standard\" (default) probes tools that declare \
+no keys; \"thorough\" probes even those (it may spend API quota); \"quick\" skips the probes.";
 
 const RUN_TOOL_DESCRIPTION: &str = "\
 Call a function of a tool created with create_tool: {tool, function, arguments}. Use it when your \
@@ -160,6 +163,12 @@ pub fn builtin_tools(key_names: &[String]) -> Vec<Tool> {
                             "arguments": {"type": "object"}
                         },
                         "required": ["function"]
+                    },
+                    "verify": {
+                        "type": "string",
+                        "enum": ["quick", "standard", "thorough"],
+                        "default": "standard",
+                        "description": "Edge-case probes of every function: standard for tools without keys, thorough even with keys, quick none."
                     }
                 },
                 "required": ["name", "code"]

@@ -296,9 +296,9 @@ pub struct CallOutcome {
     /// The tool reported an error: a `ToolError`'s message, or for an unexpected exception
     /// only "Error executing tool NAME" (the traceback is in [`CallOutcome::stderr`]).
     pub is_error: bool,
-    /// What the process wrote to stderr while the call ran, up to its answer (for an error
-    /// result, until stderr went quiet for a moment). Best effort; calls running at the same
-    /// time share one stderr, so this may hold their lines too.
+    /// What the process wrote to stderr while the call ran, up to its answer (after a crash,
+    /// until stderr went quiet for a moment, so the traceback is whole). Best effort; calls
+    /// running at the same time share one stderr, so this may hold their lines too.
     pub stderr: String,
     /// Request sent → answer received.
     pub duration: Duration,
@@ -743,27 +743,28 @@ impl ToolProcess {
                 return Err(self.dead(0, operation, cause).await);
             }
         };
-        let is_error = result.is_error.unwrap_or(false);
+        let mut outcome = CallOutcome {
+            content: result.content,
+            structured_content: result.structured_content,
+            is_error: result.is_error.unwrap_or(false),
+            stderr: String::new(),
+            duration,
+        };
         // What the tool wrote before answering is in the pipe; let the pump file it.
         self.shared
             .stderr
             .catch_up(Duration::from_millis(100))
             .await;
-        if is_error {
+        if outcome.unexpected() {
             // The SDK logs an unexpected exception's traceback before it answers; make sure
-            // all of it is here.
+            // all of it is here. (A ToolError is not logged: nothing to wait for.)
             self.shared
                 .stderr
                 .settle(Duration::from_millis(20), Duration::from_millis(250))
                 .await;
         }
-        Ok(CallOutcome {
-            content: result.content,
-            structured_content: result.structured_content,
-            is_error,
-            stderr: self.shared.stderr.since(mark),
-            duration,
-        })
+        outcome.stderr = self.shared.stderr.since(mark);
+        Ok(outcome)
     }
 
     /// Close stdin, wait up to [`SHUTDOWN_GRACE`] for the tool to exit, then kill it (and,

@@ -13,19 +13,26 @@
 //! 5. [`Stage::ListTools`]: `tools/list`: at least one function, valid names, object schemas
 //!    ([`check_tools`]).
 //! 6. [`Stage::SmokeTest`]: the optional call the author asked for, within its timeout.
+//! 7. [`Stage::Robustness`]: edge-case calls derived from each function's input schema
+//!    ([`probes`]); a function that crashes on one, or hangs, fails. Whether they run is
+//!    [`Thoroughness::skips`]: by default only for tools that declare no keys, so no API quota
+//!    is spent by surprise.
 //!
 //! Which keys the tool receives is the caller's decision (the spec's environment); [`verify`]
 //! only reports what the code declares. A caller that must ask for consent before anything runs
 //! calls [`check_source`] (stages 1–2) first. A [`VerifyFailure`] carries the tool's stderr and
 //! ruff's report verbatim: redact it before it reaches a model.
 //!
-//! Layout: [`declarations`] reads `REQUIRED_ENV`; [`lint`](mod@lint) runs ruff.
+//! Layout: [`declarations`] reads `REQUIRED_ENV`; [`lint`](mod@lint) runs ruff; [`probes`] plans
+//! and makes the robustness calls.
 
 pub mod declarations;
 pub mod lint;
+pub mod probes;
 
 pub use declarations::{EXPECTED_FORM, required_env};
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
+pub use probes::{PROBE_BUDGET, PROBE_TIMEOUT};
 
 use crate::runtime::{self, Python};
 use crate::toolproc::{
@@ -57,20 +64,23 @@ pub enum Stage {
     Initialize,
     ListTools,
     SmokeTest,
+    Robustness,
 }
 
 impl Stage {
     /// Every stage, in the order they run.
-    pub const ALL: [Stage; 6] = [
+    pub const ALL: [Stage; 7] = [
         Stage::Lint,
         Stage::Declarations,
         Stage::Launch,
         Stage::Initialize,
         Stage::ListTools,
         Stage::SmokeTest,
+        Stage::Robustness,
     ];
 
-    /// `lint`, `declarations`, `launch`, `initialize`, `list_tools`, `smoke_test`.
+    /// `lint`, `declarations`, `launch`, `initialize`, `list_tools`, `smoke_test`,
+    /// `robustness`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Lint => "lint",
@@ -79,6 +89,7 @@ impl Stage {
             Stage::Initialize => "initialize",
             Stage::ListTools => "list_tools",
             Stage::SmokeTest => "smoke_test",
+            Stage::Robustness => "robustness",
         }
     }
 
@@ -96,6 +107,9 @@ impl Stage {
             Stage::ListTools => "Fix the tool's functions, then create the tool again.",
             Stage::SmokeTest => {
                 "Fix the function (or the smoke test's arguments), then create the tool again."
+            }
+            Stage::Robustness => {
+                "Probes are edge-case calls autotool derives from each function's input schema (empty and huge strings, unicode, boundary numbers, missing optional arguments). Make the function answer such input with a result, or raise ToolError with a message the caller can act on; a range it cannot serve can be refused by the schema itself (`Annotated[int, Field(ge=1, le=100)]`). Then create the tool again. A tool whose calls change things outside it can be created with \"verify\": \"quick\", which skips the probes."
             }
         }
     }
@@ -160,6 +174,96 @@ pub struct SmokeTest {
     pub arguments: JsonObject,
 }
 
+/// How hard [`verify`] tries a tool beyond the smoke test: whether [`Stage::Robustness`] runs.
+/// `create_tool`'s `verify` argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Thoroughness {
+    /// No probes.
+    Quick,
+    /// Probes for tools that declare no keys: probing a tool that holds keys could spend an
+    /// API's quota, and one that lacks them would fail for the missing key, not its code.
+    #[default]
+    Standard,
+    /// Probes whatever the tool declares.
+    Thorough,
+}
+
+impl Thoroughness {
+    /// Every level, as `create_tool` names them.
+    pub const ALL: [Thoroughness; 3] = [
+        Thoroughness::Quick,
+        Thoroughness::Standard,
+        Thoroughness::Thorough,
+    ];
+
+    /// `quick`, `standard`, `thorough`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Thoroughness::Quick => "quick",
+            Thoroughness::Standard => "standard",
+            Thoroughness::Thorough => "thorough",
+        }
+    }
+
+    /// The level named `name`.
+    pub fn named(name: &str) -> Option<Thoroughness> {
+        Thoroughness::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Why a tool declaring `declared` keys is not probed at this level; `None`: it is.
+    pub fn skips(self, declared: &[String]) -> Option<Skipped> {
+        match self {
+            Thoroughness::Quick => Some(Skipped::Quick),
+            Thoroughness::Standard if !declared.is_empty() => Some(Skipped::DeclaresKeys),
+            Thoroughness::Standard | Thoroughness::Thorough => None,
+        }
+    }
+}
+
+/// Why [`Stage::Robustness`] did not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skipped {
+    /// `verify: "quick"`.
+    Quick,
+    /// The tool declares keys and `thorough` was not asked for.
+    DeclaresKeys,
+}
+
+/// What [`Stage::Robustness`] did for a tool that passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Robustness {
+    /// `made` of the `planned` probes were made and answered (the rest were left out when the
+    /// time budget ran out).
+    Probed {
+        made: usize,
+        planned: usize,
+        took: Duration,
+    },
+    Skipped(Skipped),
+}
+
+impl std::fmt::Display for Robustness {
+    /// For the agent, in `create_tool`'s result.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Robustness::Probed { made, planned, .. } if made == planned => {
+                write!(f, "{made} edge-case probes answered without a crash")
+            }
+            Robustness::Probed { made, planned, .. } => write!(
+                f,
+                "{made} of {planned} edge-case probes answered without a crash (the rest did not fit the time budget)"
+            ),
+            Robustness::Skipped(Skipped::Quick) => {
+                f.write_str("not probed: verify \"quick\" was asked for")
+            }
+            Robustness::Skipped(Skipped::DeclaresKeys) => f.write_str(
+                "not probed: the tool declares keys, so probes could spend an API's quota; verify \"thorough\" probes it anyway",
+            ),
+        }
+    }
+}
+
 /// What to verify, and how.
 #[derive(Debug, Clone)]
 pub struct VerifyRequest {
@@ -177,10 +281,16 @@ pub struct VerifyRequest {
     pub lint_timeout: Duration,
     /// Bound on [`Stage::SmokeTest`].
     pub smoke_timeout: Duration,
+    /// Whether [`Stage::Robustness`] runs.
+    pub thoroughness: Thoroughness,
+    /// Bound on each probe's answer.
+    pub probe_timeout: Duration,
+    /// No probe starts after this much time probing.
+    pub probe_budget: Duration,
 }
 
 impl VerifyRequest {
-    /// A request with no smoke test and the default bounds.
+    /// A request with no smoke test, [`Thoroughness::Standard`] and the default bounds.
     pub fn new(name: impl Into<String>, code: impl Into<String>, spec: ToolSpec) -> Self {
         VerifyRequest {
             name: name.into(),
@@ -189,6 +299,9 @@ impl VerifyRequest {
             spec,
             lint_timeout: LINT_TIMEOUT,
             smoke_timeout: SMOKE_TIMEOUT,
+            thoroughness: Thoroughness::default(),
+            probe_timeout: PROBE_TIMEOUT,
+            probe_budget: PROBE_BUDGET,
         }
     }
 }
@@ -202,6 +315,8 @@ pub struct Verified {
     pub required_env: Vec<String>,
     /// The smoke test's answer, when one was asked for.
     pub smoke: Option<CallOutcome>,
+    /// Whether the probes ran, and how many.
+    pub robustness: Robustness,
     /// How long each stage took (Launch: writing the file; Initialize: spawn to `initialize`
     /// answered).
     pub timings: Vec<(Stage, Duration)>,
@@ -210,55 +325,54 @@ pub struct Verified {
 /// Run every stage on `req`. On success the process is returned running; on failure it has
 /// been shut down.
 pub async fn verify(req: VerifyRequest) -> Result<Verified, VerifyFailure> {
-    let VerifyRequest {
-        name,
-        code,
-        smoke_test,
-        spec,
-        lint_timeout,
-        smoke_timeout,
-    } = req;
+    let name = req.name.clone();
     let mut timings = Vec::new();
     let t0 = Instant::now();
-    let result = run(
-        &code,
-        smoke_test.as_ref(),
-        spec,
-        lint_timeout,
-        smoke_timeout,
-        &mut timings,
-    )
-    .await;
+    let result = run(req, &mut timings).await;
     match &result {
         Ok(_) => tracing::info!(tool = %name, took = ?t0.elapsed(), "verified"),
         Err(f) => {
             tracing::info!(tool = %name, stage = %f.stage, took = ?t0.elapsed(), "verification failed")
         }
     }
-    let (process, tools, required_env, smoke) = result?;
+    let (process, tools, required_env, smoke, robustness) = result?;
     Ok(Verified {
         process,
         tools,
         required_env,
         smoke,
+        robustness,
         timings,
     })
 }
 
-type Passed = (ToolProcess, Vec<ToolInfo>, Vec<String>, Option<CallOutcome>);
+type Passed = (
+    ToolProcess,
+    Vec<ToolInfo>,
+    Vec<String>,
+    Option<CallOutcome>,
+    Robustness,
+);
 
 async fn run(
-    code: &str,
-    smoke_test: Option<&SmokeTest>,
-    spec: ToolSpec,
-    lint_timeout: Duration,
-    smoke_timeout: Duration,
+    req: VerifyRequest,
     timings: &mut Vec<(Stage, Duration)>,
 ) -> Result<Passed, VerifyFailure> {
-    let required_env = check_source_timed(code, &spec.python, lint_timeout, timings).await?;
+    let VerifyRequest {
+        name: _,
+        code,
+        smoke_test,
+        spec,
+        lint_timeout,
+        smoke_timeout,
+        thoroughness,
+        probe_timeout,
+        probe_budget,
+    } = req;
+    let required_env = check_source_timed(&code, &spec.python, lint_timeout, timings).await?;
 
     let t = Instant::now();
-    stage_file(&spec, code)?;
+    stage_file(&spec, &code)?;
     timings.push((Stage::Launch, t.elapsed()));
 
     let t = Instant::now();
@@ -302,7 +416,7 @@ async fn run(
         None => None,
         Some(test) => {
             let t = Instant::now();
-            match smoke(&process, &tools, test, smoke_timeout, &tool_file).await {
+            match smoke(&process, &tools, &test, smoke_timeout, &tool_file).await {
                 Ok(outcome) => {
                     timings.push((Stage::SmokeTest, t.elapsed()));
                     Some(outcome)
@@ -314,7 +428,30 @@ async fn run(
             }
         }
     };
-    Ok((process, tools, required_env, smoke))
+
+    let robustness = match thoroughness.skips(&required_env) {
+        Some(why) => Robustness::Skipped(why),
+        None => {
+            let t = Instant::now();
+            let planned = probes::plan(&tools);
+            match probes::run(&process, &planned, probe_timeout, probe_budget, &tool_file).await {
+                Ok(made) => {
+                    let took = t.elapsed();
+                    timings.push((Stage::Robustness, took));
+                    Robustness::Probed {
+                        made,
+                        planned: planned.len(),
+                        took,
+                    }
+                }
+                Err(failure) => {
+                    process.shutdown().await;
+                    return Err(failure);
+                }
+            }
+        }
+    };
+    Ok((process, tools, required_env, smoke, robustness))
 }
 
 /// Stages 1–2, [`Stage::Lint`] and [`Stage::Declarations`]: everything that needs no process.
@@ -663,7 +800,8 @@ mod tests {
                 "launch",
                 "initialize",
                 "list_tools",
-                "smoke_test"
+                "smoke_test",
+                "robustness"
             ]
         );
         for stage in Stage::ALL {
@@ -672,6 +810,31 @@ mod tests {
                 Some(serde_json::Value::String(stage.name().into()))
             );
         }
+    }
+
+    #[test]
+    fn probes_run_for_tools_without_keys_unless_quick_and_for_any_when_thorough() {
+        let none: Vec<String> = Vec::new();
+        let keys = vec!["WEATHER_API_KEY".to_string()];
+        let decide = |t: Thoroughness| (t.skips(&none), t.skips(&keys));
+        assert_eq!(
+            decide(Thoroughness::Quick),
+            (Some(Skipped::Quick), Some(Skipped::Quick))
+        );
+        assert_eq!(
+            decide(Thoroughness::Standard),
+            (None, Some(Skipped::DeclaresKeys))
+        );
+        assert_eq!(decide(Thoroughness::Thorough), (None, None));
+        assert_eq!(Thoroughness::default(), Thoroughness::Standard);
+        for t in Thoroughness::ALL {
+            assert_eq!(Thoroughness::named(t.name()), Some(t));
+            assert_eq!(
+                serde_json::to_value(t).ok(),
+                Some(serde_json::Value::String(t.name().into()))
+            );
+        }
+        assert_eq!(Thoroughness::named("Thorough"), None);
     }
 
     #[test]

@@ -15,7 +15,8 @@ use anyhow::{Context, Result, bail, ensure};
 use autotool::runtime::{self, Python};
 use autotool::toolproc::{CallOutcome, SandboxMode, ToolSpec};
 use autotool::verify::{
-    self, EXPECTED_FORM, SmokeTest, Stage, Verified, VerifyFailure, VerifyRequest, required_env,
+    self, EXPECTED_FORM, Robustness, Skipped, SmokeTest, Stage, Thoroughness, Verified,
+    VerifyFailure, VerifyRequest, required_env,
 };
 use common::launcher_for;
 use serde_json::{Map, Value, json};
@@ -425,6 +426,49 @@ impl Env {
         VerifyRequest::new("verify_test", code, spec)
     }
 
+    /// Verify `code` granting `keys`, the request changed by `adjust` first.
+    async fn verify(
+        &mut self,
+        code: &str,
+        keys: &[(&str, &str)],
+        adjust: impl FnOnce(&mut VerifyRequest),
+    ) -> Result<Verified, VerifyFailure> {
+        let mut req = self.request(code, keys);
+        adjust(&mut req);
+        verify::verify(req).await
+    }
+
+    /// [`Env::verify`] that must pass; the process is shut down.
+    async fn passes(
+        &mut self,
+        code: &str,
+        keys: &[(&str, &str)],
+        adjust: impl FnOnce(&mut VerifyRequest),
+    ) -> Result<Robustness> {
+        let v = self
+            .verify(code, keys, adjust)
+            .await
+            .map_err(|f| anyhow::anyhow!("verification failed: {f}"))?;
+        v.process.shutdown().await;
+        Ok(v.robustness)
+    }
+
+    /// [`Env::verify`] that must fail.
+    async fn fails_with(
+        &mut self,
+        code: &str,
+        keys: &[(&str, &str)],
+        adjust: impl FnOnce(&mut VerifyRequest),
+    ) -> Result<VerifyFailure> {
+        match self.verify(code, keys, adjust).await {
+            Ok(v) => {
+                v.process.shutdown().await;
+                bail!("verification passed: {:?}", v.robustness)
+            }
+            Err(f) => Ok(f),
+        }
+    }
+
     async fn fails(&mut self, code: &str, smoke: Option<SmokeTest>) -> Result<VerifyFailure> {
         let mut req = self.request(code, &[]);
         req.smoke_test = smoke;
@@ -484,6 +528,13 @@ in_both_modes!(
     a_smoke_test_that_raises_fails_with_the_traceback,
     a_smoke_test_with_a_tool_error_fails_with_its_message,
     a_tool_that_never_answers_initialize_fails_within_the_bound,
+    a_crash_on_an_empty_string_fails_robustness_with_the_traceback,
+    a_crash_on_zero_fails_robustness,
+    a_function_that_ends_the_process_fails_robustness,
+    tool_errors_on_edge_input_pass_and_the_process_serves_on,
+    a_tool_with_keys_is_probed_only_when_thorough,
+    a_probe_that_hangs_is_bounded,
+    probes_stop_at_the_time_budget,
 );
 
 fn args(v: Value) -> Map<String, Value> {
@@ -513,11 +564,14 @@ async fn a_good_tool_passes_every_stage(mut env: Env) -> Result<()> {
     });
     let staged = req.spec.tool_dir.join("tool.py");
     let t0 = Instant::now();
+    // It declares a key: only `thorough` probes it.
+    req.thoroughness = Thoroughness::Thorough;
     let Verified {
         process,
         tools,
         required_env,
         smoke,
+        robustness,
         timings,
     } = verify::verify(req)
         .await
@@ -543,6 +597,10 @@ async fn a_good_tool_passes_every_stage(mut env: Env) -> Result<()> {
     );
     let stages: Vec<Stage> = timings.iter().map(|t| t.0).collect();
     ensure!(stages == Stage::ALL, "{stages:?}");
+    ensure!(
+        matches!(robustness, Robustness::Probed { made, planned, .. } if made == planned && made > 5),
+        "{robustness:?}"
+    );
 
     // The verified process stays warm and serves, with the granted key.
     ensure!(process.is_alive());
@@ -679,6 +737,282 @@ async fn a_tool_that_never_answers_initialize_fails_within_the_bound(mut env: En
     );
     ensure!(f.log.contains("thinking"), "{f}");
     ensure!(took < Duration::from_secs(8), "took {took:?}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Robustness probes
+
+/// A tool whose functions crash on edge input, each on its own kind.
+const FRAGILE: &str = r#"
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("verify_fragile")
+
+@mcp.tool()
+def initial(text: str) -> str:
+    """The first letter."""
+    return text[0]
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+async fn a_crash_on_an_empty_string_fails_robustness_with_the_traceback(
+    mut env: Env,
+) -> Result<()> {
+    let f = env.fails_with(FRAGILE, &[], |_| {}).await?;
+    ensure!(f.stage == Stage::Robustness, "{f}");
+    ensure!(
+        f.message
+            .contains("the probe initial({\"text\":\"\"}) (text: empty string) raised IndexError: string index out of range (tool.py, line 9, in initial)"),
+        "{f}"
+    );
+    ensure!(f.log.contains("Traceback (most recent call last)"), "{f}");
+    ensure!(f.log.contains("return text[0]"), "{f}");
+    let shown = f.to_string();
+    ensure!(
+        shown.starts_with("verification failed at robustness: "),
+        "{shown}"
+    );
+    ensure!(shown.contains("raise ToolError"), "{shown}");
+    ensure!(shown.contains("\"verify\": \"quick\""), "{shown}");
+
+    // The same tool with verify "quick": not probed, mounted as it is.
+    let robustness = env
+        .passes(FRAGILE, &[], |r| r.thoroughness = Thoroughness::Quick)
+        .await?;
+    ensure!(
+        robustness == Robustness::Skipped(Skipped::Quick),
+        "{robustness:?}"
+    );
+    Ok(())
+}
+
+async fn a_crash_on_zero_fails_robustness(mut env: Env) -> Result<()> {
+    let code = r#"
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("verify_average")
+
+@mcp.tool()
+def average(total: float, count: int = 1) -> float:
+    """The mean of `count` items summing to `total`."""
+    return total / count
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+    let f = env.fails_with(code, &[], |_| {}).await?;
+    ensure!(f.stage == Stage::Robustness, "{f}");
+    ensure!(
+        f.message
+            .contains("average({\"count\":0,\"total\":1.0}) (count: 0) raised ZeroDivisionError"),
+        "{f}"
+    );
+    ensure!(f.log.contains("ZeroDivisionError"), "{f}");
+    Ok(())
+}
+
+async fn a_function_that_ends_the_process_fails_robustness(mut env: Env) -> Result<()> {
+    let code = r#"
+import os, sys
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("verify_quitter")
+
+@mcp.tool()
+def shout(text: str) -> str:
+    """Loud, and it gives up on long text."""
+    if len(text) > 1000:
+        print("too long, bye", file=sys.stderr, flush=True)
+        os._exit(3)
+    return text.upper()
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+    let f = env.fails_with(code, &[], |_| {}).await?;
+    ensure!(f.stage == Stage::Robustness, "{f}");
+    ensure!(f.message.contains("(text: a 100 KiB string)"), "{f}");
+    ensure!(f.message.contains("… [102400 characters]"), "{f}");
+    ensure!(f.message.contains("exit status 3"), "{f}");
+    ensure!(f.log.contains("too long, bye"), "{f}");
+    Ok(())
+}
+
+/// Edge input answered with results and ToolErrors, as a tool should.
+const STURDY: &str = r#"
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+mcp = MCPServer("verify_sturdy")
+
+@mcp.tool()
+def initial(text: str) -> str:
+    """The first letter."""
+    if not text:
+        raise ToolError("text is empty: give at least one character")
+    return text[0]
+
+@mcp.tool()
+def average(total: float, count: int = 1, label: str | None = None) -> str:
+    """The mean of `count` items summing to `total`."""
+    if count <= 0:
+        raise ToolError("count must be at least 1")
+    return f"{label or 'mean'}: {total / count}"
+
+@mcp.tool()
+def flags(items: list[str], strict: bool = False) -> int:
+    """How many items."""
+    return len(items)
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+async fn tool_errors_on_edge_input_pass_and_the_process_serves_on(mut env: Env) -> Result<()> {
+    let v = env
+        .verify(STURDY, &[], |_| {})
+        .await
+        .map_err(|f| anyhow::anyhow!("{f}"))?;
+    let (made, took) = match v.robustness {
+        Robustness::Probed {
+            made,
+            planned,
+            took,
+        } => {
+            ensure!(made == planned, "{:?}", v.robustness);
+            (made, took)
+        }
+        other => bail!("not probed: {other:?}"),
+    };
+    ensure!(made > 15, "{made} probes");
+    ensure!(
+        v.robustness.to_string() == format!("{made} edge-case probes answered without a crash"),
+        "{}",
+        v.robustness
+    );
+    // The probed process is the one mounted: alive, and serving.
+    ensure!(v.process.is_alive());
+    let answer = v
+        .process
+        .call("initial", args(json!({"text": "probe"})), BOUND)
+        .await?;
+    ensure!(text(&answer) == "p", "{answer:?}");
+    eprintln!(
+        "TIMING robustness {:?}: {made} probes in {took:?}",
+        env.mode
+    );
+    v.process.shutdown().await;
+    Ok(())
+}
+
+/// It declares a key, and crashes on "".
+const KEYED_FRAGILE: &str = r#"
+import os
+from mcp.server.mcpserver import MCPServer
+
+REQUIRED_ENV = ["VERIFY_PROBE_KEY"]
+mcp = MCPServer("verify_keyed")
+
+@mcp.tool()
+def initial(text: str) -> str:
+    """The first letter, after asking an API that costs money per call."""
+    return text[0]
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+async fn a_tool_with_keys_is_probed_only_when_thorough(mut env: Env) -> Result<()> {
+    let key = [("VERIFY_PROBE_KEY", "k-probe")];
+    let robustness = env.passes(KEYED_FRAGILE, &key, |_| {}).await?;
+    ensure!(
+        robustness == Robustness::Skipped(Skipped::DeclaresKeys),
+        "{robustness:?}"
+    );
+    ensure!(
+        robustness.to_string().contains("verify \"thorough\""),
+        "{robustness}"
+    );
+    let f = env
+        .fails_with(KEYED_FRAGILE, &key, |r| {
+            r.thoroughness = Thoroughness::Thorough
+        })
+        .await?;
+    ensure!(f.stage == Stage::Robustness, "{f}");
+    ensure!(f.message.contains("IndexError"), "{f}");
+    Ok(())
+}
+
+async fn a_probe_that_hangs_is_bounded(mut env: Env) -> Result<()> {
+    let code = r#"
+import time
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("verify_hang")
+
+@mcp.tool()
+def lookup(name: str) -> str:
+    """Waits forever for an empty name."""
+    while not name:
+        time.sleep(1)
+    return name
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+    let t0 = Instant::now();
+    let f = env
+        .fails_with(code, &[], |r| r.probe_timeout = Duration::from_secs(1))
+        .await?;
+    let took = t0.elapsed();
+    ensure!(f.stage == Stage::Robustness, "{f}");
+    ensure!(
+        f.message
+            .contains("lookup({\"name\":\"\"}) (name: empty string)"),
+        "{f}"
+    );
+    ensure!(f.message.contains("no answer within 1.0 s"), "{f}");
+    ensure!(took < Duration::from_secs(10), "took {took:?}");
+    Ok(())
+}
+
+async fn probes_stop_at_the_time_budget(mut env: Env) -> Result<()> {
+    let code = r#"
+import time
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("verify_slow")
+
+@mcp.tool()
+def slow(text: str, n: int = 0) -> str:
+    """Takes its time, and answers."""
+    time.sleep(0.3)
+    return "ok"
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+    let t0 = Instant::now();
+    let robustness = env
+        .passes(code, &[], |r| r.probe_budget = Duration::from_secs(1))
+        .await?;
+    let took = t0.elapsed();
+    match robustness {
+        Robustness::Probed { made, planned, .. } => {
+            ensure!((2..=5).contains(&made) && planned == 10, "{robustness:?}");
+            ensure!(
+                robustness
+                    .to_string()
+                    .contains("did not fit the time budget"),
+                "{robustness}"
+            );
+        }
+        other => bail!("not probed: {other:?}"),
+    }
+    ensure!(took < Duration::from_secs(10), "took {took:?}");
     Ok(())
 }
 

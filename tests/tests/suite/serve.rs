@@ -41,7 +41,9 @@ use autotool_tests::serve::{CallResult, Sandbox, Serve, ServeHome, Server};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// The well-behaved fixture, and the name it is created under.
+/// The well-behaved fixture, and the name it is created under. Its misbehaving functions
+/// (`crash`, `garble`, `flood_then_fail`, …) are there to be called on purpose, and would fail
+/// verification's robustness probes (rightly): it is created with `"verify": "quick"`.
 pub const HEALTHY_FILE: &str = "healthy.py";
 pub const HEALTHY: &str = "healthy";
 /// Its functions, in the order the tool defines them.
@@ -87,7 +89,7 @@ pub fn start(serve: &Serve, home: &ServeHome) -> Server {
         .unwrap_or_else(|e| panic!("starting autotool serve: {e:#}"))
 }
 
-/// Create the healthy fixture (with a smoke test) and check what the result says.
+/// Create the healthy fixture (with a smoke test, without probes) and check what the result says.
 pub fn create_healthy(server: &mut Server) -> CallResult {
     let code = autotool_tests::serve::fixture(HEALTHY_FILE).unwrap();
     let created = server
@@ -98,6 +100,7 @@ pub fn create_healthy(server: &mut Server) -> CallResult {
                 "code": code,
                 "description": "a well-behaved tool",
                 "smoke_test": {"function": "add", "arguments": {"a": 1, "b": 2}},
+                "verify": "quick",
             }),
         )
         .unwrap();

@@ -1,6 +1,9 @@
 """A well-behaved tool for the `autotool serve` tests: the server must keep serving it while
 other tools misbehave, and its own misbehaving functions must only fail the call they are in.
 
+Those functions crash, hang or exit on ordinary input, so verification's robustness probes would
+refuse the tool: the tests create it with `"verify": "quick"`.
+
 Nothing here writes to stdout, the JSON-RPC channel.
 """
 

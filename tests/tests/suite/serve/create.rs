@@ -1,7 +1,8 @@
 //! `create_tool` with bad input: invalid names, oversized code, code that does not parse or
-//! names what is undefined, missing fields, a tool that writes garbage to stdout and one that
-//! never answers `initialize`. Each is an `isError` result naming what is wrong (and the
-//! verification stage), nothing is mounted or stored, and the server keeps serving.
+//! names what is undefined, missing fields, a tool that writes garbage to stdout, one that
+//! never answers `initialize` and one that crashes on edge input. Each is an `isError` result
+//! naming what is wrong (and the verification stage), nothing is mounted or stored, and the
+//! server keeps serving.
 
 use super::{
     HEALTHY, HEALTHY_FILE, assert_serves, create_healthy, finish, listed_names, start, strict,
@@ -20,6 +21,28 @@ fn tool_with_line_7(body: &str) -> String {
          @mcp.tool()\n\
          def f(x: int) -> int:\n\
          {body}\n\
+         \n\
+         if __name__ == \"__main__\":\n\
+         \x20   mcp.run()\n"
+    )
+}
+
+/// A tool whose one function crashes on an empty string (line 7), or, `sturdy`, refuses it with
+/// a ToolError.
+fn initial_tool(sturdy: bool) -> String {
+    let guard = if sturdy {
+        "    if not text:\n        raise ToolError(\"text is empty\")\n"
+    } else {
+        ""
+    };
+    format!(
+        "from mcp.server.mcpserver import MCPServer\n\
+         from mcp.server.mcpserver.exceptions import ToolError\n\
+         mcp = MCPServer(\"initial\")\n\
+         \n\
+         @mcp.tool()\n\
+         def initial(text: str) -> str:\n\
+         {guard}    return text[0]\n\
          \n\
          if __name__ == \"__main__\":\n\
          \x20   mcp.run()\n"
@@ -292,5 +315,97 @@ fn a_tool_that_never_answers_initialize_fails_within_the_start_timeout() {
             .any(|n| n.starts_with("hang__"))
     );
     assert_eq!(listed_names(&home), vec![HEALTHY.to_string()]);
+    finish(server);
+}
+
+#[test]
+fn a_function_that_crashes_on_edge_input_fails_at_robustness_unless_quick() {
+    let Some(serve) = strict() else { return };
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve, &home);
+
+    // Probed by default (it declares no keys): the crash on "" is the answer, with the input
+    // and the traceback.
+    let r = server
+        .call_result(
+            "create_tool",
+            json!({"name": "initial", "code": initial_tool(false)}),
+        )
+        .unwrap();
+    assert!(r.is_error, "{}", r.text);
+    for needle in [
+        "verification failed at robustness",
+        "initial({\"text\":\"\"}) (text: empty string)",
+        "IndexError: string index out of range (tool.py, line 7, in initial)",
+        "Traceback (most recent call last)",
+        "return text[0]",
+        "raise ToolError",
+    ] {
+        assert!(r.text.contains(needle), "no {needle:?} in:\n{}", r.text);
+    }
+    assert!(
+        listed_names(&home).is_empty(),
+        "the fragile tool was stored"
+    );
+
+    let r = server
+        .call_result(
+            "create_tool",
+            json!({"name": "initial", "code": initial_tool(false), "verify": "always"}),
+        )
+        .unwrap();
+    assert!(
+        r.is_error && r.text.contains("verify must be \"quick\""),
+        "{}",
+        r.text
+    );
+
+    // The same code with "quick": not probed, mounted, and the result says so.
+    let r = server
+        .call_result(
+            "create_tool",
+            json!({"name": "initial", "code": initial_tool(false), "verify": "quick"}),
+        )
+        .unwrap();
+    assert!(!r.is_error, "{}", r.text);
+    let said = r.structured.as_ref().map(|s| s["robustness"].clone());
+    assert_eq!(
+        said,
+        Some(json!("not probed: verify \"quick\" was asked for")),
+        "{}",
+        r.text
+    );
+
+    // Repaired, with the default: probed, and every probe answered.
+    let r = server
+        .call_result(
+            "create_tool",
+            json!({"name": "initial", "code": initial_tool(true)}),
+        )
+        .unwrap();
+    assert!(!r.is_error, "{}", r.text);
+    let said = r
+        .structured
+        .as_ref()
+        .and_then(|s| s["robustness"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        said.ends_with("edge-case probes answered without a crash"),
+        "{said}: {}",
+        r.text
+    );
+    eprintln!("created in {:?}: {said}", r.elapsed);
+    // The probed process serves the first call.
+    let e = server
+        .call_result("initial__initial", json!({"text": ""}))
+        .unwrap();
+    assert!(e.is_error && e.text.contains("text is empty"), "{}", e.text);
+    assert_eq!(
+        server
+            .call_text("initial__initial", json!({"text": "xyz"}))
+            .unwrap(),
+        "x"
+    );
     finish(server);
 }

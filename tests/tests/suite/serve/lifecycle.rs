@@ -1,6 +1,7 @@
-//! The life of a tool outside `create_tool`: a file placed by hand goes through the same gate,
-//! `autotool tools remove` unmounts a tool live, an idle tool process stops and the next call
-//! starts it again, and a strict `serve` on a machine that cannot confine refuses to start.
+//! The life of a tool outside `create_tool`: a file placed by hand goes through the same gate
+//! (robustness probes included), `autotool tools remove` unmounts a tool live, an idle tool
+//! process stops and the next call starts it again, and a strict `serve` on a machine that
+//! cannot confine refuses to start.
 
 use super::{HEALTHY, create_healthy, finish, start, strict};
 use autotool_tests::serve::{ServeHome, Server};
@@ -41,6 +42,37 @@ fn a_tool_placed_by_hand_is_verified_then_mounted() {
             .iter()
             .any(|t| t.starts_with("byhand__"))),
         "a hand-placed file that fails lint was mounted"
+    );
+    // One that crashes on edge input: the same probes as for create_tool refuse it.
+    std::fs::write(
+        dir.join("byhand/tool.py"),
+        "from mcp.server.mcpserver import MCPServer\nmcp = MCPServer('x')\n\
+         @mcp.tool()\ndef share(total: int, people: int) -> int:\n    return total // people\n\
+         if __name__ == '__main__':\n    mcp.run()\n",
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let refused = "hand-placed tool failed verification: verification failed at robustness";
+    while !server.stderr().contains(refused) {
+        assert!(
+            Instant::now() < deadline,
+            "the fragile hand-placed tool was not refused at robustness{}",
+            server.context()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("ZeroDivisionError: integer division or modulo by zero"),
+        "{stderr}"
+    );
+    assert!(
+        !server
+            .tool_names()
+            .unwrap()
+            .iter()
+            .any(|t| t.starts_with("byhand__")),
+        "a hand-placed file that fails the probes was mounted"
     );
     // Fixed in place: verified and mounted, with a list change for the host.
     std::fs::write(

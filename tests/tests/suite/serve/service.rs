@@ -81,7 +81,7 @@ fn hosts_of_both_eras_share_one_service_through_connect() {
     let created = a
         .call_result(
             "create_tool",
-            json!({"name": "healthy", "code": fixture(HEALTHY_FILE).unwrap()}),
+            json!({"name": "healthy", "code": fixture(HEALTHY_FILE).unwrap(), "verify": "quick"}),
         )
         .unwrap();
     assert!(!created.is_error, "{}{}", created.text, service.stderr());
@@ -107,7 +107,7 @@ fn hosts_of_both_eras_share_one_service_through_connect() {
     let r = b
         .call_modern(
             "create_tool",
-            json!({"name": "second", "code": fixture(HEALTHY_FILE).unwrap()}),
+            json!({"name": "second", "code": fixture(HEALTHY_FILE).unwrap(), "verify": "quick"}),
             json!({}),
             json!({}),
         )
