@@ -11,6 +11,8 @@
 //! - [`doctor`]: what the machine offers and how to fix what it lacks;
 //! - [`setup`]: installing the launcher with file capabilities;
 //! - [`hosts`]: `autotool setup`: registering `autotool serve` with the agent apps found here;
+//! - [`synthesize`]: `synthesize_tool`: autotool's own model (named by `$AUTOTOOL_HOME/.env`,
+//!   read with [`dotenv`]) writes, verifies, repairs and mounts a tool;
 //! - [`home`]: `$AUTOTOOL_HOME` and the fixed places inside it;
 //! - [`ledger`]: the SQLite database every supervisor on the machine shares;
 //! - [`registry`]: the tools directory and the ledger kept in step (stage, commit, remove), and
@@ -38,6 +40,7 @@ pub mod consent;
 pub mod credentials;
 pub mod demo;
 pub mod doctor;
+pub mod dotenv;
 pub mod egress;
 pub mod home;
 pub mod hosts;
@@ -53,5 +56,6 @@ pub mod server;
 pub mod service;
 pub mod setup;
 pub mod stdio;
+pub mod synthesize;
 pub mod toolproc;
 pub mod verify;

@@ -72,8 +72,12 @@ pub enum Transport {
 }
 
 /// Run the server until the host closes stdio, or (HTTP) until SIGTERM or SIGINT.
-pub async fn run(settings: Settings, transport: Transport) -> anyhow::Result<()> {
+pub async fn run(mut settings: Settings, transport: Transport) -> anyhow::Result<()> {
     let home = Home::from_env()?;
+    if crate::synthesize::switched_off(std::env::var(crate::synthesize::SWITCH_VAR).ok().as_deref())
+    {
+        settings.synthesize = false;
+    }
     home.ensure()?;
     init_logging(&home);
     if settings.sandbox == SandboxMode::Strict {
