@@ -11,6 +11,8 @@
 //! - [`doctor`]: what the machine offers and how to fix what it lacks;
 //! - [`setup`]: installing the launcher with file capabilities;
 //! - [`hosts`]: `autotool setup`: registering `autotool serve` with the agent apps found here;
+//! - [`run_cmd`]: `autotool run "<task>"`: the demo agent on the user's own model (`./.env`),
+//!   printing its steps;
 //! - [`synthesize`]: `synthesize_tool`: autotool's own model (named by `$AUTOTOOL_HOME/.env`,
 //!   read with [`dotenv`]) writes, verifies, repairs and mounts a tool;
 //! - [`home`]: `$AUTOTOOL_HOME` and the fixed places inside it;
@@ -50,6 +52,7 @@ pub mod ledger;
 pub mod pool;
 pub mod redact;
 pub mod registry;
+pub mod run_cmd;
 pub mod runtime;
 pub mod serve;
 pub mod server;

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Imports a module the runtime lacks: verification fails at launch with a traceback.
+/// Imports a module the runtime lacks: verification fails (the process ends before
+/// `initialize`) with a traceback.
 const BROKEN: &str = r#"import numpy_is_not_installed_here
 from mcp.server.mcpserver import MCPServer
 
