@@ -288,19 +288,28 @@ impl App {
             progress,
         )
         .await;
+        let need_shown: String = need.chars().take(300).collect();
+        let (tool, kind, detail) = match &outcome {
+            Outcome::Mounted { round, result } => (
+                result
+                    .structured_content
+                    .as_ref()
+                    .and_then(|s| s["tool"].as_str())
+                    .map(str::to_string),
+                crate::ledger::kind::SYNTHESIZED,
+                format!("by {} in round {round}: {need_shown}", provider.describe()),
+            ),
+            _ => (
+                None,
+                crate::ledger::kind::SYNTHESIS_FAILED,
+                format!("by {}: {need_shown}", provider.describe()),
+            ),
+        };
+        let detail = self.secrets().redact(&model.redact(&detail));
+        if let Err(e) = self.registry.event(tool.as_deref(), kind, &detail) {
+            tracing::warn!("recording the synthesis: {e}");
+        }
         let result = outcome.into_result(&provider.describe(), bounds);
-        let _ = self.registry.event(
-            None,
-            "synthesized",
-            &self.secrets().redact(&model.redact(&format!(
-                "{}: {need}",
-                if result.is_error == Some(true) {
-                    "failed"
-                } else {
-                    "mounted"
-                }
-            ))),
-        );
         // Everything bound for the host: tool keys and the model's own key kept out.
         let mut result = self.secrets().redact_result(result);
         for block in &mut result.content {
