@@ -26,7 +26,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// What `serve` was told.
+/// What `serve` was told (resolved from its flags, the environment, `config.toml` and these
+/// defaults by [`crate::config`]).
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub sandbox: SandboxMode,
@@ -48,7 +49,9 @@ pub struct Settings {
     pub allow_all_keys: bool,
     /// When a tool is promoted or quarantined (`autotool_policy::lifecycle`).
     pub lifecycle: autotool_policy::lifecycle::Thresholds,
-    /// Offer `synthesize_tool` when `$AUTOTOOL_HOME/.env` names a model (`AUTOTOOL_SYNTHESIZE=off`
+    /// Most tools one `tools/list` answer carries.
+    pub list_limit: usize,
+    /// Offer `synthesize_tool` when `$AUTOTOOL_HOME/.env` names a model (`synthesize = off`
     /// turns it off).
     pub synthesize: bool,
     /// Rounds of write → verify → repair one `synthesize_tool` call may take.
@@ -70,6 +73,7 @@ impl Default for Settings {
             limits: Limits::default(),
             allow_all_keys: false,
             lifecycle: autotool_policy::lifecycle::Thresholds::default(),
+            list_limit: 40,
             synthesize: true,
             synthesize_rounds: crate::synthesize::DEFAULT_ROUNDS,
             synthesize_time: crate::synthesize::DEFAULT_TIME_BOUND,

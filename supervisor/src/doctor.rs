@@ -429,8 +429,16 @@ fn host_checks(checks: &mut Vec<Check>) {
 
 /// Everything `autotool doctor` reports: the sandbox checks of [`run`], then the keychain, the
 /// service and the agent apps.
-pub fn run_all() -> Report {
-    let mut report = run();
+///
+/// `config` is what `autotool config` resolves: its launcher is the one checked, and its
+/// problems are a failed check of their own.
+pub fn run_all(config: &Result<crate::config::Config, crate::config::Problems>) -> Report {
+    let launcher = match config {
+        Ok(c) => c.values.serve.launcher.clone(),
+        Err(_) => None,
+    };
+    let mut report = run(launcher.as_deref());
+    report.checks.insert(0, config_check(config));
     match crate::home::Home::from_env() {
         Ok(home) => {
             report.checks.push(keychain_check(&home));
@@ -444,10 +452,33 @@ pub fn run_all() -> Report {
     report
 }
 
-/// The sandbox checks: what `serve` needs to confine tools (it refuses to start on a FAIL).
-pub fn run() -> Report {
+/// Whether the settings resolve (`serve` refuses to start when they do not).
+fn config_check(config: &Result<crate::config::Config, crate::config::Problems>) -> Check {
+    match config {
+        Ok(c) if c.file_exists => Check::new(
+            "config",
+            Status::Ok,
+            format!("settings read from {}", c.file.display()),
+        ),
+        Ok(c) => Check::new(
+            "config",
+            Status::Ok,
+            format!("no {} (defaults and environment)", c.file.display()),
+        ),
+        Err(problems) => Check::new("config", Status::Fail, problems.to_string())
+            .fix("correct each setting named; `autotool config` checks them again"),
+    }
+}
+
+/// The sandbox checks: what `serve` needs to confine tools (it refuses to start on a FAIL),
+/// with `launcher`, else the one [`launcher::locate`] finds.
+pub fn run(launcher: Option<&Path>) -> Report {
     let mut checks = Vec::new();
-    let launcher = match launcher::locate() {
+    let found = match launcher {
+        Some(p) => Ok(p.to_path_buf()),
+        None => launcher::locate(),
+    };
+    let launcher = match found {
         Ok(p) => p,
         Err(e) => {
             checks.push(

@@ -35,7 +35,9 @@ pub enum LauncherError {
 
 /// Locate the launcher binary.
 pub fn locate() -> Result<PathBuf, LauncherError> {
-    if let Some(p) = std::env::var_os("AUTOTOOL_LAUNCHER") {
+    // Empty and `auto` count as unset, as in `config`.
+    if let Some(p) = std::env::var_os("AUTOTOOL_LAUNCHER").filter(|p| !p.is_empty() && p != "auto")
+    {
         return Ok(PathBuf::from(p));
     }
     let installed = PathBuf::from(INSTALLED);

@@ -16,6 +16,8 @@
 //! - [`synthesize`]: `synthesize_tool`: autotool's own model (named by `$AUTOTOOL_HOME/.env`,
 //!   read with [`dotenv`]) writes, verifies, repairs and mounts a tool;
 //! - [`home`]: `$AUTOTOOL_HOME` and the fixed places inside it;
+//! - [`config`]: every setting, resolved flag > environment > `config.toml` > default, and
+//!   `autotool config`;
 //! - [`ledger`]: the SQLite database every supervisor on the machine shares;
 //! - [`registry`]: the tools directory and the ledger kept in step (stage, commit, remove), and
 //!   `autotool tools`;
@@ -37,6 +39,7 @@
 pub mod agent;
 pub mod app;
 pub mod client;
+pub mod config;
 pub mod connect;
 pub mod consent;
 pub mod credentials;

@@ -73,22 +73,45 @@ enum Cmd {
         #[arg(long)]
         allow_remote: bool,
         /// `strict` (default) confines every tool; only an explicit `off`, `0`, `false` or `no`
-        /// runs them unconfined (also `AUTOTOOL_SANDBOX`).
+        /// runs them unconfined (also `AUTOTOOL_SANDBOX`, `sandbox` in config.toml).
         #[arg(long)]
         sandbox: Option<String>,
-        /// Wall-clock bound on one tool call, in seconds.
-        #[arg(long, default_value_t = 60)]
-        call_timeout: u64,
-        /// Stop a tool process unused for this many seconds.
-        #[arg(long, default_value_t = 600)]
-        idle_timeout: u64,
-        /// Bytes of text a tool result may carry before it is truncated.
-        #[arg(long, default_value_t = 256 * 1024)]
-        max_output_bytes: usize,
+        /// Wall-clock bound on one tool call: seconds, or 500ms, 2m… [default: 60s; also
+        /// `AUTOTOOL_CALL_TIMEOUT`, `call_timeout` in config.toml]
+        #[arg(long)]
+        call_timeout: Option<String>,
+        /// Stop a tool process unused this long: seconds, or 10m… [default: 600s; also
+        /// `AUTOTOOL_IDLE_TIMEOUT`, `idle_timeout` in config.toml]
+        #[arg(long)]
+        idle_timeout: Option<String>,
+        /// Bytes of text a tool result may carry before it is truncated, or 256KiB… [default:
+        /// 256KiB; also `AUTOTOOL_MAX_OUTPUT_BYTES`, `max_output_bytes` in config.toml]
+        #[arg(long)]
+        max_output_bytes: Option<String>,
         /// Grant every tool the keys it declares without asking (also
         /// `AUTOTOOL_CONSENT=dangerously-allow-all`). The sandbox and allowlists still apply.
         #[arg(long)]
         dangerously_allow_all_tools: bool,
+    },
+    /// See autotool work, offline and without a key: a scripted agent grows a tool for a fake
+    /// Hacker-News-like API (verification and repair, consent, redaction, the allowlist), under
+    /// the strict sandbox. Exits non-zero if any step does not happen.
+    Demo {
+        /// Keep the demo's temporary AUTOTOOL_HOME to look at afterwards.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Print every setting in effect, its value and the layer it came from: the environment,
+    /// $AUTOTOOL_HOME/config.toml or the default (for `serve`, its flags first). Exits non-zero,
+    /// naming the setting, the layer and the problem, when a value anywhere is bad.
+    Config {
+        /// Print JSON.
+        #[arg(long, conflicts_with = "get")]
+        json: bool,
+        /// Print only this setting's value (for example `call_timeout` or
+        /// `limits.memory_bytes`).
+        #[arg(long, value_name = "NAME")]
+        get: Option<String>,
     },
     /// Speak MCP on stdin/stdout, relayed to the autotool service (`autotool service install`):
     /// for host apps that only spawn stdio servers, so every host shares one supervisor.
@@ -154,15 +177,28 @@ fn main() -> ExitCode {
         dangerously_allow_all_tools,
     } = &cli.command
     {
-        let allow_all_keys = *dangerously_allow_all_tools
-            || std::env::var("AUTOTOOL_CONSENT").is_ok_and(|v| v == "dangerously-allow-all");
-        let settings = autotool::app::Settings {
-            sandbox: autotool::serve::sandbox_mode(sandbox.as_deref()),
-            call_timeout: std::time::Duration::from_secs((*call_timeout).max(1)),
-            idle_timeout: std::time::Duration::from_secs((*idle_timeout).max(1)),
-            max_output_bytes: (*max_output_bytes).max(1024),
-            allow_all_keys,
-            ..Default::default()
+        let mut flags = std::collections::BTreeMap::new();
+        for (name, value) in [
+            ("sandbox", sandbox),
+            ("call_timeout", call_timeout),
+            ("idle_timeout", idle_timeout),
+            ("max_output_bytes", max_output_bytes),
+        ] {
+            if let Some(v) = value {
+                flags.insert(name.to_string(), v.clone());
+            }
+        }
+        if *dangerously_allow_all_tools {
+            flags.insert("consent".into(), "dangerously-allow-all".into());
+        }
+        let config = match autotool::config::Inputs::from_process(flags)
+            .and_then(|inputs| autotool::config::resolve(&inputs))
+        {
+            Ok(c) => c,
+            Err(problems) => {
+                eprintln!("autotool serve: {problems}");
+                return ExitCode::FAILURE;
+            }
         };
         let transport = if transport == "http" {
             let given: Vec<&str> = if listen.is_empty() {
@@ -193,18 +229,24 @@ fn main() -> ExitCode {
         } else {
             autotool::serve::Transport::Stdio
         };
-        return serve(settings, transport);
+        return serve(config, transport);
     }
     if let Cmd::Connect = &cli.command {
         return connect();
     }
+    if let Cmd::Demo { keep } = &cli.command {
+        return demo(*keep);
+    }
     // Not for `serve`: there stdout is the JSON-RPC channel, written from the runtime's threads.
     let mut stdout = std::io::stdout().lock();
     match cli.command {
-        Cmd::Serve { .. } | Cmd::Connect => ExitCode::FAILURE,
+        Cmd::Serve { .. } | Cmd::Connect | Cmd::Demo { .. } => ExitCode::FAILURE,
         Cmd::Service { cmd } => service(cmd, &mut stdout),
+        Cmd::Config { json, get } => config(json, get.as_deref(), &mut stdout),
         Cmd::Doctor { json } => {
-            let report = autotool::doctor::run_all();
+            let config = autotool::config::Inputs::from_process(Default::default())
+                .and_then(|inputs| autotool::config::resolve(&inputs));
+            let report = autotool::doctor::run_all(&config);
             let text = if json {
                 serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
             } else {
@@ -238,6 +280,47 @@ fn main() -> ExitCode {
         Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => autotool::credentials::cli::run(cmd, &mut stdout),
         Cmd::Run { task } => autotool::run_cmd::main(&task, &mut stdout),
+    }
+}
+
+/// `autotool config`: the settings `serve` would run with (but for its flags).
+fn config(json: bool, get: Option<&str>, out: &mut impl Write) -> ExitCode {
+    use autotool::config;
+    let resolved =
+        config::Inputs::from_process(Default::default()).and_then(|i| config::resolve(&i));
+    let config = match resolved {
+        Ok(c) => c,
+        Err(problems) => {
+            eprintln!("autotool config: {problems}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let written = match get {
+        Some(name) => match config.get(name) {
+            Some(entry) => writeln!(out, "{}", entry.value),
+            None => {
+                let names: Vec<&str> = config::SETTINGS.iter().map(|s| s.name).collect();
+                eprintln!(
+                    "autotool config: no setting is called {name:?}; the settings are: {}",
+                    names.join(", ")
+                );
+                return ExitCode::FAILURE;
+            }
+        },
+        None if json => {
+            let text = serde_json::to_string_pretty(&config::to_json(&config)).unwrap_or_default();
+            writeln!(out, "{text}")
+        }
+        None => config::render(&config, out),
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        // `autotool config | head`: the reader has what it wanted.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool config: cannot write the output: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -306,6 +389,28 @@ fn setup_hosts(
     }
 }
 
+fn demo(keep: bool) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("autotool demo: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let out: std::sync::Arc<std::sync::Mutex<dyn Write + Send>> =
+        std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    match runtime.block_on(autotool::demo::run(out, keep)) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool demo: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn connect() -> ExitCode {
     let home = match autotool::home::Home::from_env() {
         Ok(h) => h,
@@ -350,7 +455,7 @@ fn connect() -> ExitCode {
 /// Where `serve --transport http` listens when not told.
 const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 
-fn serve(settings: autotool::app::Settings, transport: autotool::serve::Transport) -> ExitCode {
+fn serve(config: autotool::config::Config, transport: autotool::serve::Transport) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -361,7 +466,7 @@ fn serve(settings: autotool::app::Settings, transport: autotool::serve::Transpor
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(autotool::serve::run(settings, transport)) {
+    match runtime.block_on(autotool::serve::run(config, transport)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("autotool serve: {e:#}");

@@ -67,7 +67,11 @@ fn is_elf(path: &Path) -> bool {
 pub fn resolve(candidate: Option<&Path>) -> Result<Python, RuntimeError> {
     let program: PathBuf = candidate
         .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("AUTOTOOL_PYTHON").map(PathBuf::from))
+        .or_else(|| {
+            std::env::var_os("AUTOTOOL_PYTHON")
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+        })
         .unwrap_or_else(|| PathBuf::from("python3"));
     let out = Command::new(&program)
         .args(["-I", "-c", QUERY])

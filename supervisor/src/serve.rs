@@ -4,28 +4,20 @@
 //! On stdio only JSON-RPC ever reaches stdout (through [`crate::stdio`]'s guard, which also answers
 //! malformed lines rmcp would drop). Logs go to stderr and to `$AUTOTOOL_HOME/logs/serve.log`.
 //! In strict mode (the default) a machine that cannot confine tools stops `serve` at start with
-//! `autotool doctor`'s explanation; `--sandbox off` (or `AUTOTOOL_SANDBOX=off|0|false|no`) runs
-//! tools as plain subprocesses with the same environment scrubbing.
+//! `autotool doctor`'s explanation; `--sandbox off` (or `AUTOTOOL_SANDBOX=off|0|false|no`, or
+//! `sandbox = "off"` in `config.toml`) runs tools as plain subprocesses with the same
+//! environment scrubbing. Its settings come from [`crate::config`], as `autotool config` shows
+//! them.
 
-use crate::app::{App, Settings};
+use crate::app::App;
+use crate::config::Config;
 use crate::home::Home;
 use crate::server::AutotoolServer;
 use crate::toolproc::SandboxMode;
 use rmcp::ServiceExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// `--sandbox` / `AUTOTOOL_SANDBOX`: only an explicit `off`, `0`, `false` or `no` turns the
-/// sandbox off; anything else, including a typo, means strict.
-pub fn sandbox_mode(flag: Option<&str>) -> SandboxMode {
-    let env = std::env::var("AUTOTOOL_SANDBOX").ok();
-    match flag.or(env.as_deref()).map(str::trim) {
-        Some(v) if ["off", "0", "false", "no"].contains(&v.to_ascii_lowercase().as_str()) => {
-            SandboxMode::Off
-        }
-        _ => SandboxMode::Strict,
-    }
-}
 
 /// Log to stderr and to the home's log file. Returns an error only when neither works.
 fn init_logging(home: &Home) {
@@ -50,9 +42,10 @@ fn init_logging(home: &Home) {
     let _ = result;
 }
 
-/// Check, in strict mode, that tools can be confined here; the doctor report explains why not.
-fn check_confinement() -> Result<(), String> {
-    let report = crate::doctor::run();
+/// Check, in strict mode, that tools can be confined here (with `launcher`, else the one
+/// found); the doctor report explains why not.
+fn check_confinement(launcher: Option<PathBuf>) -> Result<(), String> {
+    let report = crate::doctor::run(launcher.as_deref());
     if report.worst() == crate::doctor::Status::Fail {
         return Err(format!(
             "autotool serve: tools cannot be confined on this machine (--sandbox strict).\n{}\n\
@@ -71,17 +64,22 @@ pub enum Transport {
     Http(crate::http::HttpOptions),
 }
 
-/// Run the server until the host closes stdio, or (HTTP) until SIGTERM or SIGINT.
-pub async fn run(mut settings: Settings, transport: Transport) -> anyhow::Result<()> {
+/// Run the server with `config`'s settings until the host closes stdio, or (HTTP) until
+/// SIGTERM or SIGINT.
+pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     let home = Home::from_env()?;
-    if crate::synthesize::switched_off(std::env::var(crate::synthesize::SWITCH_VAR).ok().as_deref())
-    {
-        settings.synthesize = false;
-    }
     home.ensure()?;
     init_logging(&home);
+    for note in config.notes() {
+        tracing::warn!("setting {note}");
+    }
+    if config.file_exists {
+        tracing::info!(file = %config.file.display(), "settings read from the config file");
+    }
+    let settings = config.settings();
     if settings.sandbox == SandboxMode::Strict {
-        let check = tokio::task::spawn_blocking(check_confinement).await?;
+        let launcher = settings.launcher.clone();
+        let check = tokio::task::spawn_blocking(move || check_confinement(launcher)).await?;
         if let Err(why) = check {
             eprintln!("{why}");
             anyhow::bail!("tools cannot be confined here");

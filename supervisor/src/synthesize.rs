@@ -10,7 +10,7 @@
 //!   call goes through the same `create` path as a host's: lint, declarations, launch confined,
 //!   list, smoke test, then mounted. A failure (already redacted) goes back to the model as the
 //!   call's result, and it tries again, for at most [`DEFAULT_ROUNDS`] rounds and
-//!   [`DEFAULT_TIME_BOUND`] in all.
+//!   [`DEFAULT_TIME_BOUND`] in all (the settings `synthesize_rounds` and `synthesize_timeout`).
 //!
 //! Keys: no consent is asked while synthesizing, since there is no code to ask about until the model
 //! has written it. A synthesized tool gets the keys it declares only where the user already
@@ -34,17 +34,10 @@ pub const DEFAULT_ROUNDS: usize = 3;
 /// Bound on one `synthesize_tool` call, model requests and verification together. A round that
 /// has begun verifying is finished; no model request starts after the bound.
 pub const DEFAULT_TIME_BOUND: Duration = Duration::from_secs(600);
-/// `AUTOTOOL_SYNTHESIZE=off` (or `0`, `false`, `no`) in serve's environment: never offer
+/// The variable of the `synthesize` setting (`crate::config`): `off` never offers
 /// `synthesize_tool`, whatever the `.env` holds (`autotool run` sets it: its agent writes its
 /// own tools with the same model).
 pub const SWITCH_VAR: &str = "AUTOTOOL_SYNTHESIZE";
-
-/// Whether a value of [`SWITCH_VAR`] turns synthesis off.
-pub fn switched_off(value: Option<&str>) -> bool {
-    value.is_some_and(|v| {
-        ["off", "0", "false", "no"].contains(&v.trim().to_ascii_lowercase().as_str())
-    })
-}
 
 /// What `synthesize_tool` tells the host it does.
 pub const DESCRIPTION: &str = "\
@@ -111,7 +104,10 @@ impl OwnModel {
     pub fn off() -> OwnModel {
         OwnModel {
             stamp: Some(None),
-            why_not: format!("synthesize_tool is switched off here ({SWITCH_VAR}=off)"),
+            why_not: format!(
+                "synthesize_tool is switched off here (the setting synthesize = off, or \
+                 {SWITCH_VAR}=off)"
+            ),
             ..OwnModel::default()
         }
     }
@@ -807,16 +803,6 @@ mod tests {
                 last_failure: None
             }
         );
-    }
-
-    #[test]
-    fn the_switch() {
-        for off in ["off", "0", "false", "NO", " off "] {
-            assert!(switched_off(Some(off)), "{off}");
-        }
-        for on in [None, Some("on"), Some(""), Some("1")] {
-            assert!(!switched_off(on), "{on:?}");
-        }
     }
 
     #[test]

@@ -176,7 +176,8 @@ def whoami() -> str:
 def mirror(url: str) -> str:
     """Fetch any URL (the sandbox decides whether it may)."""
     try:
-        return httpx2.get(url, timeout=10).text[:200]
+        r = httpx2.get(url, timeout=10)
+        return f"{r.status_code}: {r.text[:300]}"
     except Exception as e:
         return f"refused: {e}"
 

@@ -10,6 +10,7 @@
 //!   tool that never answers `initialize`;
 //! - `misbehaving`: mounted tools that crash, hang past the call timeout, break the protocol
 //!   mid-call, flood stderr or return too much;
+//! - `demo`: `autotool demo` shows every step it promises;
 //! - `keys`: a key, its allowlist and redaction end to end; no key without consent;
 //! - `consent`: consent per tool × key in both eras, re-asking, `tools approve/revoke`;
 //! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
@@ -26,6 +27,7 @@
 mod arguments;
 mod consent;
 mod create;
+mod demo;
 mod keys;
 mod lifecycle;
 mod misbehaving;

@@ -1,0 +1,37 @@
+//! `autotool demo`, as a user runs it: every step it promises shows up, under the strict
+//! sandbox, and it exits 0 (it checks its own milestones and exits non-zero on a miss).
+
+use super::strict;
+use autotool_tests::serve::ServeHome;
+
+#[test]
+fn the_demo_shows_every_step_under_the_strict_sandbox() {
+    if strict().is_none() {
+        return;
+    }
+    // The demo makes its own temporary home; this one only carries the test runtime.
+    let home = ServeHome::new().unwrap();
+    let (status, out, err) = home.cli(&["demo"]).unwrap();
+    assert!(status.success(), "autotool demo failed: {err}\n{out}");
+    for step in [
+        "sandbox: strict",
+        "the agent writes a tool, `hn` (attempt 1)",
+        "verification failed",
+        "No module named 'requests'",
+        "> consent: Allow the tool `hn` to use HN_API_KEY? It can send HN_API_KEY only to hn.example.",
+        "the agent writes a tool, `hn` (attempt 2)",
+        "verified and mounted",
+        "A sandbox for agent-written tools (412 points)",
+        "Bearer [REDACTED:HN_API_KEY]",
+        "403: hn holds HN_API_KEY, which may only be sent to hn.example; evil.example is not on that list",
+        "✔ every step of the demo happened",
+    ] {
+        assert!(out.contains(step), "the demo did not show {step:?}:\n{out}");
+    }
+    // The key's value (`demo-` and 16 hex digits) is never printed.
+    let leaked = out.match_indices("demo-").any(|(i, _)| {
+        let rest = &out[i + 5..];
+        rest.len() >= 16 && rest[..16].bytes().all(|b| b.is_ascii_hexdigit())
+    });
+    assert!(!leaked, "the key's value was printed:\n{out}");
+}
