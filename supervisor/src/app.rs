@@ -53,6 +53,13 @@ pub struct Settings {
     pub lifecycle: autotool_policy::lifecycle::Thresholds,
     /// Most tools one `tools/list` answer carries.
     pub list_limit: usize,
+    /// Offer `synthesize_tool` when `$AUTOTOOL_HOME/.env` names a model (`synthesize = off`
+    /// turns it off).
+    pub synthesize: bool,
+    /// Rounds of write → verify → repair one `synthesize_tool` call may take.
+    pub synthesize_rounds: usize,
+    /// Bound on one `synthesize_tool` call.
+    pub synthesize_time: Duration,
 }
 
 impl Default for Settings {
@@ -69,6 +76,9 @@ impl Default for Settings {
             allow_all_keys: false,
             lifecycle: autotool_policy::lifecycle::Thresholds::default(),
             list_limit: 40,
+            synthesize: true,
+            synthesize_rounds: crate::synthesize::DEFAULT_ROUNDS,
+            synthesize_time: crate::synthesize::DEFAULT_TIME_BOUND,
         }
     }
 }
@@ -115,7 +125,7 @@ impl Default for Mounted {
         Mounted {
             generation: None,
             tools: BTreeMap::new(),
-            list: crate::server::tool_list([], &Secrets::default()),
+            list: crate::server::tool_list([], &Secrets::default(), false),
         }
     }
 }
@@ -207,6 +217,8 @@ pub struct App {
     grants_hasher: std::hash::RandomState,
     /// Hand-placed files that failed verification, by path, with the size and mtime seen.
     rejected: Mutex<HashMap<PathBuf, (u64, Option<std::time::SystemTime>)>>,
+    /// autotool's own model (`$AUTOTOOL_HOME/.env`), behind `synthesize_tool`.
+    pub(crate) own_model: RwLock<Arc<crate::synthesize::OwnModel>>,
 }
 
 fn text(s: impl Into<String>) -> ContentBlock {
@@ -253,8 +265,10 @@ impl App {
                 .map_err(|e| anyhow::anyhow!("drawing a random key from /dev/urandom: {e}"))?,
             grants_hasher: std::hash::RandomState::new(),
             rejected: Mutex::new(HashMap::new()),
+            own_model: RwLock::new(Arc::new(crate::synthesize::OwnModel::default())),
         });
         app.refresh_keys();
+        app.refresh_model();
         app.reload()?;
         Ok(app)
     }
@@ -427,6 +441,7 @@ impl App {
         let list = crate::server::tool_list(
             tools.values().filter(|t| t.state.policy().listed()),
             &self.secrets(),
+            self.synthesize_offered(),
         );
         *self.mounted.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Mounted {
             generation,
@@ -1015,7 +1030,8 @@ impl App {
     pub async fn poll(&self) -> bool {
         let before = self.mounted();
         let names_changed = self.refresh_keys();
-        let changed = match self.reload_with(names_changed) {
+        let model_changed = self.refresh_model();
+        let changed = match self.reload_with(names_changed || model_changed) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!("reading the registry: {e}");

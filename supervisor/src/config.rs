@@ -373,6 +373,48 @@ pub static SETTINGS: &[Setting] = &[
         show: |v| v.serve.lifecycle.window.to_string(),
     },
     Setting {
+        name: "synthesize",
+        flag: None,
+        env: crate::synthesize::SWITCH_VAR,
+        key: Some("synthesize"),
+        description: "`on` offers synthesize_tool when $AUTOTOOL_HOME/.env names a model; `off` \
+                      never offers it",
+        apply: |v, raw, _| {
+            let word = raw.trim().to_ascii_lowercase();
+            v.serve.synthesize = match word.as_str() {
+                "on" | "1" | "true" | "yes" => true,
+                "off" | "0" | "false" | "no" => false,
+                _ => return Err("is not on or off".into()),
+            };
+            Ok(None)
+        },
+        show: |v| if v.serve.synthesize { "on" } else { "off" }.into(),
+    },
+    Setting {
+        name: "synthesize_rounds",
+        flag: None,
+        env: "AUTOTOOL_SYNTHESIZE_ROUNDS",
+        key: Some("synthesize_rounds"),
+        description: "rounds of write, verify and repair one synthesize_tool call may take",
+        apply: |v, raw, _| {
+            v.serve.synthesize_rounds = to_usize(count(raw, 1)?)?;
+            Ok(None)
+        },
+        show: |v| v.serve.synthesize_rounds.to_string(),
+    },
+    Setting {
+        name: "synthesize_timeout",
+        flag: None,
+        env: "AUTOTOOL_SYNTHESIZE_TIMEOUT",
+        key: Some("synthesize_timeout"),
+        description: "bound on one synthesize_tool call (no model request starts after it)",
+        apply: |v, raw, _| {
+            v.serve.synthesize_time = duration(raw, Duration::from_secs(1))?;
+            Ok(None)
+        },
+        show: |v| show_duration(v.serve.synthesize_time),
+    },
+    Setting {
         name: "home",
         flag: None,
         env: "AUTOTOOL_HOME",

@@ -6,7 +6,8 @@
 //! ├── tools/                 0755 down to each tool's files (0644), see below
 //! │   └── <name>/<version>/  tool.py + manifest.json
 //! ├── runtime/               the Python environment tools run on
-//! └── logs/                  0700
+//! ├── logs/                  0700
+//! └── .env                   autotool's own model (written by the user; see `dotenv`)
 //! ```
 //!
 //! Tool directories and files are world-readable on purpose: when the supervisor runs as root,
@@ -99,6 +100,12 @@ impl Home {
     /// `runtime/`: the Python environment tools run on.
     pub fn runtime_dir(&self) -> PathBuf {
         self.root.join("runtime")
+    }
+
+    /// `.env`: autotool's own model settings, the only place they are read from for `serve`
+    /// (a key in the host's environment is never used for autotool's own model).
+    pub fn env_file(&self) -> PathBuf {
+        self.root.join(".env")
     }
 
     /// `logs/`: the supervisor's log files.

@@ -123,6 +123,8 @@ pub mod kind {
     pub const CONSENT_UNAVAILABLE: &str = "consent_unavailable";
     pub const CONSENT_REFUSED: &str = "consent_refused";
     pub const CONSENT_REVOKED: &str = "consent_revoked";
+    pub const SYNTHESIZED: &str = "synthesized";
+    pub const SYNTHESIS_FAILED: &str = "synthesis_failed";
 }
 
 /// What went wrong with the ledger.

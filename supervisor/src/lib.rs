@@ -11,6 +11,10 @@
 //! - [`doctor`]: what the machine offers and how to fix what it lacks;
 //! - [`setup`]: installing the launcher with file capabilities;
 //! - [`hosts`]: `autotool setup`: registering `autotool serve` with the agent apps found here;
+//! - [`run_cmd`]: `autotool run "<task>"`: the demo agent on the user's own model (`./.env`),
+//!   printing its steps;
+//! - [`synthesize`]: `synthesize_tool`: autotool's own model (named by `$AUTOTOOL_HOME/.env`,
+//!   read with [`dotenv`]) writes, verifies, repairs and mounts a tool;
 //! - [`home`]: `$AUTOTOOL_HOME` and the fixed places inside it;
 //! - [`config`]: every setting, resolved flag > environment > `config.toml` > default, and
 //!   `autotool config`;
@@ -41,6 +45,7 @@ pub mod consent;
 pub mod credentials;
 pub mod demo;
 pub mod doctor;
+pub mod dotenv;
 pub mod egress;
 pub mod home;
 pub mod hosts;
@@ -50,11 +55,13 @@ pub mod ledger;
 pub mod pool;
 pub mod redact;
 pub mod registry;
+pub mod run_cmd;
 pub mod runtime;
 pub mod serve;
 pub mod server;
 pub mod service;
 pub mod setup;
 pub mod stdio;
+pub mod synthesize;
 pub mod toolproc;
 pub mod verify;

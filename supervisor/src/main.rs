@@ -133,6 +133,13 @@ enum Cmd {
         #[command(subcommand)]
         cmd: autotool::credentials::cli::KeysCmd,
     },
+    /// Do a task with a demo agent on your own model (from ./.env): it writes the tools it lacks
+    /// into ./tools and prints each step. No consent prompts or allowlists; tools are still
+    /// confined.
+    Run {
+        /// What to do, in plain words.
+        task: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -272,6 +279,7 @@ fn main() -> ExitCode {
         } => setup_hosts(apps, dry_run, service, &mut stdout),
         Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => autotool::credentials::cli::run(cmd, &mut stdout),
+        Cmd::Run { task } => autotool::run_cmd::main(&task, &mut stdout),
     }
 }
 

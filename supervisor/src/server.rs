@@ -33,7 +33,9 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 /// Separator between a tool's name and its function's in a mounted name.
 pub const SEPARATOR: &str = "__";
 
-const CREATE_TOOL_DESCRIPTION: &str = "\
+/// What `create_tool` tells the agent (the template), before the sentence on keys. It is also
+/// the core of the instructions of autotool's own model in `synthesize_tool`.
+pub const CREATE_TOOL_DESCRIPTION: &str = "\
 Create (or replace) a tool when you need something you have no tool for: a web API, live data, \
 a local service. Write a small Python MCP server; autotool lints it, runs it in a sandbox, checks \
 its tools and an optional smoke test, probes each function with edge-case input from its schema \
@@ -219,13 +221,33 @@ fn mounted_tool(t: &MountedTool, f: &crate::registry::FunctionSpec, secrets: &Se
     tool
 }
 
-/// The tool list for a set of mounted tools: the built-ins and every function, sorted by name.
-/// Built once per change of the mounted set, not per request.
+/// `synthesize_tool`, offered when autotool has a model of its own.
+pub fn synthesize_tool() -> Tool {
+    Tool::new(
+        "synthesize_tool",
+        crate::synthesize::DESCRIPTION,
+        object(json!({
+            "type": "object",
+            "properties": {
+                "need": {"type": "string", "description": "What the tool should do: the API or service, the functions and their arguments, the key it needs if any."}
+            },
+            "required": ["need"]
+        })),
+    )
+}
+
+/// The tool list for a set of mounted tools: the built-ins (`synthesize_tool` among them when
+/// `synthesize`) and every function, sorted by name. Built once per change of the mounted set,
+/// not per request.
 pub fn tool_list<'a>(
     mounted: impl IntoIterator<Item = &'a MountedTool>,
     secrets: &Secrets,
+    synthesize: bool,
 ) -> Vec<Tool> {
     let mut tools = builtin_tools(&secrets.names);
+    if synthesize {
+        tools.push(synthesize_tool());
+    }
     for t in mounted {
         for f in &t.functions {
             tools.push(mounted_tool(t, f, secrets));
@@ -233,6 +255,28 @@ pub fn tool_list<'a>(
     }
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     tools
+}
+
+/// Progress notifications for a request that asked for them (a `progressToken` in `_meta`),
+/// each with the step as its message; nothing for one that did not.
+fn progress_reporter(context: &RequestContext<RoleServer>) -> impl Fn(String) + Send + Sync {
+    let token = context.meta.get_progress_token();
+    let peer = context.peer.clone();
+    let count = std::sync::atomic::AtomicU32::new(0);
+    move |message: String| {
+        let Some(token) = token.clone() else {
+            return;
+        };
+        let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let mut params = rmcp::model::ProgressNotificationParam::new(token, f64::from(n));
+        params.message = Some(message);
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            if let Err(e) = peer.notify_progress(params).await {
+                tracing::debug!("progress not delivered: {e}");
+            }
+        });
+    }
 }
 
 fn args_of(request: &CallToolRequestParams) -> JsonObject {
@@ -426,6 +470,10 @@ impl ServerHandler for AutotoolServer {
         }
         let result = match name.as_str() {
             "create_tool" => self.app.create_tool(args).await,
+            "synthesize_tool" => {
+                let progress = progress_reporter(&context);
+                self.app.synthesize_tool(args, &progress).await
+            }
             "run_tool" => {
                 let tool = args.get("tool").and_then(Value::as_str);
                 let function = args.get("function").and_then(Value::as_str);
