@@ -8,7 +8,8 @@
 //! ```text
 //! tools/<name>/<version>/tool.py        the code, 0644
 //! tools/<name>/<version>/manifest.json  name, version, description, required_env,
-//!                                       functions (input/output schemas), code_hash, created_at
+//!                                       functions (input/output schemas), code_hash, pin,
+//!                                       created_at
 //! tools/<name>/.staging-XXXXXX/         a create in progress (flock held by its process)
 //! tools/<name>/.orphan-<version>-<ms>/  a version directory whose commit never completed
 //! tools/<name>/tool.py                  a file a user placed by hand ([`Registry::hand_placed`])
@@ -182,6 +183,12 @@ impl ToolVersion {
         self.dir.join(TOOL_FILE)
     }
 
+    /// What the version is pinned by: its code hash, description and schemas
+    /// ([`crate::pin::pin`]).
+    pub fn pin(&self) -> String {
+        crate::pin::pin(&self.code_hash, &self.description, &self.functions)
+    }
+
     fn from_row(tools_dir: &Path, r: VersionRow) -> ToolVersion {
         let dir = tools_dir.join(&r.name).join(r.version.to_string());
         ToolVersion {
@@ -207,6 +214,8 @@ struct ManifestFile<'a> {
     required_env: &'a [String],
     functions: &'a [FunctionSpec],
     code_hash: &'a str,
+    /// The code hash, description and schemas together ([`crate::pin::pin`]).
+    pin: &'a str,
     created_at: String,
 }
 
@@ -496,6 +505,7 @@ impl Registry {
                 state: VersionState::Probation,
                 created_at,
             };
+            let pin = crate::pin::pin(&row.code_hash, &row.description, &row.functions);
             let file = ManifestFile {
                 name: &row.name,
                 version,
@@ -503,6 +513,7 @@ impl Registry {
                 required_env: &row.required_env,
                 functions: &row.functions,
                 code_hash: &row.code_hash,
+                pin: &pin,
                 created_at: ledger::format_ms(created_at),
             };
             let mut json = serde_json::to_vec_pretty(&file).map_err(|e| LedgerError::Json {
