@@ -155,6 +155,7 @@ fn main() -> ExitCode {
             idle_timeout: std::time::Duration::from_secs((*idle_timeout).max(1)),
             max_output_bytes: (*max_output_bytes).max(1024),
             allow_all_keys,
+            list_limit: list_limit_from_env(),
             ..Default::default()
         };
         let transport = if transport == "http" {
@@ -230,6 +231,22 @@ fn main() -> ExitCode {
         } => setup_hosts(apps, dry_run, service, &mut stdout),
         Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => autotool::credentials::cli::run(cmd, &mut stdout),
+    }
+}
+
+/// `AUTOTOOL_LIST_LIMIT`: most entries in `tools/list` (0: no limit); unset or not a number:
+/// the default, with a warning for the latter.
+fn list_limit_from_env() -> usize {
+    let default = autotool::app::DEFAULT_LIST_LIMIT;
+    match std::env::var("AUTOTOOL_LIST_LIMIT") {
+        Err(_) => default,
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            eprintln!(
+                "autotool serve: AUTOTOOL_LIST_LIMIT={v:?} is not a number of tool list \
+                 entries; using {default}"
+            );
+            default
+        }),
     }
 }
 
