@@ -20,7 +20,7 @@ use crate::ledger::{CallRecord, Outcome, VersionState, kind};
 use crate::pin::{Break, FileStamp, FileState};
 use crate::pool::{Launchable, PinCheck, Pool, StartError};
 use crate::redact::Redactor;
-use crate::registry::{FunctionSpec, Manifest, Registry, ToolVersion};
+use crate::registry::{FunctionSpec, Manifest, Registry, StoredFunction, ToolVersion};
 use crate::runtime::Python;
 use crate::toolproc::{SandboxMode, ToolSpec};
 use autotool_policy::Limits;
@@ -98,7 +98,8 @@ pub struct MountedTool {
     pub version: u32,
     pub description: String,
     pub dir: PathBuf,
-    pub functions: Arc<Vec<FunctionSpec>>,
+    /// Its functions as verification recorded them (the schemas kept as text).
+    pub functions: Arc<[StoredFunction]>,
     /// Key names the tool declares (`REQUIRED_ENV`).
     pub required_env: Vec<String>,
     /// sha256 of its `tool.py`: what a per-version approval is bound to.
@@ -525,9 +526,11 @@ impl App {
             return Ok(false);
         }
         let mut tools = BTreeMap::new();
-        for v in self.registry.current()? {
+        let mut texts: Vec<String> = Vec::new();
+        self.registry.current_each(|v| {
+            texts.push(search_text(&v));
             tools.insert(v.name.clone(), mounted_from(v));
-        }
+        })?;
         let ledger = self.registry.ledger();
         let window = self.settings.lifecycle.window;
         let (last, outcomes) = ledger.recent_outcomes_of_current(window)?;
@@ -562,14 +565,16 @@ impl App {
             crate::server::BUILTINS,
             self.settings.list_limit,
         );
+        // Both come sorted by name.
         let index = Index::new(
             tools
                 .values()
-                .map(|t| {
+                .zip(texts)
+                .map(|(t, text)| {
                     let (ok, failures) = health.counts(&t.name);
                     Entry {
                         name: t.name.clone(),
-                        text: search_text(t),
+                        text,
                         state: t.state.policy(),
                         ok,
                         failures,
@@ -1478,6 +1483,7 @@ impl App {
                 let functions: Vec<Value> = t
                     .functions
                     .iter()
+                    .map(StoredFunction::spec)
                     .map(|f| {
                         json!({
                             "name": f.name,
@@ -1587,11 +1593,11 @@ impl App {
 
 fn mounted_from(v: ToolVersion) -> MountedTool {
     MountedTool {
+        functions: v.functions.iter().map(StoredFunction::new).collect(),
         name: v.name,
         version: v.version,
         description: v.description,
         dir: v.dir,
-        functions: Arc::new(v.functions),
         required_env: v.required_env,
         code_hash: v.code_hash,
         state: v.state,
@@ -1600,7 +1606,7 @@ fn mounted_from(v: ToolVersion) -> MountedTool {
 
 /// What `search_tools` matches a tool by: its name and description, and its functions' names,
 /// descriptions and parameter names.
-fn search_text(t: &MountedTool) -> String {
+fn search_text(t: &ToolVersion) -> String {
     let mut text = format!("{} {}", t.name, t.description);
     for f in t.functions.iter() {
         text.push(' ');

@@ -524,6 +524,21 @@ impl Ledger {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// [`Ledger::current`], handing each row to `f` as it is read.
+    pub fn current_each(&self, mut f: impl FnMut(VersionRow)) -> Result<(), LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {VERSION_COLS} FROM tools t JOIN versions v
+               ON v.name = t.name AND v.version = t.current_version
+             WHERE t.removed_at IS NULL ORDER BY t.name"
+        ))?;
+        let rows = stmt.query_map([], version_row)?;
+        for row in rows {
+            f(row?);
+        }
+        Ok(())
+    }
+
     /// `name`'s current version, unless the tool is unknown or removed.
     pub fn current_of(&self, name: &str) -> Result<Option<VersionRow>, LedgerError> {
         Ok(self

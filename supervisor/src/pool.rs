@@ -13,7 +13,7 @@
 //! call reaches it.
 
 use crate::pin::{Break, FileState};
-use crate::registry::FunctionSpec;
+use crate::registry::{FunctionSpec, StoredFunction};
 use crate::toolproc::{ToolProcError, ToolProcess, ToolSpec};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ pub struct PinCheck {
     pub file: PathBuf,
     pub code_hash: String,
     pub description: String,
-    pub functions: Arc<Vec<FunctionSpec>>,
+    pub functions: Arc<[StoredFunction]>,
 }
 
 impl PinCheck {
@@ -58,7 +58,8 @@ impl PinCheck {
             .into_iter()
             .map(FunctionSpec::from)
             .collect();
-        let differences = crate::pin::differences(&self.functions, &reported);
+        let pinned: Vec<FunctionSpec> = self.functions.iter().map(StoredFunction::spec).collect();
+        let differences = crate::pin::differences(&pinned, &reported);
         if differences.is_empty() {
             return Ok(Ok(()));
         }

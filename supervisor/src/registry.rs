@@ -150,6 +150,40 @@ impl From<crate::toolproc::ToolInfo> for FunctionSpec {
     }
 }
 
+/// A function as verification recorded it, held as its JSON text. A library of a thousand tools
+/// holds thousands of schemas, and parsed JSON takes several times the memory of its text; the
+/// name is kept apart, the rest is parsed when needed ([`StoredFunction::spec`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFunction {
+    pub name: String,
+    json: Box<str>,
+}
+
+impl StoredFunction {
+    pub fn new(spec: &FunctionSpec) -> StoredFunction {
+        StoredFunction {
+            name: spec.name.clone(),
+            json: serde_json::to_string(spec).unwrap_or_default().into(),
+        }
+    }
+
+    /// The whole spec. (The text was written from a spec, so it parses; if it somehow did
+    /// not, the function has its name and an empty object schema.)
+    pub fn spec(&self) -> FunctionSpec {
+        serde_json::from_str(&self.json).unwrap_or_else(|_| FunctionSpec {
+            name: self.name.clone(),
+            title: None,
+            description: None,
+            input_schema: serde_json::Map::from_iter([(
+                "type".to_string(),
+                serde_json::Value::from("object"),
+            )]),
+            output_schema: None,
+            annotations: None,
+        })
+    }
+}
+
 /// What verification learned about a staged tool; [`Registry::commit`] adds the name, version,
 /// code hash and time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -552,6 +586,15 @@ impl Registry {
             .into_iter()
             .map(|r| ToolVersion::from_row(&tools, r))
             .collect())
+    }
+
+    /// [`Registry::current`], one version at a time: each is handed to `f` and dropped before
+    /// the next is read, so a large library is never all parsed at once.
+    pub fn current_each(&self, mut f: impl FnMut(ToolVersion)) -> Result<(), RegistryError> {
+        let tools = self.home.tools_dir();
+        Ok(self
+            .ledger
+            .current_each(|r| f(ToolVersion::from_row(&tools, r)))?)
     }
 
     /// `name`'s current version, or `None` if there is no such live tool.

@@ -264,7 +264,7 @@ pub fn tool_list<'a>(
     let mut tools = builtin_tools(&secrets.names, list_limit);
     for t in mounted {
         for f in t.functions.iter() {
-            tools.push(mounted_tool(t, f, secrets));
+            tools.push(mounted_tool(t, &f.spec(), secrets));
         }
     }
     tools.sort_by(|a, b| a.name.cmp(&b.name));
@@ -449,7 +449,7 @@ impl ServerHandler for AutotoolServer {
             return None;
         }
         let f = t.functions.iter().find(|f| f.name == function)?;
-        Some(mounted_tool(t, f, &self.app.secrets()))
+        Some(mounted_tool(t, &f.spec(), &self.app.secrets()))
     }
 
     async fn call_tool(
