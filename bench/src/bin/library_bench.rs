@@ -14,8 +14,10 @@
 //! - (c) the resident memory of the idle serve (`VmRSS` from `/proc/<pid>/status`) after the
 //!   measurements and a settle delay.
 //!
-//! Beside them, for scale, a second serve on the same home with the limit off
-//! (`AUTOTOOL_LIST_LIMIT=0`, every function listed): its `tools/list` and its memory.
+//! Beside them, for scale: a second serve on the same home with the limit off
+//! (`AUTOTOOL_LIST_LIMIT=0`, every function listed), its `tools/list` and its memory; serve on
+//! an empty home, its memory; and what every registry change costs serve, `App::reload_with`
+//! timed in the bench process on the same home.
 //!
 //! It prints figures and whether each target of the issue is met, asserts nothing, and exits 1
 //! only when a part could not run (2 when nothing could be set up).
@@ -379,6 +381,14 @@ fn real_main() -> Result<bool> {
     );
 
     let mut all_ran = true;
+    let reload = match time_reload(&setup.home, 20) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            println!("  reload FAILED: {e:#}");
+            all_ran = false;
+            None
+        }
+    };
     let settle = Duration::from_millis(args.settle_ms);
     let limited = match measure(&setup, &args, &library, None, settle) {
         Ok(m) => Some(m),
@@ -469,6 +479,14 @@ fn real_main() -> Result<bool> {
             m.search_results,
             mib(m.before.rss),
             mib(m.after.hwm)
+        );
+    }
+    if let Some(r) = &reload {
+        println!(
+            "  a reload of the mounted snapshot (every registry change: read the tools, their \
+             recent calls and usage in one query each, build the search index and the list), in \
+             the bench process: median {:.1} ms (min {:.1}, max {:.1}, {} runs)",
+            r.median_ms, r.min_ms, r.max_ms, r.runs
         );
     }
     if let Some(m) = &unlimited {
@@ -783,6 +801,19 @@ fn measure(
         before,
         after,
     })
+}
+
+/// What serve does on every registry change, timed in the bench process: `App::reload_with`.
+fn time_reload(home: &Path, runs: usize) -> Result<Summary> {
+    let app = autotool::app::App::new(autotool::app::Settings::default(), Home::at(home))
+        .context("open the home as serve does")?;
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        app.reload_with(true)?;
+        times.push(t0.elapsed());
+    }
+    Summary::of(&times).context("no reload timings")
 }
 
 /// Serve on an empty home, idle after `initialize` and `tools/list`: its memory.
