@@ -134,7 +134,7 @@ fn wire_modern_lists_carry_cache_hints_and_bad_json_is_survived() {
     c.check(
         again["result"]["tools"]
             .as_array()
-            .is_some_and(|t| t.len() == 2),
+            .is_some_and(|t| t.len() == 3),
         "the server keeps serving after a malformed line",
         &again,
     );
