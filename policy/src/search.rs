@@ -153,6 +153,19 @@ impl Index {
 
     /// The best `limit` listed entries for `query`, best first (ties by name).
     pub fn search(&self, query: &str, limit: usize, weights: &Weights) -> Vec<Hit> {
+        self.search_with(query, limit, weights, |_| None)
+    }
+
+    /// [`Index::search`] with health fresher than the entries': `health(name)` gives a tool's
+    /// `(ok, failures)` now, or `None` to keep the entry's. The words are counted once when
+    /// the index is built; calls keep coming after that.
+    pub fn search_with(
+        &self,
+        query: &str,
+        limit: usize,
+        weights: &Weights,
+        health: impl Fn(&str) -> Option<(u32, u32)>,
+    ) -> Vec<Hit> {
         let mut query = words(query);
         query.sort();
         query.dedup();
@@ -173,7 +186,8 @@ impl Index {
                     .count() as f64
                     / asked;
                 let relevance = 0.5 * share + 0.5 * if best > 0.0 { s / best } else { 0.0 };
-                let success = (f64::from(e.ok) + 1.0) / (f64::from(e.ok + e.failures) + 2.0);
+                let (ok, failures) = health(&e.name).unwrap_or((e.ok, e.failures));
+                let success = (f64::from(ok) + 1.0) / (f64::from(ok) + f64::from(failures) + 2.0);
                 let trust = e.state.trust();
                 Hit {
                     name: e.name.clone(),
@@ -277,6 +291,33 @@ mod tests {
             index.search("weather forecast city", 10, &text_only)[0].name,
             "weather_pro"
         );
+    }
+
+    #[test]
+    fn fresher_health_replaces_the_entries() {
+        let index = Index::new(vec![
+            entry("meteo", "weather for a city", State::Probation, 0, 0),
+            entry(
+                "weather",
+                "weather forecast for a city",
+                State::Probation,
+                0,
+                0,
+            ),
+        ]);
+        assert_eq!(
+            index.search("weather city", 10, &WEIGHTS)[0].name,
+            "weather"
+        );
+        // The better-described one failed twice since the index was built; the other worked.
+        let hits = index.search_with("weather city", 10, &WEIGHTS, |name| match name {
+            "weather" => Some((0, 2)),
+            "meteo" => Some((2, 0)),
+            _ => None,
+        });
+        assert_eq!(hits[0].name, "meteo", "{hits:?}");
+        assert!((hits[0].success - 0.75).abs() < 1e-9);
+        assert!((hits[1].success - 0.25).abs() < 1e-9);
     }
 
     #[test]

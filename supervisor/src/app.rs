@@ -7,23 +7,31 @@
 //! the verified process to the pool as the first warm instance, swaps the snapshot and tells
 //! every connected host. Other `serve` processes sharing the home notice the ledger's generation
 //! change within the poll interval and do the same.
+//!
+//! The library: the snapshot also holds the `search_tools` index (text, state and each current
+//! version's recent calls, read in one query per reload and brought up to date call by call at
+//! search time), and which tools `tools/list` shows when they are more than
+//! [`Settings::list_limit`] allows (the most used over [`USAGE_WINDOW`], decided at reload).
+//! Every poll also holds each mounted version to its pin ([`crate::pin`]).
 
 use crate::consent::{Consent, Subject};
 use crate::credentials::{KeyStore, Stamp};
 use crate::home::Home;
-use crate::ledger::{CallRecord, Outcome, kind};
-use crate::pool::{Launchable, Pool};
+use crate::ledger::{CallRecord, Outcome, VersionState, kind};
+use crate::pin::{Break, FileStamp, FileState};
+use crate::pool::{Launchable, PinCheck, Pool, StartError};
 use crate::redact::Redactor;
-use crate::registry::{FunctionSpec, Manifest, Registry, ToolVersion};
+use crate::registry::{FunctionSpec, Manifest, Registry, StoredFunction, ToolVersion};
 use crate::runtime::Python;
 use crate::toolproc::{SandboxMode, ToolSpec};
 use crate::verify::Thoroughness;
 use autotool_policy::Limits;
 use autotool_policy::hosts::AllowRule;
+use autotool_policy::search::{Entry, Index};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -51,7 +59,9 @@ pub struct Settings {
     pub allow_all_keys: bool,
     /// When a tool is promoted or quarantined (`autotool_policy::lifecycle`).
     pub lifecycle: autotool_policy::lifecycle::Thresholds,
-    /// Most tools one `tools/list` answer carries.
+    /// Most entries `tools/list` holds, built-ins included (0: no limit); beyond it only the
+    /// most used tools are listed and the rest are found with `search_tools`
+    /// (`autotool_policy::listing`).
     pub list_limit: usize,
     /// Offer `synthesize_tool` when `$AUTOTOOL_HOME/.env` names a model (`synthesize = off`
     /// turns it off).
@@ -75,13 +85,24 @@ impl Default for Settings {
             limits: Limits::default(),
             allow_all_keys: false,
             lifecycle: autotool_policy::lifecycle::Thresholds::default(),
-            list_limit: 40,
+            list_limit: DEFAULT_LIST_LIMIT,
             synthesize: true,
             synthesize_rounds: crate::synthesize::DEFAULT_ROUNDS,
             synthesize_time: crate::synthesize::DEFAULT_TIME_BOUND,
         }
     }
 }
+
+/// How many tools `search_tools` returns unless asked.
+pub const SEARCH_DEFAULT: usize = 5;
+/// The most `search_tools` returns.
+pub const SEARCH_MAX: u64 = 20;
+
+/// [`Settings::list_limit`] unless told otherwise.
+pub const DEFAULT_LIST_LIMIT: usize = 40;
+
+/// How far back calls count towards "most used" for the list limit.
+pub const USAGE_WINDOW: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// One mounted tool: its current version and functions.
 #[derive(Debug, Clone)]
@@ -90,7 +111,8 @@ pub struct MountedTool {
     pub version: u32,
     pub description: String,
     pub dir: PathBuf,
-    pub functions: Vec<FunctionSpec>,
+    /// Its functions as verification recorded them (the schemas kept as text).
+    pub functions: Arc<[StoredFunction]>,
     /// Key names the tool declares (`REQUIRED_ENV`).
     pub required_env: Vec<String>,
     /// sha256 of its `tool.py`: what a per-version approval is bound to.
@@ -116,8 +138,18 @@ pub struct Mounted {
     /// The registry generation it was read at (`None` before the first read).
     pub generation: Option<u64>,
     pub tools: BTreeMap<String, MountedTool>,
-    /// What `tools/list` answers: built-ins and every mounted function, sorted by name.
+    /// What `tools/list` answers: built-ins and the functions of the tools in `shown`, sorted
+    /// by name.
     pub list: Vec<rmcp::model::Tool>,
+    /// The listed tools (probation, active) whose functions are in `list`: all of them, or the
+    /// most used when they are more than [`Settings::list_limit`] allows.
+    pub shown: BTreeSet<String>,
+    /// Listed tools left out of `list` by the limit (found with `search_tools`).
+    pub hidden: usize,
+    /// What `search_tools` ranks, with the health of each tool when it was read.
+    pub index: Arc<Index>,
+    /// The current versions' recent outcomes the index was built with.
+    pub health: Arc<RecentCalls>,
 }
 
 impl Default for Mounted {
@@ -125,9 +157,60 @@ impl Default for Mounted {
         Mounted {
             generation: None,
             tools: BTreeMap::new(),
-            list: crate::server::tool_list([], &Secrets::default(), false),
+            list: crate::server::tool_list([], &Secrets::default(), false, DEFAULT_LIST_LIMIT),
+            shown: BTreeSet::new(),
+            hidden: 0,
+            index: Arc::new(Index::new(Vec::new())),
+            health: Arc::new(RecentCalls::default()),
         }
     }
+}
+
+/// The last calls of each mounted tool's current version, as far as the ledger's call `last`.
+#[derive(Debug, Clone, Default)]
+pub struct RecentCalls {
+    /// The newest call id read.
+    pub last: i64,
+    /// Tool → (its current version, outcomes oldest first, at most the lifecycle window).
+    pub tools: HashMap<String, (u32, VecDeque<Outcome>)>,
+}
+
+impl RecentCalls {
+    /// (successes, failures) of `tool`; `ToolError`s count as neither.
+    pub fn counts(&self, tool: &str) -> (u32, u32) {
+        let Some((_, recent)) = self.tools.get(tool) else {
+            return (0, 0);
+        };
+        let n = |o: Outcome| u32::try_from(recent.iter().filter(|r| **r == o).count());
+        (
+            n(Outcome::Ok).unwrap_or(u32::MAX),
+            n(Outcome::Error).unwrap_or(u32::MAX),
+        )
+    }
+
+    /// Add calls newer than [`RecentCalls::last`] (id, tool, version, outcome), keeping at most
+    /// `window` per tool.
+    fn add(&mut self, calls: Vec<(i64, String, u32, Outcome)>, window: usize) {
+        for (id, tool, version, outcome) in calls {
+            if let Some((v, recent)) = self.tools.get_mut(&tool)
+                && *v == version
+            {
+                recent.push_back(outcome);
+                while recent.len() > window {
+                    recent.pop_front();
+                }
+            }
+            self.last = self.last.max(id);
+        }
+    }
+}
+
+/// A mounted version's `tool.py` as the watcher last saw it ([`crate::pin`]).
+#[derive(Debug, Clone)]
+struct Watched {
+    version: u32,
+    stamp: Option<FileStamp>,
+    state: FileState,
 }
 
 /// What autotool knows of the keys: their names (offered to the agent), the value each
@@ -219,6 +302,13 @@ pub struct App {
     rejected: Mutex<HashMap<PathBuf, (u64, Option<std::time::SystemTime>)>>,
     /// autotool's own model (`$AUTOTOOL_HOME/.env`), behind `synthesize_tool`.
     pub(crate) own_model: RwLock<Arc<crate::synthesize::OwnModel>>,
+    /// Each mounted version's file as last seen, by tool.
+    watched: Mutex<HashMap<String, Watched>>,
+    /// Versions whose process broke their pin, to verify again at the next poll.
+    reverify: Mutex<Vec<(String, u32)>>,
+    /// [`Mounted::health`] brought up to date with the calls since (for `search_tools`), and
+    /// the generation it started from.
+    recent: Mutex<(Option<u64>, RecentCalls)>,
 }
 
 fn text(s: impl Into<String>) -> ContentBlock {
@@ -266,6 +356,9 @@ impl App {
             grants_hasher: std::hash::RandomState::new(),
             rejected: Mutex::new(HashMap::new()),
             own_model: RwLock::new(Arc::new(crate::synthesize::OwnModel::default())),
+            watched: Mutex::new(HashMap::new()),
+            reverify: Mutex::new(Vec::new()),
+            recent: Mutex::new((None, RecentCalls::default())),
         });
         app.refresh_keys();
         app.refresh_model();
@@ -357,21 +450,41 @@ impl App {
             .clone()
     }
 
-    /// Server instructions: what autotool is and how to grow tools.
+    /// Server instructions: what autotool is, how to find and grow tools.
     pub fn instructions(&self) -> String {
         let mounted = self.mounted();
-        let names: Vec<&str> = mounted.tools.keys().map(String::as_str).collect();
+        let names: Vec<&str> = mounted.shown.iter().map(String::as_str).collect();
+        let library = if mounted.hidden > 0 {
+            format!(
+                "Tools in your list now: {}. {} more are in the library but not listed (the \
+                 list is kept to {} entries, the most used tools): find them with search_tools \
+                 and call them with run_tool.",
+                if names.is_empty() {
+                    "none but the built-ins".to_string()
+                } else {
+                    names.join(", ")
+                },
+                mounted.hidden,
+                self.settings.list_limit
+            )
+        } else {
+            format!(
+                "Tools mounted now: {}.",
+                if names.is_empty() {
+                    "none yet".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        };
         format!(
-            "autotool grows tools. When you need something you have no tool for, write it with \
-             create_tool (a small Python MCP server; the description shows the template); it is \
-             verified, sandboxed and mounted as <tool>__<function>, for this and every later \
-             session. If your tool list does not refresh, call any created function through \
-             run_tool. Tools mounted now: {}. {}",
-            if names.is_empty() {
-                "none yet".to_string()
-            } else {
-                names.join(", ")
-            },
+            "autotool grows tools. When you need something you have no tool for, first \
+             search_tools {{query}}: it finds tools already made, by what they do, ranked by \
+             relevance, success rate and trust. If none fits, write one with create_tool (a \
+             small Python MCP server; the description shows the template); it is verified, \
+             sandboxed and mounted as <tool>__<function>, for this and every later session. If \
+             your tool list does not refresh, call any created function through run_tool. \
+             {library} {}",
             crate::server::keys_sentence(&self.secrets().names)
         )
     }
@@ -420,17 +533,75 @@ impl App {
 
     /// [`Self::reload`], rebuilding the tool list even when the registry did not change (the
     /// key names it mentions did).
+    ///
+    /// Besides the tools, it reads in one query each the recent outcomes of every current
+    /// version (for `search_tools`) and every tool's calls over [`USAGE_WINDOW`] (for the list
+    /// limit): the list follows usage when the registry changes, not call by call.
     pub fn reload_with(&self, force: bool) -> anyhow::Result<bool> {
         let generation = Some(self.registry.generation()?);
         if generation == self.mounted().generation && !force {
             return Ok(false);
         }
         let mut tools = BTreeMap::new();
-        for v in self.registry.current()? {
-            tools.insert(v.name.clone(), mounted_from(&v));
+        let mut texts: Vec<String> = Vec::new();
+        self.registry.current_each(|v| {
+            texts.push(search_text(&v));
+            tools.insert(v.name.clone(), mounted_from(v));
+        })?;
+        let ledger = self.registry.ledger();
+        let window = self.settings.lifecycle.window;
+        let (last, outcomes) = ledger.recent_outcomes_of_current(window)?;
+        let mut health = RecentCalls {
+            last,
+            tools: HashMap::with_capacity(tools.len()),
+        };
+        for t in tools.values() {
+            let recent: VecDeque<Outcome> = outcomes
+                .get(&t.name)
+                .map(|o| o.iter().copied().collect())
+                .unwrap_or_default();
+            health.tools.insert(t.name.clone(), (t.version, recent));
         }
+        let since =
+            crate::ledger::now_ms() - i64::try_from(USAGE_WINDOW.as_millis()).unwrap_or(i64::MAX);
+        let uses = ledger.uses_since(since)?;
+        let listed: Vec<&MountedTool> = tools
+            .values()
+            .filter(|t| t.state.policy().listed())
+            .collect();
+        let candidates: Vec<autotool_policy::listing::Candidate> = listed
+            .iter()
+            .map(|t| autotool_policy::listing::Candidate {
+                name: t.name.clone(),
+                uses: uses.get(&t.name).copied().unwrap_or(0),
+                entries: t.functions.len(),
+            })
+            .collect();
+        let shown = autotool_policy::listing::shown(
+            &candidates,
+            crate::server::BUILTINS + usize::from(self.synthesize_offered()),
+            self.settings.list_limit,
+        );
+        // Both come sorted by name.
+        let index = Index::new(
+            tools
+                .values()
+                .zip(texts)
+                .map(|(t, text)| {
+                    let (ok, failures) = health.counts(&t.name);
+                    Entry {
+                        name: t.name.clone(),
+                        text,
+                        state: t.state.policy(),
+                        ok,
+                        failures,
+                    }
+                })
+                .collect(),
+        );
         let old = self.mounted();
         let changed = old.tools.len() != tools.len()
+            || old.shown != shown
             || old
                 .tools
                 .iter()
@@ -439,14 +610,20 @@ impl App {
                     a != b || ta.version != tb.version || ta.state != tb.state
                 });
         let list = crate::server::tool_list(
-            tools.values().filter(|t| t.state.policy().listed()),
+            listed.iter().copied().filter(|t| shown.contains(&t.name)),
             &self.secrets(),
             self.synthesize_offered(),
+            self.settings.list_limit,
         );
+        let hidden = listed.len() - shown.len();
         *self.mounted.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Mounted {
             generation,
             tools,
             list,
+            shown,
+            hidden,
+            index: Arc::new(index),
+            health: Arc::new(health),
         });
         Ok(changed || force)
     }
@@ -580,7 +757,7 @@ impl App {
             .then(|| (tool.to_string(), function.to_string()))
     }
 
-    /// Why `tool` is not listed (quarantined, retired), if it is a tool that is not.
+    /// Why `tool` is not listed (quarantined, retired, draft), if it is a tool that is not.
     pub fn unlisted(&self, tool: &str) -> Option<String> {
         let mounted = self.mounted();
         let t = mounted.tools.get(tool)?;
@@ -603,6 +780,29 @@ impl App {
                 format!(" ({why})")
             }
         ))
+    }
+
+    /// What a call of `tool`, which is off the list, is told: why, and what can be done.
+    /// `None` when `tool` is listed (or unknown).
+    pub fn off_list(&self, tool: &str) -> Option<String> {
+        let why = self.unlisted(tool)?;
+        let draft = self
+            .mounted()
+            .tools
+            .get(tool)
+            .is_some_and(|t| t.state == VersionState::Draft);
+        Some(if draft {
+            format!(
+                "{why}. Nothing runs it, not even with force, until it is verified again: \
+                 autotool does that by itself when its file changes, or call create_tool with \
+                 its code."
+            )
+        } else {
+            format!(
+                "{why}. It is off the tool list; run_tool with \"force\": true calls it anyway, \
+                 and the user can run `autotool tools rehab {tool}` to put it back on probation."
+            )
+        })
     }
 
     /// Call `function` of mounted `tool`. A quarantined or retired tool answers only with
@@ -634,13 +834,8 @@ impl App {
             ));
         }
         let unlisted = self.unlisted(tool);
-        if let Some(why) = &unlisted
-            && !force
-        {
-            return error_result(format!(
-                "{why}. It is off the tool list; run_tool with \"force\": true calls it anyway, \
-                 and the user can run `autotool tools rehab {tool}` to put it back on probation."
-            ));
+        if unlisted.is_some() && (!force || t.state == VersionState::Draft) {
+            return error_result(self.off_list(tool).unwrap_or_default());
         }
         let python = match self.runtime().await {
             Ok(p) => p,
@@ -651,6 +846,12 @@ impl App {
             version: t.version,
             grants: self.fingerprint(&keys),
             spec: self.spec(tool, t.dir.clone(), python, &keys),
+            pin: Some(PinCheck {
+                file: t.dir.join(crate::registry::TOOL_FILE),
+                code_hash: t.code_hash.clone(),
+                description: t.description.clone(),
+                functions: t.functions.clone(),
+            }),
         };
         let started = Instant::now();
         let outcome = match self.pool.get(tool, &what).await {
@@ -658,7 +859,17 @@ impl App {
                 .call(function, arguments, self.settings.call_timeout)
                 .await
                 .map_err(|e| e.to_string()),
-            Err(e) => Err(format!("the tool could not be started: {e}")),
+            Err(StartError::Unpinned(b)) => {
+                self.break_pin(t, &b).await;
+                return error_result(self.secrets().redact(&format!(
+                    "{tool} v{} was refused: {}. It is off the tool list until it is verified \
+                     again; autotool is doing that now, and a verified version is listed as a \
+                     new version (watch for the list to change, or search_tools).",
+                    t.version,
+                    b.reason()
+                )));
+            }
+            Err(StartError::Process(e)) => Err(format!("the tool could not be started: {e}")),
         };
         let duration = started.elapsed();
         match outcome {
@@ -764,10 +975,11 @@ impl App {
             reason = change.reason,
             "lifecycle"
         );
+        // Only from the state decided on: a pin broken meanwhile (draft) is not undone.
         match self
             .registry
             .ledger()
-            .set_state(tool, version, to, &change.reason)
+            .set_state_from(tool, version, state, to, &change.reason)
         {
             Ok(true) => {
                 if let Err(e) = self.reload() {
@@ -1008,11 +1220,19 @@ impl App {
             .iter()
             .map(|f| format!("{name}{}{}", crate::server::SEPARATOR, f.name))
             .collect();
+        let listed_now = if self.mounted().shown.contains(name) {
+            "Hosts that refresh their tool list see them now".to_string()
+        } else {
+            format!(
+                "They are not in the tool list: the library holds more tools than the list's \
+                 {} entries, which go to the most used tools (search_tools finds the rest)",
+                self.settings.list_limit
+            )
+        };
         let mut result = CallToolResult::success(vec![
             text(format!(
-                "Created {name} v{}: mounted {}. Hosts that refresh their tool list see them \
-                 now; any host can call them right away with run_tool {{\"tool\": \"{name}\", \
-                 \"function\": …, \"arguments\": {{…}}}}.",
+                "Created {name} v{}: mounted {}. {listed_now}; any host can call them right away \
+                 with run_tool {{\"tool\": \"{name}\", \"function\": …, \"arguments\": {{…}}}}.",
                 version.version,
                 names.join(", ")
             )),
@@ -1047,8 +1267,331 @@ impl App {
             }
             self.notify_changed().await;
         }
+        self.check_pins().await;
+        self.verify_queued().await;
         self.verify_hand_placed().await;
         changed
+    }
+
+    /// Hold every mounted version to its file ([`crate::pin`]): a `stat` each round, a hash
+    /// when the stat moved (or is too recent to trust). A changed or missing file takes the
+    /// version off the list at once and stops its process; changed code is verified again as
+    /// a new version (by one supervisor of those sharing the home); a file put back as it was
+    /// puts its version back on probation.
+    async fn check_pins(&self) {
+        let mounted = self.mounted();
+        let mut moved = Vec::new();
+        {
+            let mut watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+            watched.retain(|name, _| mounted.tools.contains_key(name));
+            for t in mounted.tools.values() {
+                let path = t.dir.join(crate::registry::TOOL_FILE);
+                let stamp = FileStamp::of(&path);
+                let seen = watched.get(&t.name).filter(|w| w.version == t.version);
+                if let Some(w) = seen
+                    && w.stamp == stamp
+                    && stamp.is_some_and(|s| s.settled())
+                {
+                    continue;
+                }
+                let state = match stamp {
+                    Some(_) => crate::pin::file_state(&path, &t.code_hash),
+                    None => FileState::Missing("it is gone".into()),
+                };
+                let before = seen.map(|w| w.state.clone());
+                watched.insert(
+                    t.name.clone(),
+                    Watched {
+                        version: t.version,
+                        stamp,
+                        state: state.clone(),
+                    },
+                );
+                if before.as_ref() != Some(&state) {
+                    moved.push((t.clone(), before, state));
+                }
+            }
+        }
+        for (t, before, state) in moved {
+            match state {
+                FileState::Pinned => {
+                    if t.state != VersionState::Draft {
+                        continue;
+                    }
+                    if before.is_some() {
+                        self.restore_pin(&t).await;
+                    } else {
+                        // Off the list since before this process looked (a schema change, or a
+                        // verification nobody finished): verify it again.
+                        self.verify_again_claimed(&t, None).await;
+                    }
+                }
+                FileState::Changed(now) => {
+                    let b = Break::FileChanged { now: now.clone() };
+                    if t.state != VersionState::Draft {
+                        self.break_pin(&t, &b).await;
+                    }
+                    self.pool.stop(&t.name).await;
+                    self.verify_again_claimed(&t, Some(now)).await;
+                }
+                FileState::Missing(why) => {
+                    if t.state != VersionState::Draft {
+                        self.break_pin(&t, &Break::FileMissing { why }).await;
+                    }
+                    self.pool.stop(&t.name).await;
+                }
+            }
+        }
+    }
+
+    /// A version whose file is back to its pin: on probation again.
+    async fn restore_pin(&self, t: &MountedTool) {
+        match self.registry.ledger().set_state_from(
+            &t.name,
+            t.version,
+            VersionState::Draft,
+            VersionState::Probation,
+            "its tool.py is back to the code it was verified with",
+        ) {
+            Ok(true) => {
+                tracing::info!(tool = t.name, version = t.version, "pin restored");
+                if let Err(e) = self.reload() {
+                    tracing::warn!("reloading the registry: {e}");
+                }
+                self.notify_changed().await;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("recording the state change: {e}"),
+        }
+    }
+
+    /// Take a version whose pin broke off every list (every supervisor sharing the home follows
+    /// within a poll) and stop its process; a schema change is queued to be verified again.
+    async fn break_pin(&self, t: &MountedTool, b: &Break) {
+        let reason = self.secrets().redact(&b.reason());
+        tracing::warn!(tool = t.name, version = t.version, "pin broken: {reason}");
+        match self
+            .registry
+            .ledger()
+            .break_pin(&t.name, t.version, &reason)
+        {
+            Ok(true) => {
+                if let Err(e) = self.reload() {
+                    tracing::warn!("reloading the registry: {e}");
+                }
+                self.notify_changed().await;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("recording the broken pin: {e}"),
+        }
+        self.pool.stop(&t.name).await;
+        if let Break::Schemas { now, .. } = b
+            && self.claim(t, &format!("pin {now}"))
+        {
+            self.reverify
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((t.name.clone(), t.version));
+        }
+    }
+
+    /// Whether this process takes on verifying `t` again for this change (`what`): one of the
+    /// supervisors sharing the home does, once.
+    fn claim(&self, t: &MountedTool, what: &str) -> bool {
+        self.registry
+            .ledger()
+            .claim_once(
+                &t.name,
+                kind::VERIFYING_AGAIN,
+                &format!("version {}: {what}", t.version),
+            )
+            .unwrap_or_else(|e| {
+                tracing::warn!("claiming a verification: {e}");
+                false
+            })
+    }
+
+    /// Verify `t`'s file again (its code now, whose sha256 is `now`; `None`: the pinned code)
+    /// when this process claims it.
+    async fn verify_again_claimed(&self, t: &MountedTool, now: Option<String>) {
+        let hash = now.unwrap_or_else(|| t.code_hash.clone());
+        if self.claim(t, &format!("code {hash}")) {
+            self.verify_again(t, &hash).await;
+        }
+    }
+
+    /// Versions whose process reported other schemas: verify their code again.
+    async fn verify_queued(&self) {
+        let queued = std::mem::take(&mut *self.reverify.lock().unwrap_or_else(|p| p.into_inner()));
+        for (name, version) in queued {
+            let mounted = self.mounted();
+            let Some(t) = mounted.tools.get(&name) else {
+                continue;
+            };
+            if t.version == version && t.state == VersionState::Draft {
+                self.verify_again(t, &t.code_hash).await;
+            }
+        }
+    }
+
+    /// Verify the code in `t`'s file (if its sha256 is still `hash`) as a new version of the
+    /// tool, like a tool placed by hand. A failure is an audit event and a log line; the
+    /// version stays off the list.
+    async fn verify_again(&self, t: &MountedTool, hash: &str) {
+        let path = t.dir.join(crate::registry::TOOL_FILE);
+        let Ok(code) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        if crate::registry::code_hash(code.as_bytes()) != hash {
+            // Changed again meanwhile: the next round sees it.
+            return;
+        }
+        tracing::info!(
+            tool = t.name,
+            version = t.version,
+            "verifying a changed version again"
+        );
+        // New code entering (a file changed on disk) passes the full gate, probes included,
+        // like a tool placed by hand. The pinned code itself (its process reported other
+        // schemas) passed the gate when it entered, at the level it was created with, which is
+        // not recorded: its schemas are read again without probing it a second time.
+        let level = if hash == t.code_hash {
+            crate::verify::Thoroughness::Quick
+        } else {
+            crate::verify::Thoroughness::default()
+        };
+        let result = self
+            .create(&t.name, &code, &t.description, None, level)
+            .await;
+        if result.is_error == Some(true) {
+            let why = result
+                .content
+                .iter()
+                .find_map(|c| match c {
+                    ContentBlock::Text(t) => Some(t.text.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            tracing::warn!(
+                tool = t.name,
+                "the changed version failed verification and stays off the list: {why}"
+            );
+        }
+    }
+
+    /// The `search_tools` call: the tools best for `query`, with what it takes to call them.
+    pub fn search_tools(&self, args: &JsonObject) -> CallToolResult {
+        let query = args
+            .get("query")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or("");
+        if query.is_empty() {
+            return error_result(
+                "search_tools needs `query`: words for what you need, for example \"weather \
+                 forecast for a city\"",
+            );
+        }
+        let limit = match args.get("limit") {
+            None | Some(Value::Null) => SEARCH_DEFAULT,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=SEARCH_MAX) => usize::try_from(n).unwrap_or(SEARCH_DEFAULT),
+                _ => {
+                    return error_result(format!(
+                        "limit must be an integer from 1 to {SEARCH_MAX}"
+                    ));
+                }
+            },
+        };
+        let mounted = self.mounted();
+        let weights = autotool_policy::search::WEIGHTS;
+        let (hits, counts) = {
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if recent.0 != mounted.generation {
+                *recent = (mounted.generation, (*mounted.health).clone());
+            }
+            match self.registry.ledger().calls_after(recent.1.last) {
+                Ok(calls) => recent.1.add(
+                    calls,
+                    usize::try_from(self.settings.lifecycle.window).unwrap_or(usize::MAX),
+                ),
+                Err(e) => tracing::warn!("reading recent calls: {e}"),
+            }
+            let hits = mounted
+                .index
+                .search_with(query, limit, &weights, |name| Some(recent.1.counts(name)));
+            let counts: Vec<(u32, u32)> = hits.iter().map(|h| recent.1.counts(&h.name)).collect();
+            (hits, counts)
+        };
+        let round = |x: f64| (x * 1000.0).round() / 1000.0;
+        let results: Vec<Value> = hits
+            .iter()
+            .zip(counts)
+            .filter_map(|(h, (ok, failures))| {
+                let t = mounted.tools.get(&h.name)?;
+                let functions: Vec<Value> = t
+                    .functions
+                    .iter()
+                    .map(StoredFunction::spec)
+                    .map(|f| {
+                        json!({
+                            "name": f.name,
+                            "mounted_as": format!("{}{}{}", t.name, crate::server::SEPARATOR, f.name),
+                            "description": f.description,
+                            "inputSchema": f.input_schema,
+                            "outputSchema": f.output_schema,
+                        })
+                    })
+                    .collect();
+                let first = t.functions.first().map(|f| f.name.as_str()).unwrap_or("");
+                Some(json!({
+                    "tool": t.name,
+                    "version": t.version,
+                    "description": t.description,
+                    "state": t.state.as_str(),
+                    "in_tools_list": mounted.shown.contains(&t.name),
+                    "success_rate": round(h.success),
+                    "recent_calls": {"ok": ok, "failures": failures},
+                    "score": {
+                        "total": round(h.score),
+                        "relevance": round(h.relevance),
+                        "success": round(h.success),
+                        "trust": round(h.trust),
+                    },
+                    "functions": functions,
+                    "call": format!(
+                        "run_tool {{\"tool\": \"{}\", \"function\": \"{first}\", \"arguments\": {{…}}}}",
+                        t.name
+                    ),
+                }))
+            })
+            .collect();
+        let summary = json!({
+            "query": query,
+            "weights": {"text": weights.text, "health": weights.health, "trust": weights.trust},
+            "results": results,
+        });
+        let lead = if results.is_empty() {
+            format!(
+                "No tool matches {query:?}. Write one with create_tool (its description shows \
+                 the template)."
+            )
+        } else {
+            format!(
+                "{} tool{} for {query:?}, best first (score = {} × text relevance + {} × \
+                 success rate + {} × trust). Call a function with run_tool {{\"tool\", \
+                 \"function\", \"arguments\"}}, or by its mounted name when it is in your tool \
+                 list.",
+                results.len(),
+                if results.len() == 1 { "" } else { "s" },
+                weights.text,
+                weights.health,
+                weights.trust
+            )
+        };
+        let mut result = CallToolResult::success(vec![text(lead), text(summary.to_string())]);
+        result.structured_content = Some(summary);
+        self.secrets().redact_result(self.cap(result))
     }
 
     async fn verify_hand_placed(&self) {
@@ -1099,15 +1642,36 @@ impl App {
     }
 }
 
-fn mounted_from(v: &ToolVersion) -> MountedTool {
+fn mounted_from(v: ToolVersion) -> MountedTool {
     MountedTool {
-        name: v.name.clone(),
+        functions: v.functions.iter().map(StoredFunction::new).collect(),
+        name: v.name,
         version: v.version,
-        description: v.description.clone(),
-        dir: v.dir.clone(),
-        functions: v.functions.clone(),
-        required_env: v.required_env.clone(),
-        code_hash: v.code_hash.clone(),
+        description: v.description,
+        dir: v.dir,
+        required_env: v.required_env,
+        code_hash: v.code_hash,
         state: v.state,
     }
+}
+
+/// What `search_tools` matches a tool by: its name and description, and its functions' names,
+/// descriptions and parameter names.
+fn search_text(t: &ToolVersion) -> String {
+    let mut text = format!("{} {}", t.name, t.description);
+    for f in t.functions.iter() {
+        text.push(' ');
+        text.push_str(&f.name);
+        if let Some(d) = &f.description {
+            text.push(' ');
+            text.push_str(d);
+        }
+        if let Some(Value::Object(properties)) = f.input_schema.get("properties") {
+            for p in properties.keys() {
+                text.push(' ');
+                text.push_str(p);
+            }
+        }
+    }
+    text
 }

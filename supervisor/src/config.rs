@@ -218,9 +218,9 @@ pub static SETTINGS: &[Setting] = &[
         flag: None,
         env: "AUTOTOOL_LIST_LIMIT",
         key: Some("list_limit"),
-        description: "most tools one tools/list answer carries",
+        description: "most entries one tools/list answer carries, built-ins included (0: no limit); the rest are found with search_tools",
         apply: |v, raw, _| {
-            v.serve.list_limit = to_usize(count(raw, 1)?)?;
+            v.serve.list_limit = to_usize(count(raw, 0)?)?;
             Ok(None)
         },
         show: |v| v.serve.list_limit.to_string(),

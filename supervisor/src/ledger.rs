@@ -25,6 +25,7 @@ pub use approvals::{ApprovalRow, PendingConsent};
 use crate::registry::FunctionSpec;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -125,6 +126,11 @@ pub mod kind {
     pub const CONSENT_REVOKED: &str = "consent_revoked";
     pub const SYNTHESIZED: &str = "synthesized";
     pub const SYNTHESIS_FAILED: &str = "synthesis_failed";
+    /// A version's file or its process's schemas no longer match what was verified.
+    pub const PIN_BROKEN: &str = "pin_broken";
+    /// A process took on verifying a changed version again (one per change, for every
+    /// supervisor sharing the home).
+    pub const VERIFYING_AGAIN: &str = "verifying_again";
 }
 
 /// What went wrong with the ledger.
@@ -520,6 +526,21 @@ impl Ledger {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// [`Ledger::current`], handing each row to `f` as it is read.
+    pub fn current_each(&self, mut f: impl FnMut(VersionRow)) -> Result<(), LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT {VERSION_COLS} FROM tools t JOIN versions v
+               ON v.name = t.name AND v.version = t.current_version
+             WHERE t.removed_at IS NULL ORDER BY t.name"
+        ))?;
+        let rows = stmt.query_map([], version_row)?;
+        for row in rows {
+            f(row?);
+        }
+        Ok(())
+    }
+
     /// `name`'s current version, unless the tool is unknown or removed.
     pub fn current_of(&self, name: &str) -> Result<Option<VersionRow>, LedgerError> {
         Ok(self
@@ -610,6 +631,157 @@ impl Ledger {
             )?;
             Ok(true)
         })
+    }
+
+    /// Move one version from state `from` to `to` (with an audit event and a generation bump);
+    /// nothing happens if it is no longer in `from` (another process moved it first). Returns
+    /// whether it moved.
+    pub fn set_state_from(
+        &self,
+        name: &str,
+        version: u32,
+        from: VersionState,
+        to: VersionState,
+        why: &str,
+    ) -> Result<bool, LedgerError> {
+        self.write(|tx| {
+            let n = tx.tx.execute(
+                "UPDATE versions SET state = ?4 WHERE name = ?1 AND version = ?2 AND state = ?3",
+                params![name, version, from.as_str(), to.as_str()],
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            tx.bump_generation()?;
+            tx.event(
+                Some(name),
+                kind::STATE_CHANGED,
+                &format!("version {version} is now {}: {why}", to.as_str()),
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// A version's pin broke (`reason` says how): it becomes `draft`, off every list and run by
+    /// nothing, unless it already is. Returns whether its state changed.
+    pub fn break_pin(&self, name: &str, version: u32, reason: &str) -> Result<bool, LedgerError> {
+        self.write(|tx| {
+            let n = tx.tx.execute(
+                "UPDATE versions SET state = 'draft'
+                 WHERE name = ?1 AND version = ?2 AND state != 'draft'",
+                params![name, version],
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            tx.bump_generation()?;
+            tx.event(
+                Some(name),
+                kind::PIN_BROKEN,
+                &format!("version {version}: {reason}"),
+            )?;
+            tx.event(
+                Some(name),
+                kind::STATE_CHANGED,
+                &format!("version {version} is now draft: {reason}; it is verified again before it is listed"),
+            )?;
+            Ok(true)
+        })
+    }
+
+    /// Take on a piece of work about `name` that every supervisor sharing the home would
+    /// otherwise do at once: records a `kind` event with `detail` unless one with the same
+    /// detail exists. Returns whether the caller got it.
+    pub fn claim_once(&self, name: &str, kind: &str, detail: &str) -> Result<bool, LedgerError> {
+        self.write(|tx| {
+            let taken = tx
+                .tx
+                .query_row(
+                    "SELECT 1 FROM events WHERE tool = ?1 AND kind = ?2 AND detail = ?3 LIMIT 1",
+                    params![name, kind, detail],
+                    |_| Ok(()),
+                )
+                .optional()?
+                .is_some();
+            if taken {
+                return Ok(false);
+            }
+            tx.event(Some(name), kind, detail)?;
+            Ok(true)
+        })
+    }
+
+    /// The id of the newest call (0 with none): calls after it are new.
+    pub fn last_call_id(&self) -> Result<i64, LedgerError> {
+        Ok(self
+            .conn()
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM calls", [], |r| r.get(0))?)
+    }
+
+    /// The outcomes of the last `window` calls of every live tool's current version, oldest
+    /// first, in one query; with the id of the newest call they cover (calls after it are
+    /// read with [`Ledger::calls_after`]).
+    pub fn recent_outcomes_of_current(
+        &self,
+        window: u32,
+    ) -> Result<(i64, HashMap<String, Vec<Outcome>>), LedgerError> {
+        let last = self.last_call_id()?;
+        let conn = self.conn();
+        // Per tool, its newest calls through the (tool, id) index, stopping at the window: a
+        // third of the time of a window function over every call of the current versions.
+        let mut stmt = conn.prepare_cached(
+            "SELECT t.name, c.outcome FROM tools t JOIN calls c ON c.id IN (
+               SELECT id FROM calls
+               WHERE tool = t.name AND version = t.current_version AND id <= ?2
+               ORDER BY id DESC LIMIT ?1)
+             WHERE t.removed_at IS NULL ORDER BY t.name, c.id",
+        )?;
+        let rows = stmt.query_map(params![window, last], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                Outcome::parse(&r.get::<_, String>(1)?),
+            ))
+        })?;
+        let mut out: HashMap<String, Vec<Outcome>> = HashMap::new();
+        for row in rows {
+            let (tool, outcome) = row?;
+            out.entry(tool).or_default().push(outcome);
+        }
+        Ok((last, out))
+    }
+
+    /// Calls recorded after call `id`, oldest first: (id, tool, version, outcome).
+    pub fn calls_after(&self, id: i64) -> Result<Vec<(i64, String, u32, Outcome)>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, tool, version, outcome FROM calls WHERE id > ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([id], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                Outcome::parse(&r.get::<_, String>(3)?),
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// How many calls each tool got (all versions) since `since` (unix ms), in one query.
+    pub fn uses_since(&self, since: i64) -> Result<HashMap<String, u64>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT tool, COUNT(*) FROM calls WHERE started_at >= ?1 GROUP BY tool",
+        )?;
+        let rows = stmt.query_map([since], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        })?;
+        let mut out = HashMap::new();
+        for row in rows {
+            let (tool, n) = row?;
+            out.insert(tool, u64::try_from(n).unwrap_or(0));
+        }
+        Ok(out)
     }
 
     /// Record a finished call. The error text must already be redacted.
@@ -877,6 +1049,130 @@ mod tests {
         assert_eq!(format_ms(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(format_ms(1_798_761_599_999), "2026-12-31T23:59:59.999Z");
         assert_eq!(format_ms(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    fn ledger_with(tools: &[(&str, u32)]) -> (tempfile::TempDir, Ledger) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ledger =
+            Ledger::open(&dir.path().join("autotool.db")).unwrap_or_else(|e| panic!("{e}"));
+        for (name, versions) in tools {
+            for version in 1..=*versions {
+                ledger
+                    .write(|tx| {
+                        tx.insert_current_version(&VersionRow {
+                            name: name.to_string(),
+                            version,
+                            code_hash: format!("{version:064}"),
+                            description: String::new(),
+                            required_env: Vec::new(),
+                            functions: Vec::new(),
+                            state: VersionState::Probation,
+                            created_at: now_ms(),
+                        })?;
+                        tx.bump_generation()
+                    })
+                    .unwrap_or_else(|e: LedgerError| panic!("{e}"));
+            }
+        }
+        (dir, ledger)
+    }
+
+    fn call(ledger: &Ledger, tool: &str, version: u32, outcome: Outcome, ago: Duration) {
+        ledger
+            .record_call(&CallRecord {
+                tool: tool.into(),
+                version,
+                function: "f".into(),
+                started_at: SystemTime::now() - ago,
+                duration: Duration::from_millis(1),
+                outcome,
+                error: None,
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn recent_outcomes_of_every_current_version_in_one_query() {
+        let (_dir, ledger) = ledger_with(&[("a", 2), ("b", 1), ("c", 1)]);
+        let now = Duration::ZERO;
+        // a's old version does not count; b's window keeps its last 3, oldest first.
+        call(&ledger, "a", 1, Outcome::Error, now);
+        call(&ledger, "a", 2, Outcome::Ok, now);
+        call(&ledger, "a", 2, Outcome::ToolError, now);
+        for o in [Outcome::Error, Outcome::Ok, Outcome::Error, Outcome::Ok] {
+            call(&ledger, "b", 1, o, now);
+        }
+        let (last, recent) = ledger
+            .recent_outcomes_of_current(3)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(last, 7);
+        assert_eq!(recent["a"], [Outcome::Ok, Outcome::ToolError]);
+        assert_eq!(recent["b"], [Outcome::Ok, Outcome::Error, Outcome::Ok]);
+        assert!(!recent.contains_key("c"));
+        call(&ledger, "c", 1, Outcome::Ok, now);
+        let after = ledger.calls_after(last).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(after, [(8, "c".to_string(), 1, Outcome::Ok)]);
+    }
+
+    #[test]
+    fn uses_count_calls_since_a_time_over_all_versions() {
+        let (_dir, ledger) = ledger_with(&[("a", 2), ("b", 1)]);
+        let day = Duration::from_secs(86_400);
+        call(&ledger, "a", 1, Outcome::Ok, day);
+        call(&ledger, "a", 2, Outcome::Error, Duration::ZERO);
+        call(&ledger, "b", 1, Outcome::Ok, 40 * day);
+        let uses = ledger
+            .uses_since(now_ms() - 30 * 86_400_000)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(uses.get("a"), Some(&2));
+        assert_eq!(uses.get("b"), None);
+    }
+
+    #[test]
+    fn a_broken_pin_makes_a_draft_once_and_a_claim_is_taken_once() {
+        let (_dir, ledger) = ledger_with(&[("a", 1)]);
+        let g = ledger.generation().unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            ledger
+                .break_pin("a", 1, "its tool.py changed")
+                .unwrap_or(false)
+        );
+        assert!(
+            !ledger
+                .break_pin("a", 1, "its tool.py changed")
+                .unwrap_or(true)
+        );
+        assert_eq!(ledger.generation().unwrap_or(0), g + 1);
+        let v = ledger.version("a", 1).ok().flatten().map(|v| v.state);
+        assert_eq!(v, Some(VersionState::Draft));
+        let reason = ledger.state_reason("a").ok().flatten().unwrap_or_default();
+        assert!(reason.contains("draft: its tool.py changed"), "{reason}");
+        assert!(
+            ledger
+                .claim_once("a", kind::VERIFYING_AGAIN, "code x")
+                .unwrap_or(false)
+        );
+        assert!(
+            !ledger
+                .claim_once("a", kind::VERIFYING_AGAIN, "code x")
+                .unwrap_or(true)
+        );
+        assert!(
+            ledger
+                .claim_once("a", kind::VERIFYING_AGAIN, "code y")
+                .unwrap_or(false)
+        );
+        // A move from a state the version is no longer in does nothing.
+        assert!(
+            !ledger
+                .set_state_from("a", 1, VersionState::Probation, VersionState::Active, "x")
+                .unwrap_or(true)
+        );
+        assert!(
+            ledger
+                .set_state_from("a", 1, VersionState::Draft, VersionState::Probation, "back")
+                .unwrap_or(false)
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //!   `autotool config`;
 //! - [`ledger`]: the SQLite database every supervisor on the machine shares;
 //! - [`registry`]: the tools directory and the ledger kept in step (stage, commit, remove), and
-//!   `autotool tools`;
+//!   `autotool tools`; [`pin`]: a version is what was verified (its file, its schemas);
 //! - [`toolproc`]: one running tool process (confined through the launcher, or unconfined with
 //!   `--sandbox off`), spoken to as an MCP client;
 //! - [`verify`]: the gate before a tool is mounted: lint, `REQUIRED_ENV`, launch, `initialize`,
@@ -52,6 +52,7 @@ pub mod hosts;
 pub mod http;
 pub mod launcher;
 pub mod ledger;
+pub mod pin;
 pub mod pool;
 pub mod redact;
 pub mod registry;

@@ -6,9 +6,17 @@
 //! once it is mounted; the old process is shut down in the background. So does a process
 //! started with other keys than the call should have (an approval revoked or given, a key or an
 //! allowlist changed): a process keeps the environment and egress rules it started with.
+//!
+//! Every process the pool starts is held to its version's pin ([`crate::pin`]): the file is
+//! hashed before the start and again once the process answered, and the functions it lists
+//! must be the ones verification recorded. A process that fails either is stopped before any
+//! call reaches it.
 
+use crate::pin::{Break, FileState};
+use crate::registry::{FunctionSpec, StoredFunction};
 use crate::toolproc::{ToolProcError, ToolProcess, ToolSpec};
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +27,57 @@ pub struct Launchable {
     /// A fingerprint of the keys granted, their values and allowlists ([`crate::app`]).
     pub grants: u64,
     pub spec: ToolSpec,
+    /// What a new process must match; `None` starts it unchecked.
+    pub pin: Option<PinCheck>,
+}
+
+/// What a version was verified with.
+#[derive(Debug, Clone)]
+pub struct PinCheck {
+    /// Its `tool.py`.
+    pub file: PathBuf,
+    pub code_hash: String,
+    pub description: String,
+    pub functions: Arc<[StoredFunction]>,
+}
+
+impl PinCheck {
+    fn file(&self) -> Result<(), Break> {
+        match crate::pin::file_state(&self.file, &self.code_hash) {
+            FileState::Pinned => Ok(()),
+            FileState::Changed(now) => Err(Break::FileChanged { now }),
+            FileState::Missing(why) => Err(Break::FileMissing { why }),
+        }
+    }
+
+    /// Compare what a new process lists with what was verified.
+    async fn process(&self, process: &ToolProcess) -> Result<Result<(), Break>, ToolProcError> {
+        let reported: Vec<FunctionSpec> = process
+            .list_tools()
+            .await?
+            .into_iter()
+            .map(FunctionSpec::from)
+            .collect();
+        let pinned: Vec<FunctionSpec> = self.functions.iter().map(StoredFunction::spec).collect();
+        let differences = crate::pin::differences(&pinned, &reported);
+        if differences.is_empty() {
+            return Ok(Ok(()));
+        }
+        Ok(Err(Break::Schemas {
+            differences,
+            now: crate::pin::pin(&self.code_hash, &self.description, &reported),
+        }))
+    }
+}
+
+/// Why no process could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Process(#[from] ToolProcError),
+    /// The version no longer matches its pin; nothing was left running.
+    #[error("{}", .0.reason())]
+    Unpinned(Break),
 }
 
 #[derive(Debug)]
@@ -63,11 +122,7 @@ impl Pool {
 
     /// A live process for `tool` at `what.version` holding `what.grants`, starting one when
     /// there is none, it died, or it runs another version or holds other keys.
-    pub async fn get(
-        &self,
-        tool: &str,
-        what: &Launchable,
-    ) -> Result<Arc<ToolProcess>, ToolProcError> {
+    pub async fn get(&self, tool: &str, what: &Launchable) -> Result<Arc<ToolProcess>, StartError> {
         let slot = self.slot(tool);
         let mut guard = slot.lock().await;
         if let Some(running) = guard.as_mut()
@@ -87,7 +142,25 @@ impl Pool {
             );
             tokio::spawn(async move { old.process.shutdown().await });
         }
-        let process = Arc::new(ToolProcess::start(what.spec.clone()).await?);
+        if let Some(pin) = &what.pin {
+            pin.file().map_err(StartError::Unpinned)?;
+        }
+        let process = ToolProcess::start(what.spec.clone()).await?;
+        if let Some(pin) = &what.pin {
+            let checked = match pin.process(&process).await {
+                Ok(schemas) => schemas.and_then(|()| pin.file()),
+                Err(e) => {
+                    process.shutdown().await;
+                    return Err(e.into());
+                }
+            };
+            if let Err(b) = checked {
+                tracing::warn!(tool, version = what.version, "{}", b.reason());
+                process.shutdown().await;
+                return Err(StartError::Unpinned(b));
+            }
+        }
+        let process = Arc::new(process);
         tracing::info!(tool, version = what.version, started_in = ?process.started_in(), "tool process started");
         *guard = Some(Running {
             version: what.version,

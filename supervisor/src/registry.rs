@@ -8,7 +8,8 @@
 //! ```text
 //! tools/<name>/<version>/tool.py        the code, 0644
 //! tools/<name>/<version>/manifest.json  name, version, description, required_env,
-//!                                       functions (input/output schemas), code_hash, created_at
+//!                                       functions (input/output schemas), code_hash, pin,
+//!                                       created_at
 //! tools/<name>/.staging-XXXXXX/         a create in progress (flock held by its process)
 //! tools/<name>/.orphan-<version>-<ms>/  a version directory whose commit never completed
 //! tools/<name>/tool.py                  a file a user placed by hand ([`Registry::hand_placed`])
@@ -149,6 +150,40 @@ impl From<crate::toolproc::ToolInfo> for FunctionSpec {
     }
 }
 
+/// A function as verification recorded it, held as its JSON text. A library of a thousand tools
+/// holds thousands of schemas, and parsed JSON takes several times the memory of its text; the
+/// name is kept apart, the rest is parsed when needed ([`StoredFunction::spec`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFunction {
+    pub name: String,
+    json: Box<str>,
+}
+
+impl StoredFunction {
+    pub fn new(spec: &FunctionSpec) -> StoredFunction {
+        StoredFunction {
+            name: spec.name.clone(),
+            json: serde_json::to_string(spec).unwrap_or_default().into(),
+        }
+    }
+
+    /// The whole spec. (The text was written from a spec, so it parses; if it somehow did
+    /// not, the function has its name and an empty object schema.)
+    pub fn spec(&self) -> FunctionSpec {
+        serde_json::from_str(&self.json).unwrap_or_else(|_| FunctionSpec {
+            name: self.name.clone(),
+            title: None,
+            description: None,
+            input_schema: serde_json::Map::from_iter([(
+                "type".to_string(),
+                serde_json::Value::from("object"),
+            )]),
+            output_schema: None,
+            annotations: None,
+        })
+    }
+}
+
 /// What verification learned about a staged tool; [`Registry::commit`] adds the name, version,
 /// code hash and time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -182,6 +217,12 @@ impl ToolVersion {
         self.dir.join(TOOL_FILE)
     }
 
+    /// What the version is pinned by: its code hash, description and schemas
+    /// ([`crate::pin::pin`]).
+    pub fn pin(&self) -> String {
+        crate::pin::pin(&self.code_hash, &self.description, &self.functions)
+    }
+
     fn from_row(tools_dir: &Path, r: VersionRow) -> ToolVersion {
         let dir = tools_dir.join(&r.name).join(r.version.to_string());
         ToolVersion {
@@ -207,6 +248,8 @@ struct ManifestFile<'a> {
     required_env: &'a [String],
     functions: &'a [FunctionSpec],
     code_hash: &'a str,
+    /// The code hash, description and schemas together ([`crate::pin::pin`]).
+    pin: &'a str,
     created_at: String,
 }
 
@@ -496,6 +539,7 @@ impl Registry {
                 state: VersionState::Probation,
                 created_at,
             };
+            let pin = crate::pin::pin(&row.code_hash, &row.description, &row.functions);
             let file = ManifestFile {
                 name: &row.name,
                 version,
@@ -503,6 +547,7 @@ impl Registry {
                 required_env: &row.required_env,
                 functions: &row.functions,
                 code_hash: &row.code_hash,
+                pin: &pin,
                 created_at: ledger::format_ms(created_at),
             };
             let mut json = serde_json::to_vec_pretty(&file).map_err(|e| LedgerError::Json {
@@ -541,6 +586,15 @@ impl Registry {
             .into_iter()
             .map(|r| ToolVersion::from_row(&tools, r))
             .collect())
+    }
+
+    /// [`Registry::current`], one version at a time: each is handed to `f` and dropped before
+    /// the next is read, so a large library is never all parsed at once.
+    pub fn current_each(&self, mut f: impl FnMut(ToolVersion)) -> Result<(), RegistryError> {
+        let tools = self.home.tools_dir();
+        Ok(self
+            .ledger
+            .current_each(|r| f(ToolVersion::from_row(&tools, r)))?)
     }
 
     /// `name`'s current version, or `None` if there is no such live tool.

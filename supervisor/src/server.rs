@@ -1,5 +1,5 @@
-//! The MCP server a host app talks to: `create_tool`, `run_tool` and every created function as
-//! `<tool>__<function>`, for hosts of both protocol eras on one connection.
+//! The MCP server a host app talks to: `create_tool`, `run_tool`, `search_tools` and every
+//! created function as `<tool>__<function>`, for hosts of both protocol eras on one connection.
 //!
 //! - 2025-06-18 / 2025-11-25 hosts `initialize`, and hear of list changes through
 //!   `notifications/tools/list_changed` on the connection's peer.
@@ -7,8 +7,9 @@
 //!   hear of list changes only on the `subscriptions/listen` streams they open.
 //!
 //! The list of mounted tools is a snapshot swapped atomically; `get_tool` (synchronous, used by
-//! rmcp to validate calls) reads it without waiting. The tool list is sorted by name and the
-//! same for every connection.
+//! rmcp to validate calls) reads it without waiting, and also finds the functions of tools the
+//! list limit leaves out, so calls to them by name work. The tool list is sorted by name and
+//! the same for every connection.
 
 use crate::app::{App, MountedTool, Secrets};
 use rmcp::model::{
@@ -71,6 +72,18 @@ unexpected exception on any input the schema accepts fails the probes); read API
 `*_API_BASE` variables so the tool can be pointed at a test server. `name` matches \
 ^[a-z][a-z0-9_]{0,39}$ without `__`. `verify`: \"standard\" (default) probes tools that declare \
 no keys; \"thorough\" probes even those (it may spend API quota); \"quick\" skips the probes.";
+
+/// How many built-in tools every list holds.
+pub const BUILTINS: usize = 3;
+
+const SEARCH_TOOLS_DESCRIPTION: &str = "\
+Find tools already made, by what they do, before you write one: {query, limit?}. Results are \
+ranked by score = 0.5 × text relevance (BM25 and the share of your words each tool has, over its \
+name, description, functions and parameters) + 0.35 × observed success rate of its recent calls \
++ 0.15 × trust (active 1, on probation 0.5), so a tool that works beats a better-described one \
+that keeps failing. Each result gives the tool's functions with their input schemas, its state, \
+success rate and score breakdown, and how to call it: run_tool {tool, function, arguments}, \
+which works for every tool, listed or not.";
 
 const RUN_TOOL_DESCRIPTION: &str = "\
 Call a function of a tool created with create_tool: {tool, function, arguments}. Use it when your \
@@ -144,12 +157,30 @@ pub fn keys_sentence(names: &[String]) -> String {
     }
 }
 
-/// The two built-in tools; `create_tool`'s description names the keys available.
-pub fn builtin_tools(key_names: &[String]) -> Vec<Tool> {
+/// What the agent is told of the list limit (`list_limit` entries, 0: none).
+pub fn library_sentence(list_limit: usize) -> String {
+    if list_limit == 0 {
+        "Before writing a tool, search_tools may find one already made.".to_string()
+    } else {
+        format!(
+            "Before writing a tool, search_tools may find one already made. The tool list holds \
+             at most {list_limit} entries: when the library has more tools, only the most used \
+             are listed; search_tools finds the others and run_tool calls them."
+        )
+    }
+}
+
+/// The built-in tools; `create_tool`'s description names the keys available and the list
+/// limit.
+pub fn builtin_tools(key_names: &[String], list_limit: usize) -> Vec<Tool> {
     vec![
         Tool::new(
             "create_tool",
-            format!("{CREATE_TOOL_DESCRIPTION}\n\n{}", keys_sentence(key_names)),
+            format!(
+                "{CREATE_TOOL_DESCRIPTION}\n\n{}\n\n{}",
+                library_sentence(list_limit),
+                keys_sentence(key_names)
+            ),
             object(json!({
                 "type": "object",
                 "properties": {
@@ -190,12 +221,25 @@ pub fn builtin_tools(key_names: &[String]) -> Vec<Tool> {
                 "required": ["tool", "function"]
             })),
         ),
+        Tool::new(
+            "search_tools",
+            SEARCH_TOOLS_DESCRIPTION,
+            object(json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What you need, in a few words."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::app::SEARCH_MAX,
+                              "description": format!("How many tools to return (default {}).", crate::app::SEARCH_DEFAULT)}
+                },
+                "required": ["query"]
+            })),
+        ),
     ]
 }
 
 /// The MCP tool for one mounted function; its description and schemas pass the redactor like
 /// everything else bound for the model.
-fn mounted_tool(t: &MountedTool, f: &crate::registry::FunctionSpec, secrets: &Secrets) -> Tool {
+pub fn mounted_tool(t: &MountedTool, f: &crate::registry::FunctionSpec, secrets: &Secrets) -> Tool {
     let description = secrets.redact(&format!(
         "[{} v{}] {}",
         t.name,
@@ -243,14 +287,15 @@ pub fn tool_list<'a>(
     mounted: impl IntoIterator<Item = &'a MountedTool>,
     secrets: &Secrets,
     synthesize: bool,
+    list_limit: usize,
 ) -> Vec<Tool> {
-    let mut tools = builtin_tools(&secrets.names);
+    let mut tools = builtin_tools(&secrets.names, list_limit);
     if synthesize {
         tools.push(synthesize_tool());
     }
     for t in mounted {
-        for f in &t.functions {
-            tools.push(mounted_tool(t, f, secrets));
+        for f in t.functions.iter() {
+            tools.push(mounted_tool(t, &f.spec(), secrets));
         }
     }
     tools.sort_by(|a, b| a.name.cmp(&b.name));
@@ -447,11 +492,17 @@ impl ServerHandler for AutotoolServer {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         let mounted = self.app.mounted();
-        let i = mounted
-            .list
-            .binary_search_by(|t| t.name.as_ref().cmp(name))
-            .ok()?;
-        mounted.list.get(i).cloned()
+        if let Ok(i) = mounted.list.binary_search_by(|t| t.name.as_ref().cmp(name)) {
+            return mounted.list.get(i).cloned();
+        }
+        // A listed tool that the list limit leaves out is still called by its name.
+        let (tool, function) = name.split_once(SEPARATOR)?;
+        let t = mounted.tools.get(tool)?;
+        if !t.state.policy().listed() {
+            return None;
+        }
+        let f = t.functions.iter().find(|f| f.name == function)?;
+        Some(mounted_tool(t, &f.spec(), &self.app.secrets()))
     }
 
     async fn call_tool(
@@ -474,6 +525,7 @@ impl ServerHandler for AutotoolServer {
                 let progress = progress_reporter(&context);
                 self.app.synthesize_tool(args, &progress).await
             }
+            "search_tools" => self.app.search_tools(&args),
             "run_tool" => {
                 let tool = args.get("tool").and_then(Value::as_str);
                 let function = args.get("function").and_then(Value::as_str);
@@ -498,12 +550,9 @@ impl ServerHandler for AutotoolServer {
                 }
                 None => {
                     if let Some((tool, _)) = other.split_once(SEPARATOR)
-                        && let Some(why) = self.app.unlisted(tool)
+                        && let Some(message) = self.app.off_list(tool)
                     {
-                        return Ok(CallToolResponse::Complete(error_result(format!(
-                            "{why}. It is off the tool list; run_tool with \"force\": true calls \
-                             it anyway, and the user can run `autotool tools rehab {tool}`."
-                        ))));
+                        return Ok(CallToolResponse::Complete(error_result(message)));
                     }
                     return Err(McpError::invalid_params(
                         format!(

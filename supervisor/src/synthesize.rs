@@ -248,10 +248,11 @@ impl App {
             ))]);
         };
         let secrets = self.secrets();
-        let Some(create_tool) = crate::server::builtin_tools(&secrets.names)
-            .iter()
-            .find(|t| t.name == "create_tool")
-            .map(ToolDef::from)
+        let Some(create_tool) =
+            crate::server::builtin_tools(&secrets.names, self.settings.list_limit)
+                .iter()
+                .find(|t| t.name == "create_tool")
+                .map(ToolDef::from)
         else {
             return CallToolResult::error(vec![ContentBlock::text(
                 "synthesize_tool: create_tool is missing from the built-in tools",

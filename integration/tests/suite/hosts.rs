@@ -216,8 +216,8 @@ fn codex_app_server_lists_the_tools_of_the_serve_setup_registered() {
         setup.sandbox
     );
     c.check(
-        tools == ["create_tool", "run_tool"] && server["toolsError"].is_null(),
-        "mcpServerStatus/list shows autotool with create_tool and run_tool",
+        tools == ["create_tool", "run_tool", "search_tools"] && server["toolsError"].is_null(),
+        "mcpServerStatus/list shows autotool with create_tool, run_tool and search_tools",
         &server,
     );
     c.check(

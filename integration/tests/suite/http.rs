@@ -138,8 +138,8 @@ fn http_python_sdk_hosts_of_both_eras_share_one_serve() {
     for (label, host) in [("legacy", &mut legacy), ("modern", &mut modern)] {
         let listed = names(host);
         c.check(
-            listed == ["create_tool", "run_tool"],
-            &format!("the {label} host lists create_tool and run_tool"),
+            listed == ["create_tool", "run_tool", "search_tools"],
+            &format!("the {label} host lists create_tool, run_tool and search_tools"),
             format!("{listed:?}"),
         );
     }
@@ -213,7 +213,14 @@ fn http_python_sdk_hosts_of_both_eras_share_one_serve() {
     );
     let listed = names(&mut legacy);
     c.check(
-        listed == ["adder__add", "create_tool", "run_tool", "slow__ping"],
+        listed
+            == [
+                "adder__add",
+                "create_tool",
+                "run_tool",
+                "search_tools",
+                "slow__ping",
+            ],
         "the legacy host lists both tools, sorted",
         format!("{listed:?}"),
     );
@@ -546,7 +553,7 @@ fn http_unix_socket_is_private_and_serves_mcp_with_the_token() {
         .map(|a| a.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
     c.check(
-        listed == ["create_tool", "run_tool"],
+        listed == ["create_tool", "run_tool", "search_tools"],
         "2026-07-28 tools/list over the socket",
         &list,
     );

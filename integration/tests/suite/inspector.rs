@@ -69,7 +69,8 @@ fn inspector_cli_lists_and_calls_a_created_tool() {
             .unwrap_or_default();
         let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
         c.check(
-            list.status == Some(0) && names == ["adder__add", "create_tool", "run_tool"],
+            list.status == Some(0)
+                && names == ["adder__add", "create_tool", "run_tool", "search_tools"],
             &format!("{era}: tools/list shows adder__add, create_tool, run_tool (sorted)"),
             format!("exit {:?}, {names:?}", list.status),
         );

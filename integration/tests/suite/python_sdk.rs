@@ -101,11 +101,11 @@ fn run(test: &str, era: Era) {
         &s["tools_capability"],
     );
 
-    // A fresh home lists exactly the two built-in tools, sorted.
+    // A fresh home lists exactly the three built-in tools, sorted.
     let initial = names(step(s, "list_initial"));
     c.check(
-        initial == ["create_tool", "run_tool"],
-        "a fresh home lists create_tool and run_tool",
+        initial == ["create_tool", "run_tool", "search_tools"],
+        "a fresh home lists create_tool, run_tool and search_tools",
         format!("{:?} / {}", initial, step(s, "list_initial")),
     );
 
@@ -169,7 +169,7 @@ fn run(test: &str, era: Era) {
     }
     let after = names(step(s, "list_after_create"));
     c.check(
-        after == ["adder__add", "create_tool", "run_tool"],
+        after == ["adder__add", "create_tool", "run_tool", "search_tools"],
         "tools/list after the create: adder__add mounted, sorted",
         format!("{after:?}"),
     );
@@ -295,7 +295,13 @@ fn run(test: &str, era: Era) {
     );
     let last = names(step(s, "list_final"));
     c.check(
-        last == ["adder__add", "create_tool", "greeter__greet", "run_tool"] && sorted(&last),
+        last == [
+            "adder__add",
+            "create_tool",
+            "greeter__greet",
+            "run_tool",
+            "search_tools",
+        ] && sorted(&last),
         "the final tools/list, sorted",
         format!("{last:?}"),
     );

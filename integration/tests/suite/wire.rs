@@ -115,8 +115,8 @@ fn wire_modern_lists_carry_cache_hints_and_bad_json_is_survived() {
         .map(|a| a.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
     c.check(
-        names == ["create_tool", "run_tool"],
-        "a fresh home lists create_tool and run_tool",
+        names == ["create_tool", "run_tool", "search_tools"],
+        "a fresh home lists create_tool, run_tool and search_tools",
         format!("{names:?}"),
     );
 
@@ -134,7 +134,7 @@ fn wire_modern_lists_carry_cache_hints_and_bad_json_is_survived() {
     c.check(
         again["result"]["tools"]
             .as_array()
-            .is_some_and(|t| t.len() == 2),
+            .is_some_and(|t| t.len() == 3),
         "the server keeps serving after a malformed line",
         &again,
     );

@@ -241,10 +241,17 @@ fn bad_values_name_setting_layer_and_problem_in_every_layer() {
         "call_timeout = \"soon\" (flag, --call-timeout) is not a duration: give whole seconds \
          (60) or a number and a unit (500ms, 30s, 10m, 1h)"
     );
-    let p = problems(&[], &[("AUTOTOOL_LIST_LIMIT", "0")], None);
+    let p = problems(&[], &[("AUTOTOOL_LIST_LIMIT", "-1")], None);
     assert_eq!(
         p[0].to_string(),
-        "list_limit = \"0\" (env, AUTOTOOL_LIST_LIMIT) is too small: the least is 1"
+        "list_limit = \"-1\" (env, AUTOTOOL_LIST_LIMIT) is not a whole number"
+    );
+    // 0 is allowed: no limit.
+    assert_eq!(
+        ok(&[], &[("AUTOTOOL_LIST_LIMIT", "0")], None)
+            .settings()
+            .list_limit,
+        0
     );
     let p = problems(&[], &[], Some("\n[limits]\nmemory_bytes = \"2 GB\"\n"));
     assert_eq!(

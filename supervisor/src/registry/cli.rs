@@ -184,8 +184,18 @@ struct ListEntry {
     version: u32,
     versions: Vec<u32>,
     state: &'static str,
+    /// Whether hosts may see it (probation, active); the list limit may still leave it out
+    /// of a `tools/list`, ranked by `calls_30d`.
+    listed: bool,
     description: String,
     functions: Vec<String>,
+    /// sha256 of the current version's `tool.py`.
+    code_hash: String,
+    /// The current version's pin: its code hash, description and schemas together
+    /// (`autotool::pin`). A running server holds the version to it.
+    pin: String,
+    /// Calls in the last 30 days, all versions: what the list limit ranks tools by.
+    calls_30d: u64,
     /// Key names the tool holds (its declared `REQUIRED_ENV`).
     keys: Vec<String>,
     calls: u64,
@@ -209,22 +219,32 @@ struct Health {
     tool_errors: u32,
     /// Crashes, timeouts, unexpected tracebacks.
     failures: u32,
+    /// `(ok + 1) / (ok + failures + 2)`: what `search_tools` ranks by.
+    success_rate: f64,
 }
 
 fn health(registry: &Registry, name: &str, version: u32) -> Result<Health, CliError> {
     let window = autotool_policy::lifecycle::Thresholds::default().window;
     let recent = registry.ledger().recent_outcomes(name, version, window)?;
     let count = |o: ledger::Outcome| recent.iter().filter(|r| **r == o).count() as u32;
+    let (ok, failures) = (count(ledger::Outcome::Ok), count(ledger::Outcome::Error));
     Ok(Health {
         recent: recent.len() as u32,
-        ok: count(ledger::Outcome::Ok),
+        ok,
         tool_errors: count(ledger::Outcome::ToolError),
-        failures: count(ledger::Outcome::Error),
+        failures,
+        success_rate: ((f64::from(ok) + 1.0) / (f64::from(ok) + f64::from(failures) + 2.0)
+            * 1000.0)
+            .round()
+            / 1000.0,
     })
 }
 
 fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), CliError> {
     let mut entries = Vec::new();
+    let since =
+        ledger::now_ms() - i64::try_from(crate::app::USAGE_WINDOW.as_millis()).unwrap_or(i64::MAX);
+    let uses = registry.ledger().uses_since(since)?;
     for tv in registry.current()? {
         let versions = registry
             .versions(&tv.name)?
@@ -239,13 +259,17 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
             state_reason,
             versions,
             state: tv.state.as_str(),
+            listed: tv.state.policy().listed(),
             functions: tv.functions.iter().map(|f| f.name.clone()).collect(),
+            pin: tv.pin(),
+            calls_30d: uses.get(&tv.name).copied().unwrap_or(0),
             keys: tv.required_env.clone(),
             calls: stats.calls,
             failures: stats.failures,
             last_error: stats.last_error,
             created_at: ledger::format_ms(tv.created_at),
             dir: tv.dir.display().to_string(),
+            code_hash: tv.code_hash,
             name: tv.name,
             version: tv.version,
             description: tv.description,
@@ -280,6 +304,12 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         writeln!(out, "  keys:      {}", or_none(&e.keys))?;
         writeln!(
             out,
+            "  pinned:    code {}, pin {}",
+            crate::pin::short(&e.code_hash),
+            crate::pin::short(&e.pin)
+        )?;
+        writeln!(
+            out,
             "  health:    last {} calls of v{}: {} ok, {} tool errors, {} failures",
             e.health.recent, e.version, e.health.ok, e.health.tool_errors, e.health.failures
         )?;
@@ -290,8 +320,8 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         }
         writeln!(
             out,
-            "  calls:     {} in all versions, {} failed",
-            e.calls, e.failures
+            "  calls:     {} in all versions, {} failed; {} in the last 30 days",
+            e.calls, e.failures, e.calls_30d
         )?;
         if let Some(err) = &e.last_error {
             writeln!(out, "  last error: {}", one_line(err, 100))?;
@@ -359,6 +389,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             cur.tool_file().display(),
             cur.code_hash
         )?;
+        writeln!(out, "pin: {} (code, description and schemas)", cur.pin())?;
         writeln!(out, "functions:")?;
         for f in &cur.functions {
             writeln!(

@@ -13,6 +13,8 @@
 //! - `demo`: `autotool demo` shows every step it promises;
 //! - `keys`: a key, its allowlist and redaction end to end; no key without consent;
 //! - `consent`: consent per tool × key in both eras, re-asking, `tools approve/revoke`;
+//! - `library`: `search_tools` ranking by health, the list limit, pinning (a file changed on
+//!   disk, a process reporting other schemas);
 //! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
 //! - `persistence`: tools survive a restart of the server;
 //! - `service`: one HTTP service shared by hosts of both eras through `autotool connect`; the
@@ -29,6 +31,7 @@ mod consent;
 mod create;
 mod demo;
 mod keys;
+mod library;
 mod lifecycle;
 mod misbehaving;
 mod persistence;
@@ -132,7 +135,7 @@ pub fn assert_serves(server: &mut Server, healthy: bool, after: &str) {
     let names = server
         .tool_names()
         .unwrap_or_else(|e| panic!("tools/list failed after {after}: {e:#}"));
-    for builtin in ["create_tool", "run_tool"] {
+    for builtin in ["create_tool", "run_tool", "search_tools"] {
         assert!(
             names.iter().any(|n| n == builtin),
             "tools/list lost {builtin} after {after}: {names:?}"
