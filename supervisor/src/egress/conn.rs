@@ -514,18 +514,26 @@ async fn forward(
     let activity = Activity::new();
     let (mut client_read, mut client_write) = client.split();
     let (mut upstream_read, mut upstream_write) = upstream.split();
+    // The answer flows until the upstream ends it; the exchange is over then, whatever the
+    // client does (the request went with `Connection: close`). The client's side: exactly the
+    // body goes upstream, nothing after it, and the client's end is passed on, so an upstream
+    // that waits for its peer to close (a lingering close) finishes too.
     let exchange = async {
-        tokio::try_join!(
-            async {
-                send_body(&mut client_read, &mut upstream_write, body, rest, &activity).await?;
-                // Nothing after the body goes upstream; the client's end is passed on, so an
-                // upstream that waits for its peer to close (a lingering close) finishes, and
-                // the connection is not held until the idle timeout.
-                discard_until_end(&mut client_read).await;
-                upstream_write.shutdown().await
-            },
-            pump(&mut upstream_read, &mut client_write, &activity),
-        )
+        let to_client = pump(&mut upstream_read, &mut client_write, &activity);
+        let from_client = async {
+            send_body(&mut client_read, &mut upstream_write, body, rest, &activity).await?;
+            discard_until_end(&mut client_read).await;
+            upstream_write.shutdown().await
+        };
+        tokio::pin!(to_client, from_client);
+        tokio::select! {
+            _ = &mut to_client => {}
+            sent = &mut from_client => {
+                if sent.is_ok() {
+                    let _ = to_client.await;
+                }
+            }
+        }
     };
     tokio::select! {
         _ = exchange => {}
