@@ -615,22 +615,7 @@ impl Ledger {
         state: VersionState,
         why: &str,
     ) -> Result<bool, LedgerError> {
-        self.write(|tx| {
-            let n = tx.tx.execute(
-                "UPDATE versions SET state = ?3 WHERE name = ?1 AND version = ?2",
-                params![name, version, state.as_str()],
-            )?;
-            if n == 0 {
-                return Ok(false);
-            }
-            tx.bump_generation()?;
-            tx.event(
-                Some(name),
-                kind::STATE_CHANGED,
-                &format!("version {version} is now {}: {why}", state.as_str()),
-            )?;
-            Ok(true)
-        })
+        self.move_state(name, version, None, state, why)
     }
 
     /// Move one version from state `from` to `to` (with an audit event and a generation bump);
@@ -644,10 +629,24 @@ impl Ledger {
         to: VersionState,
         why: &str,
     ) -> Result<bool, LedgerError> {
+        self.move_state(name, version, Some(from), to, why)
+    }
+
+    /// [`Ledger::set_state`] and [`Ledger::set_state_from`]: move one version to `to` when it
+    /// is in `from` (in any state for `None`), with a generation bump and an audit event.
+    fn move_state(
+        &self,
+        name: &str,
+        version: u32,
+        from: Option<VersionState>,
+        to: VersionState,
+        why: &str,
+    ) -> Result<bool, LedgerError> {
         self.write(|tx| {
             let n = tx.tx.execute(
-                "UPDATE versions SET state = ?4 WHERE name = ?1 AND version = ?2 AND state = ?3",
-                params![name, version, from.as_str(), to.as_str()],
+                "UPDATE versions SET state = ?4
+                 WHERE name = ?1 AND version = ?2 AND (?3 IS NULL OR state = ?3)",
+                params![name, version, from.map(VersionState::as_str), to.as_str()],
             )?;
             if n == 0 {
                 return Ok(false);
