@@ -91,13 +91,16 @@ impl std::fmt::Debug for Consent {
     }
 }
 
-fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
+/// `N` bytes from `/dev/urandom`: the consent sealing key and nonces, the service token, the
+/// demo's key.
+pub(crate) fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
     let mut buf = [0u8; N];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
     Ok(buf)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

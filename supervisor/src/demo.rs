@@ -133,7 +133,10 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
     keys.allow(KEY_NAME, &[KEY_HOST.to_string()])?;
 
     let stop = CancellationToken::new();
-    let key = format!("demo-{:016x}", rand_u64()?);
+    let key = format!(
+        "demo-{}",
+        crate::consent::hex(&crate::consent::random_bytes::<8>()?)
+    );
     let api = fakes::fake_api(key.clone(), stop.clone()).await?;
     let model = fakes::scripted_model(stop.clone()).await?;
     let mut vars = BTreeMap::new();
@@ -297,10 +300,4 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
     }
     say("✔ every step of the demo happened".into());
     Ok(m)
-}
-
-fn rand_u64() -> std::io::Result<u64> {
-    let mut b = [0u8; 8];
-    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut b)?;
-    Ok(u64::from_le_bytes(b))
 }
