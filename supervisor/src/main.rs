@@ -390,25 +390,9 @@ fn setup_hosts(
 }
 
 fn demo(keep: bool) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("autotool demo: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
     let out: std::sync::Arc<std::sync::Mutex<dyn Write + Send>> =
         std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
-    match runtime.block_on(autotool::demo::run(out, keep)) {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("autotool demo: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    block_on("demo", autotool::demo::run(out, keep))
 }
 
 fn connect() -> ExitCode {
@@ -433,43 +417,33 @@ fn connect() -> ExitCode {
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty());
     let socket = autotool::http::service_socket(&home);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("autotool connect: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(autotool::connect::bridge(&socket, token)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("autotool connect: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    block_on("connect", autotool::connect::bridge(&socket, token))
 }
 
 /// Where `serve --transport http` listens when not told.
 const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 
 fn serve(config: autotool::config::Config, transport: autotool::serve::Transport) -> ExitCode {
+    block_on("serve", autotool::serve::run(config, transport))
+}
+
+/// Run `work` on a multi-threaded async runtime: success, or its error on stderr after
+/// `autotool CMD:` and a failing exit.
+fn block_on<T>(cmd: &str, work: impl std::future::Future<Output = anyhow::Result<T>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("autotool serve: cannot start the async runtime: {e}");
+            eprintln!("autotool {cmd}: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(autotool::serve::run(config, transport)) {
-        Ok(()) => ExitCode::SUCCESS,
+    match runtime.block_on(work) {
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("autotool serve: {e:#}");
+            eprintln!("autotool {cmd}: {e:#}");
             ExitCode::FAILURE
         }
     }
