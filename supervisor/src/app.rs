@@ -19,11 +19,11 @@ use crate::credentials::{KeyStore, Stamp};
 use crate::home::Home;
 use crate::ledger::{CallRecord, Outcome, VersionState, kind};
 use crate::pin::{Break, FileStamp, FileState};
-use crate::pool::{Launchable, PinCheck, Pool, StartError};
 use crate::redact::Redactor;
 use crate::registry::{FunctionSpec, Manifest, Registry, StoredFunction, ToolVersion};
-use crate::runtime::Python;
-use crate::toolproc::{SandboxMode, ToolSpec};
+use crate::tool::pool::{Launchable, PinCheck, Pool, StartError};
+use crate::tool::process::{SandboxMode, ToolSpec};
+use crate::tool::runtime::Python;
 use crate::verify::Thoroughness;
 use autotool_policy::Limits;
 use autotool_policy::hosts::AllowRule;
@@ -87,8 +87,8 @@ impl Default for Settings {
             lifecycle: autotool_policy::lifecycle::Thresholds::default(),
             list_limit: DEFAULT_LIST_LIMIT,
             synthesize: true,
-            synthesize_rounds: crate::synthesize::DEFAULT_ROUNDS,
-            synthesize_time: crate::synthesize::DEFAULT_TIME_BOUND,
+            synthesize_rounds: crate::own_model::synthesize::DEFAULT_ROUNDS,
+            synthesize_time: crate::own_model::synthesize::DEFAULT_TIME_BOUND,
         }
     }
 }
@@ -157,7 +157,12 @@ impl Default for Mounted {
         Mounted {
             generation: None,
             tools: BTreeMap::new(),
-            list: crate::server::tool_list([], &Secrets::default(), false, DEFAULT_LIST_LIMIT),
+            list: crate::mcp::handler::tool_list(
+                [],
+                &Secrets::default(),
+                false,
+                DEFAULT_LIST_LIMIT,
+            ),
             shown: BTreeSet::new(),
             hidden: 0,
             index: Arc::new(Index::new(Vec::new())),
@@ -301,7 +306,7 @@ pub struct App {
     /// Hand-placed files that failed verification, by path, with the size and mtime seen.
     rejected: Mutex<HashMap<PathBuf, (u64, Option<std::time::SystemTime>)>>,
     /// autotool's own model (`$AUTOTOOL_HOME/.env`), behind `synthesize_tool`.
-    pub(crate) own_model: RwLock<Arc<crate::synthesize::OwnModel>>,
+    pub(crate) own_model: RwLock<Arc<crate::own_model::synthesize::OwnModel>>,
     /// Each mounted version's file as last seen, by tool.
     watched: Mutex<HashMap<String, Watched>>,
     /// Versions whose process broke their pin, to verify again at the next poll.
@@ -327,7 +332,7 @@ pub fn valid_tool_name(name: &str) -> bool {
         && b[0].is_ascii_lowercase()
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
-        && !name.contains(crate::server::SEPARATOR)
+        && !name.contains(crate::mcp::handler::SEPARATOR)
 }
 
 impl App {
@@ -355,7 +360,7 @@ impl App {
                 .map_err(|e| anyhow::anyhow!("drawing a random key from /dev/urandom: {e}"))?,
             grants_hasher: std::hash::RandomState::new(),
             rejected: Mutex::new(HashMap::new()),
-            own_model: RwLock::new(Arc::new(crate::synthesize::OwnModel::default())),
+            own_model: RwLock::new(Arc::new(crate::own_model::synthesize::OwnModel::default())),
             watched: Mutex::new(HashMap::new()),
             reverify: Mutex::new(Vec::new()),
             recent: Mutex::new((None, RecentCalls::default())),
@@ -485,7 +490,7 @@ impl App {
              sandboxed and mounted as <tool>__<function>, for this and every later session. If \
              your tool list does not refresh, call any created function through run_tool. \
              {library} {}",
-            crate::server::keys_sentence(&self.secrets().names)
+            crate::mcp::handler::keys_sentence(&self.secrets().names)
         )
     }
 
@@ -579,7 +584,7 @@ impl App {
             .collect();
         let shown = autotool_policy::listing::shown(
             &candidates,
-            crate::server::BUILTINS + usize::from(self.synthesize_offered()),
+            crate::mcp::handler::BUILTINS + usize::from(self.synthesize_offered()),
             self.settings.list_limit,
         );
         // Both come sorted by name.
@@ -609,7 +614,7 @@ impl App {
                 .any(|((a, ta), (b, tb))| {
                     a != b || ta.version != tb.version || ta.state != tb.state
                 });
-        let list = crate::server::tool_list(
+        let list = crate::mcp::handler::tool_list(
             listed.iter().copied().filter(|t| shown.contains(&t.name)),
             &self.secrets(),
             self.synthesize_offered(),
@@ -635,7 +640,7 @@ impl App {
             .get_or_try_init(|| async move {
                 tokio::task::spawn_blocking(move || {
                     let mut err = std::io::stderr();
-                    crate::runtime::ensure_runtime(&dir, &mut err)
+                    crate::tool::runtime::ensure_runtime(&dir, &mut err)
                 })
                 .await
                 .map_err(|e| e.to_string())?
@@ -745,7 +750,7 @@ impl App {
 
     /// `<tool>__<function>` → (tool, function), when mounted and listed.
     pub fn resolve_mounted(&self, name: &str) -> Option<(String, String)> {
-        let (tool, function) = name.split_once(crate::server::SEPARATOR)?;
+        let (tool, function) = name.split_once(crate::mcp::handler::SEPARATOR)?;
         let mounted = self.mounted();
         let t = mounted.tools.get(tool)?;
         if !t.state.policy().listed() {
@@ -1157,14 +1162,14 @@ impl App {
         if let Some(f) = verified
             .tools
             .iter()
-            .find(|f| name.len() + crate::server::SEPARATOR.len() + f.name.len() > 64)
+            .find(|f| name.len() + crate::mcp::handler::SEPARATOR.len() + f.name.len() > 64)
         {
             let _ = self.registry.discard(staged);
             verified.process.shutdown().await;
             return error_result(format!(
                 "verification failed at list_tools: `{name}{}{}` is longer than the 64 characters \
                  hosts accept for a tool name; shorten the tool or the function name",
-                crate::server::SEPARATOR,
+                crate::mcp::handler::SEPARATOR,
                 f.name
             ));
         }
@@ -1198,7 +1203,7 @@ impl App {
             .iter()
             .map(|f| {
                 json!({
-                    "name": format!("{name}{}{}", crate::server::SEPARATOR, f.name),
+                    "name": format!("{name}{}{}", crate::mcp::handler::SEPARATOR, f.name),
                     "description": f.description,
                     "inputSchema": f.input_schema,
                     "outputSchema": f.output_schema,
@@ -1218,7 +1223,7 @@ impl App {
         });
         let names: Vec<String> = functions
             .iter()
-            .map(|f| format!("{name}{}{}", crate::server::SEPARATOR, f.name))
+            .map(|f| format!("{name}{}{}", crate::mcp::handler::SEPARATOR, f.name))
             .collect();
         let listed_now = if self.mounted().shown.contains(name) {
             "Hosts that refresh their tool list see them now".to_string()
@@ -1536,7 +1541,7 @@ impl App {
                     .map(|f| {
                         json!({
                             "name": f.name,
-                            "mounted_as": format!("{}{}{}", t.name, crate::server::SEPARATOR, f.name),
+                            "mounted_as": format!("{}{}{}", t.name, crate::mcp::handler::SEPARATOR, f.name),
                             "description": f.description,
                             "inputSchema": f.input_schema,
                             "outputSchema": f.output_schema,

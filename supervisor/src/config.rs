@@ -23,7 +23,7 @@
 //! resolve settings; `autotool config` shows them so that one place answers.
 
 use crate::app::Settings;
-use crate::toolproc::SandboxMode;
+use crate::tool::process::SandboxMode;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -375,7 +375,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         name: "synthesize",
         flag: None,
-        env: crate::synthesize::SWITCH_VAR,
+        env: crate::own_model::synthesize::SWITCH_VAR,
         key: Some("synthesize"),
         description: "`on` offers synthesize_tool when $AUTOTOOL_HOME/.env names a model; `off` \
                       never offers it",

@@ -274,7 +274,7 @@ fn rows_for(
 
 impl App {
     fn sandboxed(&self) -> bool {
-        self.settings.sandbox == crate::toolproc::SandboxMode::Strict
+        self.settings.sandbox == crate::tool::process::SandboxMode::Strict
     }
 
     /// The keys `subject` wants, holds a value for, and has no approval for, with why each is

@@ -36,33 +36,21 @@
 //! launcher.
 #![deny(clippy::print_stdout)]
 
-pub mod agent;
 pub mod app;
 pub mod client;
+pub mod cmd;
 pub mod config;
-pub mod connect;
 pub mod consent;
 pub mod credentials;
-pub mod demo;
-pub mod doctor;
 pub mod dotenv;
 pub mod egress;
 pub mod home;
-pub mod hosts;
-pub mod http;
-pub mod launcher;
+pub mod host_apps;
 pub mod ledger;
+pub mod mcp;
+pub mod own_model;
 pub mod pin;
-pub mod pool;
 pub mod redact;
 pub mod registry;
-pub mod run_cmd;
-pub mod runtime;
-pub mod serve;
-pub mod server;
-pub mod service;
-pub mod setup;
-pub mod stdio;
-pub mod synthesize;
-pub mod toolproc;
+pub mod tool;
 pub mod verify;

@@ -38,7 +38,7 @@ enum Cmd {
             value_delimiter = ',',
             conflicts_with = "launcher"
         )]
-        apps: Vec<autotool::hosts::App>,
+        apps: Vec<autotool::host_apps::App>,
         /// Install the launcher with file capabilities (for machines without unprivileged user
         /// namespaces). Asks before running anything through sudo.
         #[arg(long)]
@@ -125,13 +125,13 @@ enum Cmd {
     /// List, show and remove the tools every agent on this machine shares.
     Tools {
         #[command(subcommand)]
-        cmd: autotool::registry::cli::ToolsCmd,
+        cmd: autotool::cmd::tools::ToolsCmd,
     },
     /// Add, list and remove the keys (API credentials) tools may be given, and limit where each
     /// may be sent. Values are read without echo and never printed.
     Keys {
         #[command(subcommand)]
-        cmd: autotool::credentials::cli::KeysCmd,
+        cmd: autotool::cmd::keys::KeysCmd,
     },
     /// Do a task with a demo agent on your own model (from ./.env): it writes the tools it lacks
     /// into ./tools and prints each step. No consent prompts or allowlists; tools are still
@@ -147,7 +147,7 @@ enum ServiceCmd {
     /// Write ~/.config/systemd/user/autotool.service and enable and start it.
     Install {
         /// Where HTTP hosts reach it (loopback).
-        #[arg(long, default_value = autotool::service::DEFAULT_TCP)]
+        #[arg(long, default_value = autotool::cmd::service::DEFAULT_TCP)]
         listen: String,
         /// Only write the unit.
         #[arg(long)]
@@ -208,14 +208,16 @@ fn main() -> ExitCode {
             };
             let parsed: Result<Vec<_>, String> = given
                 .into_iter()
-                .map(autotool::http::Listen::parse)
+                .map(autotool::mcp::http::Listen::parse)
                 .collect();
             match parsed {
-                Ok(listen) => autotool::serve::Transport::Http(autotool::http::HttpOptions {
-                    listen,
-                    auth: !*no_auth,
-                    allow_remote: *allow_remote,
-                }),
+                Ok(listen) => {
+                    autotool::cmd::serve::Transport::Http(autotool::mcp::http::HttpOptions {
+                        listen,
+                        auth: !*no_auth,
+                        allow_remote: *allow_remote,
+                    })
+                }
                 Err(e) => {
                     eprintln!("autotool serve: {e}");
                     return ExitCode::from(2);
@@ -227,7 +229,7 @@ fn main() -> ExitCode {
             );
             return ExitCode::from(2);
         } else {
-            autotool::serve::Transport::Stdio
+            autotool::cmd::serve::Transport::Stdio
         };
         return serve(config, transport);
     }
@@ -246,14 +248,14 @@ fn main() -> ExitCode {
         Cmd::Doctor { json } => {
             let config = autotool::config::Inputs::from_process(Default::default())
                 .and_then(|inputs| autotool::config::resolve(&inputs));
-            let report = autotool::doctor::run_all(&config);
+            let report = autotool::cmd::doctor::run_all(&config);
             let text = if json {
                 serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
             } else {
                 report.render()
             };
             let _ = stdout.write_all(text.as_bytes());
-            if report.worst() == autotool::doctor::Status::Fail {
+            if report.worst() == autotool::cmd::doctor::Status::Fail {
                 ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS
@@ -264,7 +266,7 @@ fn main() -> ExitCode {
             yes,
             dry_run,
             ..
-        } => match autotool::setup::install_launcher(yes, dry_run, &mut stdout) {
+        } => match autotool::cmd::setup::install_launcher(yes, dry_run, &mut stdout) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("autotool setup: {e}");
@@ -277,9 +279,9 @@ fn main() -> ExitCode {
             service,
             ..
         } => setup_hosts(apps, dry_run, service, &mut stdout),
-        Cmd::Tools { cmd } => autotool::registry::cli::run(cmd, &mut stdout),
-        Cmd::Keys { cmd } => autotool::credentials::cli::run(cmd, &mut stdout),
-        Cmd::Run { task } => autotool::run_cmd::main(&task, &mut stdout),
+        Cmd::Tools { cmd } => autotool::cmd::tools::run(cmd, &mut stdout),
+        Cmd::Keys { cmd } => autotool::cmd::keys::run(cmd, &mut stdout),
+        Cmd::Run { task } => autotool::own_model::run::main(&task, &mut stdout),
     }
 }
 
@@ -334,15 +336,15 @@ fn service(cmd: ServiceCmd, out: &mut impl Write) -> ExitCode {
     };
     let result = match cmd {
         ServiceCmd::Install { listen, no_start } => {
-            autotool::service::install(&home, &listen, !no_start, out)
+            autotool::cmd::service::install(&home, &listen, !no_start, out)
         }
-        ServiceCmd::Uninstall => autotool::service::uninstall(out),
-        ServiceCmd::Status { json } => autotool::service::status(&home).and_then(|s| {
+        ServiceCmd::Uninstall => autotool::cmd::service::uninstall(out),
+        ServiceCmd::Status { json } => autotool::cmd::service::status(&home).and_then(|s| {
             if json {
                 serde_json::to_writer_pretty(&mut *out, &s)?;
                 writeln!(out)?;
             } else {
-                autotool::service::render(&s, out)?;
+                autotool::cmd::service::render(&s, out)?;
             }
             if s.answering {
                 Ok(())
@@ -363,21 +365,21 @@ fn service(cmd: ServiceCmd, out: &mut impl Write) -> ExitCode {
 /// `autotool setup` without `--launcher`: exits non-zero when a config found could not be read
 /// or written.
 fn setup_hosts(
-    apps: Vec<autotool::hosts::App>,
+    apps: Vec<autotool::host_apps::App>,
     dry_run: bool,
     service: bool,
     out: &mut dyn Write,
 ) -> ExitCode {
-    use autotool::hosts;
-    let run = || -> Result<hosts::Summary, hosts::HostsError> {
-        let env = hosts::HostEnv::from_process()?;
-        let mut entry = hosts::Entry::current()?;
+    use autotool::host_apps;
+    let run = || -> Result<host_apps::Summary, host_apps::HostsError> {
+        let env = host_apps::HostEnv::from_process()?;
+        let mut entry = host_apps::Entry::current()?;
         if service {
             // Every app gets the stdio bridge: it works in all of them, and the service's
             // token stays in $AUTOTOOL_HOME instead of being copied into app configs.
             entry.args = vec!["connect".to_string()];
         }
-        hosts::run(&hosts::Options { apps, dry_run }, &env, &entry, out)
+        host_apps::run(&host_apps::Options { apps, dry_run }, &env, &entry, out)
     };
     match run() {
         Ok(summary) if summary.failed == 0 => ExitCode::SUCCESS,
@@ -392,7 +394,7 @@ fn setup_hosts(
 fn demo(keep: bool) -> ExitCode {
     let out: std::sync::Arc<std::sync::Mutex<dyn Write + Send>> =
         std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
-    block_on("demo", autotool::demo::run(out, keep))
+    block_on("demo", autotool::own_model::demo::run(out, keep))
 }
 
 fn connect() -> ExitCode {
@@ -412,19 +414,19 @@ fn connect() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .try_init();
-    let token = std::fs::read_to_string(autotool::http::token_path(&home))
+    let token = std::fs::read_to_string(autotool::mcp::http::token_path(&home))
         .ok()
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty());
-    let socket = autotool::http::service_socket(&home);
-    block_on("connect", autotool::connect::bridge(&socket, token))
+    let socket = autotool::mcp::http::service_socket(&home);
+    block_on("connect", autotool::cmd::connect::bridge(&socket, token))
 }
 
 /// Where `serve --transport http` listens when not told.
 const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 
-fn serve(config: autotool::config::Config, transport: autotool::serve::Transport) -> ExitCode {
-    block_on("serve", autotool::serve::run(config, transport))
+fn serve(config: autotool::config::Config, transport: autotool::cmd::serve::Transport) -> ExitCode {
+    block_on("serve", autotool::cmd::serve::run(config, transport))
 }
 
 /// Run `work` on a multi-threaded async runtime: success, or its error on stderr after

@@ -37,8 +37,6 @@
 //! process holds the write lock): from async code, call it through `spawn_blocking`.
 //! [`Registry`] and [`Staged`] are `Send + Sync`; share one registry per process in an `Arc`.
 
-pub mod cli;
-
 use crate::home::{self, Home, HomeError, TOOL_DIR_MODE, TOOL_FILE_MODE};
 use crate::ledger::{
     self, CallRecord, CallRow, EventRow, Ledger, LedgerError, ToolRow, ToolStats, VersionRow,
@@ -137,8 +135,8 @@ pub struct FunctionSpec {
     pub annotations: Option<serde_json::Value>,
 }
 
-impl From<crate::toolproc::ToolInfo> for FunctionSpec {
-    fn from(t: crate::toolproc::ToolInfo) -> Self {
+impl From<crate::tool::process::ToolInfo> for FunctionSpec {
+    fn from(t: crate::tool::process::ToolInfo) -> Self {
         FunctionSpec {
             name: t.name,
             title: t.title,

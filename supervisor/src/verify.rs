@@ -34,10 +34,10 @@ pub use declarations::{EXPECTED_FORM, required_env};
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
 pub use probes::{PROBE_BUDGET, PROBE_TIMEOUT};
 
-use crate::runtime::{self, Python};
-use crate::toolproc::{
+use crate::tool::process::{
     CallOutcome, InitFailure, SandboxMode, ToolInfo, ToolProcError, ToolProcess, ToolSpec,
 };
+use crate::tool::runtime::{self, Python};
 use rmcp::model::JsonObject;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};

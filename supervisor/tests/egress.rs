@@ -14,7 +14,7 @@ use autotool::egress::{
     BoxFuture, Dialer, EgressConfig, EgressEvent, EgressProxy, Refusal, Resolver, TunnelRefusal,
     register_own_listener,
 };
-use autotool::toolproc::{SandboxMode, ToolProcess, ToolSpec};
+use autotool::tool::process::{SandboxMode, ToolProcess, ToolSpec};
 use autotool_policy::hosts::{ForbiddenAddress, KeyAllowlist, KeyLists};
 use common::{launcher_for, runtime};
 use serde_json::{Map, Value};
@@ -1211,7 +1211,7 @@ if __name__ == "__main__":
     mcp.run()
 "#;
 
-fn text_of(outcome: &autotool::toolproc::CallOutcome) -> String {
+fn text_of(outcome: &autotool::tool::process::CallOutcome) -> String {
     outcome
         .content
         .iter()

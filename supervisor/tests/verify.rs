@@ -1,4 +1,4 @@
-//! `autotool::verify` and the runtime it needs (`autotool::runtime::ensure_runtime`), against
+//! `autotool::verify` and the runtime it needs (`autotool::tool::runtime::ensure_runtime`), against
 //! real Python MCP tools, in both sandbox modes.
 //!
 //! The runtime is the virtual environment at `$AUTOTOOL_TEST_RUNTIME` (default
@@ -12,8 +12,8 @@
 
 mod common;
 use anyhow::{Context, Result, bail, ensure};
-use autotool::runtime::{self, Python};
-use autotool::toolproc::{CallOutcome, SandboxMode, ToolSpec};
+use autotool::tool::process::{CallOutcome, SandboxMode, ToolSpec};
+use autotool::tool::runtime::{self, Python};
 use autotool::verify::{
     self, EXPECTED_FORM, Robustness, Skipped, SmokeTest, Stage, Thoroughness, Verified,
     VerifyFailure, VerifyRequest, required_env,

@@ -459,7 +459,7 @@ fn real_main() -> Result<bool> {
         println!(
             "  {:<28} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7.1} {:>7.1}",
             "empty home, for scale",
-            autotool::server::BUILTINS,
+            autotool::mcp::handler::BUILTINS,
             "-",
             "-",
             "-",

@@ -3,9 +3,9 @@
 //! Reads and writes the registry of `$AUTOTOOL_HOME` directly; a running `autotool serve`
 //! notices changes (a removal) through the ledger's generation counter.
 
-use super::{Registry, RegistryError, ToolVersion};
 use crate::home::Home;
 use crate::ledger::{self, CallRow, EventRow, ToolStats};
+use crate::registry::{Registry, RegistryError, ToolVersion};
 use autotool_policy::lifecycle::Manual;
 use serde::Serialize;
 use std::io::{self, Write};

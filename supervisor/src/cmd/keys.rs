@@ -5,7 +5,7 @@
 //! users could see it in the process list and the shell keeps it in its history. Nothing here
 //! prints a value.
 
-use super::{Added, CredError, KeyInfo, KeyStore, Removed, Source, Target};
+use crate::credentials::{Added, CredError, KeyInfo, KeyStore, Removed, Source, Target};
 use crate::home::Home;
 use std::io::{self, IsTerminal, Read, Write};
 use std::process::ExitCode;
@@ -78,8 +78,8 @@ pub fn run(cmd: KeysCmd, out: &mut impl Write) -> ExitCode {
 fn run_in(store: &KeyStore, cmd: KeysCmd, out: &mut impl Write) -> Result<(), CliError> {
     match cmd {
         KeysCmd::Add { name, file } => {
-            super::check_name(&name)?;
-            let setting = std::env::var(super::CREDENTIALS_VAR).ok();
+            crate::credentials::check_name(&name)?;
+            let setting = std::env::var(crate::credentials::CREDENTIALS_VAR).ok();
             let target = Target::choose(file, setting.as_deref())?;
             if target == Target::Keychain {
                 store.probe_keychain()?;
@@ -137,7 +137,7 @@ fn read_value(name: &str) -> Result<Vec<u8>, CliError> {
     let mut value = Vec::new();
     stdin
         .lock()
-        .take(super::MAX_VALUE_LEN as u64 + 3)
+        .take(crate::credentials::MAX_VALUE_LEN as u64 + 3)
         .read_to_end(&mut value)
         .map_err(CliError::Input)?;
     if value.ends_with(b"\n") {
@@ -160,7 +160,7 @@ fn report_added(
         Target::Keychain => writeln!(
             out,
             "Added {name} to the OS keychain (service `{}`).",
-            super::SERVICE
+            crate::credentials::SERVICE
         )?,
         Target::File { reason } => writeln!(
             out,

@@ -15,9 +15,9 @@
 //! - `synthesize_tool` is not offered (`AUTOTOOL_SYNTHESIZE=off`): this agent writes its own
 //!   tools, with the same model.
 
-use crate::agent::{AgentOptions, Provider, Step, run_agent_with};
 use crate::client::ConnectOptions;
 use crate::home::Home;
+use crate::own_model::agent::{AgentOptions, Provider, Step, run_agent_with};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -63,7 +63,7 @@ pub enum RunError {
     Model {
         path: String,
         #[source]
-        source: crate::agent::ProviderError,
+        source: crate::own_model::agent::ProviderError,
     },
     #[error(transparent)]
     Read(#[from] crate::dotenv::DotEnvError),
@@ -151,7 +151,10 @@ pub fn plan(
             "AUTOTOOL_RUNTIME".to_string(),
             runtime_dir.display().to_string(),
         ),
-        (crate::synthesize::SWITCH_VAR.to_string(), "off".to_string()),
+        (
+            crate::own_model::synthesize::SWITCH_VAR.to_string(),
+            "off".to_string(),
+        ),
     ];
     if !vars.contains_key("AUTOTOOL_LOG") {
         // serve's info lines would bury the steps; warnings (and start-up failures) still show.
@@ -199,17 +202,22 @@ fn run(task: &str, out: &mut dyn Write) -> anyhow::Result<()> {
             .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
             .collect();
     let plan = plan(&cwd, dotenv, &vars)?;
-    let provider =
-        crate::agent::provider_from_vars(&plan.model).map_err(|source| RunError::Model {
+    let provider = crate::own_model::agent::provider_from_vars(&plan.model).map_err(|source| {
+        RunError::Model {
             path: cwd.join(".env").display().to_string(),
             source,
-        })?;
+        }
+    })?;
     if let Runtime::Default(dir) = &plan.runtime {
         if let Some(root) = dir.parent() {
             Home::at(root).ensure()?;
         }
         let mut progress = std::io::stderr();
-        crate::runtime::ensure_venv(dir, &crate::runtime::RUNTIME_REQUIREMENTS, &mut progress)?;
+        crate::tool::runtime::ensure_venv(
+            dir,
+            &crate::tool::runtime::RUNTIME_REQUIREMENTS,
+            &mut progress,
+        )?;
     }
     writeln!(
         out,

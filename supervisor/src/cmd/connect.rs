@@ -25,7 +25,7 @@ pub async fn bridge(socket: &Path, token: Option<String>) -> anyhow::Result<()> 
         .ok_or_else(|| anyhow::anyhow!("the socket path {} is not UTF-8", socket.display()))?;
     let mut config = StreamableHttpClientTransportConfig::with_uri(format!(
         "http://localhost{}",
-        crate::http::MCP_PATH
+        crate::mcp::http::MCP_PATH
     ));
     config.auth_header = token;
     let mut service = StreamableHttpClientTransport::from_unix_socket_with_config(socket, config);

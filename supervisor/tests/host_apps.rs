@@ -5,7 +5,7 @@
 //! last tests run the `autotool` binary itself.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use autotool::hosts::{self, App, Entry, HostEnv, Options, Os, Plan, Summary};
+use autotool::host_apps::{self, App, Entry, HostEnv, Options, Os, Plan, Summary};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
@@ -90,12 +90,12 @@ impl Home {
             apps: apps.to_vec(),
             dry_run,
         };
-        let summary = hosts::run(&opts, &self.env(), &entry(), &mut out).unwrap();
+        let summary = host_apps::run(&opts, &self.env(), &entry(), &mut out).unwrap();
         (summary, String::from_utf8(out).unwrap())
     }
 
     fn plan(&self, app: App) -> Plan {
-        hosts::plan(app, &self.env(), &entry(), false)
+        host_apps::plan(app, &self.env(), &entry(), false)
     }
 }
 
@@ -541,7 +541,7 @@ fn a_dry_run_writes_nothing_and_prints_each_change() {
 fn where_each_app_keeps_its_config() {
     let home = Home::new();
     let h = |rel: &str| home.path(rel);
-    let cfg = |app, env: &HostEnv| hosts::locate(app, env).config;
+    let cfg = |app, env: &HostEnv| host_apps::locate(app, env).config;
     let env = home.env();
     assert_eq!(cfg(App::ClaudeCode, &env), h(".claude.json"));
     assert_eq!(cfg(App::Codex, &env), h(".codex/config.toml"));
@@ -600,10 +600,10 @@ fn where_each_app_keeps_its_config() {
     );
     // Codex passes the keychain's variables on Linux only.
     assert_eq!(
-        hosts::codex_env_vars(Os::Linux),
+        host_apps::codex_env_vars(Os::Linux),
         ["DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"]
     );
-    assert!(hosts::codex_env_vars(Os::MacOs).is_empty());
+    assert!(host_apps::codex_env_vars(Os::MacOs).is_empty());
 }
 
 #[test]
@@ -615,7 +615,7 @@ fn claude_code_honours_claude_config_dir() {
         .with_var("CLAUDE_CONFIG_DIR", home.path("claude-cfg"));
     let mut out = Vec::new();
     let opts = Options::default();
-    let summary = hosts::run(&opts, &env, &entry(), &mut out).unwrap();
+    let summary = host_apps::run(&opts, &env, &entry(), &mut out).unwrap();
     assert_eq!(summary.registered, 1, "{}", String::from_utf8_lossy(&out));
     assert!(home.path("claude-cfg/.claude.json").is_file());
     assert!(!home.path(".claude.json").exists());

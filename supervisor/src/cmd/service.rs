@@ -62,7 +62,7 @@ pub fn command(binary: &Path, home: &Home, tcp: &str) -> Vec<String> {
         "--listen".into(),
         tcp.into(),
         "--listen".into(),
-        format!("unix:{}", crate::http::service_socket(home).display()),
+        format!("unix:{}", crate::mcp::http::service_socket(home).display()),
     ]
 }
 
@@ -127,9 +127,9 @@ fn systemctl(args: &[&str]) -> Result<String, String> {
 
 /// `service install`: write the unit and (unless `start` is false) enable and start it.
 pub fn install(home: &Home, tcp: &str, start: bool, out: &mut impl Write) -> anyhow::Result<()> {
-    crate::http::Listen::parse(tcp).map_err(anyhow::Error::msg)?;
+    crate::mcp::http::Listen::parse(tcp).map_err(anyhow::Error::msg)?;
     home.ensure()?;
-    crate::http::ensure_token(home)?;
+    crate::mcp::http::ensure_token(home)?;
     let binary = std::env::current_exe()?;
     let path = unit_path()?;
     let text = unit_text(&binary, home, tcp);
@@ -142,9 +142,9 @@ pub fn install(home: &Home, tcp: &str, start: bool, out: &mut impl Write) -> any
         "{} {}\n  serves http://{tcp}{} (token in {}) and {} for `autotool connect`",
         if unchanged { "unchanged:" } else { "wrote" },
         path.display(),
-        crate::http::MCP_PATH,
-        crate::http::token_path(home).display(),
-        crate::http::service_socket(home).display()
+        crate::mcp::http::MCP_PATH,
+        crate::mcp::http::token_path(home).display(),
+        crate::mcp::http::service_socket(home).display()
     )?;
     if !start {
         writeln!(
@@ -207,7 +207,7 @@ pub struct Status {
 /// Look at the unit, systemd's view, and whether the service answers.
 pub fn status(home: &Home) -> anyhow::Result<Status> {
     let unit = unit_path()?;
-    let socket = crate::http::service_socket(home);
+    let socket = crate::mcp::http::service_socket(home);
     let systemd = match Command::new("systemctl")
         .args(["--user", "is-active", UNIT])
         .output()
@@ -228,7 +228,7 @@ pub fn status(home: &Home) -> anyhow::Result<Status> {
         systemd,
         answering: std::os::unix::net::UnixStream::connect(&socket).is_ok(),
         socket,
-        token: crate::http::token_path(home),
+        token: crate::mcp::http::token_path(home),
     })
 }
 

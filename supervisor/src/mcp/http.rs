@@ -16,7 +16,7 @@
 //!   configured here; with `--allow-remote` the `Host` check is off and the token carries it.
 
 use crate::app::App;
-use crate::server::AutotoolServer;
+use crate::mcp::handler::AutotoolServer;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};

@@ -1,7 +1,7 @@
 //! `autotool serve`: the MCP server over stdio (what a host app spawns), or over streamable HTTP
-//! with `--transport http` ([`crate::http`]: the service many hosts share).
+//! with `--transport http` ([`crate::mcp::http`]: the service many hosts share).
 //!
-//! On stdio only JSON-RPC ever reaches stdout (through [`crate::stdio`]'s guard, which also answers
+//! On stdio only JSON-RPC ever reaches stdout (through [`crate::mcp::stdio`]'s guard, which also answers
 //! malformed lines rmcp would drop). Logs go to stderr and to `$AUTOTOOL_HOME/logs/serve.log`.
 //! In strict mode (the default) a machine that cannot confine tools stops `serve` at start with
 //! `autotool doctor`'s explanation; `--sandbox off` (or `AUTOTOOL_SANDBOX=off|0|false|no`, or
@@ -12,8 +12,8 @@
 use crate::app::App;
 use crate::config::Config;
 use crate::home::Home;
-use crate::server::AutotoolServer;
-use crate::toolproc::SandboxMode;
+use crate::mcp::handler::AutotoolServer;
+use crate::tool::process::SandboxMode;
 use rmcp::ServiceExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,8 +45,8 @@ fn init_logging(home: &Home) {
 /// Check, in strict mode, that tools can be confined here (with `launcher`, else the one
 /// found); the doctor report explains why not.
 fn check_confinement(launcher: Option<PathBuf>) -> Result<(), String> {
-    let report = crate::doctor::run(launcher.as_deref());
-    if report.worst() == crate::doctor::Status::Fail {
+    let report = crate::cmd::doctor::run(launcher.as_deref());
+    if report.worst() == crate::cmd::doctor::Status::Fail {
         return Err(format!(
             "autotool serve: tools cannot be confined on this machine (--sandbox strict).\n{}\n\
              Fix the FAIL lines, or run with --sandbox off if autotool already runs inside a \
@@ -61,7 +61,7 @@ fn check_confinement(launcher: Option<PathBuf>) -> Result<(), String> {
 #[derive(Debug, Clone)]
 pub enum Transport {
     Stdio,
-    Http(crate::http::HttpOptions),
+    Http(crate::mcp::http::HttpOptions),
 }
 
 /// Run the server with `config`'s settings until the host closes stdio, or (HTTP) until
@@ -134,7 +134,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         };
         let tools = app.mounted().tools.len();
         let home = app.home.root().display().to_string();
-        let served = crate::http::serve(app.clone(), options, stop, |at| {
+        let served = crate::mcp::http::serve(app.clone(), options, stop, |at| {
             tracing::info!(tools, home, "autotool serve listening on {at}");
         })
         .await;
@@ -149,7 +149,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         "autotool serve ready on stdio"
     );
     let server = AutotoolServer::new(app.clone());
-    let guard = crate::stdio::guarded();
+    let guard = crate::mcp::stdio::guarded();
     match server.serve((guard.reader, guard.writer)).await {
         Ok(running) => {
             let reason = running.waiting().await;

@@ -23,8 +23,8 @@ mod child;
 mod stdio;
 
 use crate::egress::{EgressConfig, EgressProxy};
-use crate::launcher::LauncherError;
-use crate::runtime::Python;
+use crate::tool::launcher::LauncherError;
+use crate::tool::runtime::Python;
 use autotool_policy::{Limits, PolicyError};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
@@ -89,7 +89,7 @@ pub struct ToolSpec {
     pub limits: Limits,
     pub sandbox: SandboxMode,
     /// The launcher for [`SandboxMode::Strict`]; `None` finds it with
-    /// [`crate::launcher::locate`].
+    /// [`crate::tool::launcher::locate`].
     pub launcher: Option<PathBuf>,
     /// Bound on spawn → `initialize` answered; also the bound on [`ToolProcess::list_tools`].
     pub start_timeout: Duration,
@@ -102,7 +102,7 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// A spec with an empty environment, default limits, the launcher found by
-    /// [`crate::launcher::locate`] and [`DEFAULT_START_TIMEOUT`].
+    /// [`crate::tool::launcher::locate`] and [`DEFAULT_START_TIMEOUT`].
     pub fn new(
         tool_dir: impl Into<PathBuf>,
         tool_file: impl Into<String>,

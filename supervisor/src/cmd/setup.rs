@@ -2,7 +2,7 @@
 //! unprivileged user namespaces are switched off (Ubuntu 23.10+ through AppArmor, hardened
 //! kernels).
 //!
-//! The copy goes to [`crate::launcher::INSTALLED`], owned by root, with exactly
+//! The copy goes to [`crate::tool::launcher::INSTALLED`], owned by root, with exactly
 //! [`CAPABILITIES`]: what building the sandbox needs without a user namespace. The launcher uses
 //! them only for that and drops every one before the tool starts.
 
@@ -76,7 +76,7 @@ pub fn install_commands(src: &Path, dest: &Path, as_root: bool) -> Vec<Vec<Strin
 /// Install the launcher. `out` receives the explanation and progress.
 pub fn install_launcher(yes: bool, dry_run: bool, out: &mut dyn Write) -> Result<(), SetupError> {
     let src = source()?;
-    let dest = PathBuf::from(crate::launcher::INSTALLED);
+    let dest = PathBuf::from(crate::tool::launcher::INSTALLED);
     let as_root = rustix::process::geteuid().is_root();
     let cmds = install_commands(&src, &dest, as_root);
     writeln!(
@@ -115,7 +115,7 @@ pub fn install_launcher(yes: bool, dry_run: bool, out: &mut dyn Write) -> Result
             });
         }
     }
-    let probe = crate::launcher::probe(&dest)
+    let probe = crate::tool::launcher::probe(&dest)
         .map_err(|e| SetupError::Io(std::io::Error::other(e.to_string())))?;
     if !probe.file_capabilities && !as_root {
         return Err(SetupError::NoCapabilities(dest));
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn commands_use_sudo_only_when_not_root() {
         let src = Path::new("/build/autotool-launcher");
-        let dest = Path::new(crate::launcher::INSTALLED);
+        let dest = Path::new(crate::tool::launcher::INSTALLED);
         let user = install_commands(src, dest, false);
         assert_eq!(
             user,
@@ -151,16 +151,21 @@ mod tests {
                     "-g",
                     "root",
                     "/build/autotool-launcher",
-                    crate::launcher::INSTALLED
+                    crate::tool::launcher::INSTALLED
                 ],
-                vec!["sudo", "setcap", CAPABILITIES, crate::launcher::INSTALLED],
+                vec![
+                    "sudo",
+                    "setcap",
+                    CAPABILITIES,
+                    crate::tool::launcher::INSTALLED
+                ],
             ]
         );
         let root = install_commands(src, dest, true);
         assert!(root.iter().all(|c| c[0] != "sudo"));
         assert_eq!(
             root[1],
-            vec!["setcap", CAPABILITIES, crate::launcher::INSTALLED]
+            vec!["setcap", CAPABILITIES, crate::tool::launcher::INSTALLED]
         );
     }
 }

@@ -1,8 +1,8 @@
 //! `autotool doctor`: what this machine offers the sandbox, whether a tool can be launched right
 //! now, and the fix for each missing piece.
 
-use crate::launcher::{self, Probe};
-use crate::runtime;
+use crate::tool::launcher::{self, Probe};
+use crate::tool::runtime;
 use autotool_policy::LaunchPolicy;
 use serde::Serialize;
 use std::io::Read;
@@ -329,7 +329,7 @@ fn keychain_check(home: &crate::home::Home) -> Check {
 
 /// The service: optional; broken when installed but not answering.
 fn service_check(home: &crate::home::Home) -> Check {
-    match crate::service::status(home) {
+    match crate::cmd::service::status(home) {
         Err(e) => Check::new("service", Status::Warn, e.to_string()),
         Ok(s) if s.answering => Check::new(
             "service",
@@ -362,7 +362,7 @@ fn service_check(home: &crate::home::Home) -> Check {
 /// Which agent apps are here and whether each runs autotool: a found app without an autotool
 /// entry is a warning (the fix is `autotool setup`); an unreadable config is broken.
 fn host_checks(checks: &mut Vec<Check>) {
-    use crate::hosts::{App, Entry, HostEnv, Plan, plan};
+    use crate::host_apps::{App, Entry, HostEnv, Plan, plan};
     let (env, entry) = match (HostEnv::from_process(), Entry::current()) {
         (Ok(env), Ok(entry)) => (env, entry),
         (Err(e), _) | (_, Err(e)) => {

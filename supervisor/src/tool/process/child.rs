@@ -1,6 +1,6 @@
 //! The tool's OS process in either sandbox mode: starting it, waiting for it, killing it.
 //!
-//! `Strict` runs `autotool-launcher` (a `std::process::Child` from [`crate::launcher::spawn`]);
+//! `Strict` runs `autotool-launcher` (a `std::process::Child` from [`crate::tool::launcher::spawn`]);
 //! a small thread blocks in `waitid(WNOWAIT)` on its pidfd and says when it has exited (tokio
 //! can only watch a pidfd through `unsafe`); the launcher kills the tool when it dies. `Off`
 //! runs the interpreter directly with `tokio::process`, as the leader of its own process group,
@@ -12,7 +12,8 @@
 //! tool's proxy variables point at the listener.
 
 use super::{SandboxMode, ToolProcError, ToolSpec};
-use crate::{egress, launcher};
+use crate::egress;
+use crate::tool::launcher;
 use autotool_policy::launch::DEFAULT_EGRESS_PORT;
 use autotool_policy::{Egress, LaunchPolicy};
 use command_fds::FdMapping;

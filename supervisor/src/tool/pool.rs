@@ -14,7 +14,7 @@
 
 use crate::pin::{Break, FileState};
 use crate::registry::{FunctionSpec, StoredFunction};
-use crate::toolproc::{ToolProcError, ToolProcess, ToolSpec};
+use crate::tool::process::{ToolProcError, ToolProcess, ToolSpec};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

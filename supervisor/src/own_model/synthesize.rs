@@ -18,8 +18,8 @@
 //! notes say what the user can run (`autotool tools approve TOOL KEY`), and the first call of
 //! the tool asks for consent like any other call.
 
-use crate::agent::{Item, Provider, ToolCall, ToolDef};
 use crate::app::App;
+use crate::own_model::agent::{Item, Provider, ToolCall, ToolDef};
 use crate::redact::Redactor;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde_json::Value;
@@ -145,7 +145,7 @@ impl OwnModel {
             })
             .collect();
         let redactor = Redactor::new(&secrets).ok();
-        match crate::agent::provider_from_vars(&env.vars) {
+        match crate::own_model::agent::provider_from_vars(&env.vars) {
             Ok(provider) => OwnModel {
                 stamp,
                 provider: Some(Arc::from(provider)),
@@ -249,7 +249,7 @@ impl App {
         };
         let secrets = self.secrets();
         let Some(create_tool) =
-            crate::server::builtin_tools(&secrets.names, self.settings.list_limit)
+            crate::mcp::handler::builtin_tools(&secrets.names, self.settings.list_limit)
                 .iter()
                 .find(|t| t.name == "create_tool")
                 .map(ToolDef::from)
@@ -560,7 +560,7 @@ where
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::agent::{BoxFuture, ProviderError, Turn};
+    use crate::own_model::agent::{BoxFuture, ProviderError, Turn};
     use serde_json::json;
     use std::sync::Mutex;
 

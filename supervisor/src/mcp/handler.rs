@@ -269,7 +269,7 @@ pub fn mounted_tool(t: &MountedTool, f: &crate::registry::FunctionSpec, secrets:
 pub fn synthesize_tool() -> Tool {
     Tool::new(
         "synthesize_tool",
-        crate::synthesize::DESCRIPTION,
+        crate::own_model::synthesize::DESCRIPTION,
         object(json!({
             "type": "object",
             "properties": {

@@ -12,9 +12,9 @@
 
 pub mod fakes;
 
-use crate::agent::{AgentOptions, Step, provider_from_vars, run_agent_with};
 use crate::client::ConnectOptions;
 use crate::home::Home;
+use crate::own_model::agent::{AgentOptions, Step, provider_from_vars, run_agent_with};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -90,13 +90,13 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
     };
 
     // The sandbox: strict when this machine can confine, else say why and go on unconfined.
-    let report = tokio::task::spawn_blocking(|| crate::doctor::run(None)).await?;
-    let sandbox = if report.worst() == crate::doctor::Status::Fail {
+    let report = tokio::task::spawn_blocking(|| crate::cmd::doctor::run(None)).await?;
+    let sandbox = if report.worst() == crate::cmd::doctor::Status::Fail {
         say("autotool demo: this machine cannot confine tools, so the demo runs them UNCONFINED (--sandbox off). Why:".into());
         for c in report
             .checks
             .iter()
-            .filter(|c| c.status == crate::doctor::Status::Fail)
+            .filter(|c| c.status == crate::cmd::doctor::Status::Fail)
         {
             say(format!("  {}: {}", c.name, c.detail));
             if let Some(fix) = &c.fix {
@@ -117,7 +117,7 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
             let d = dir.clone();
             tokio::task::spawn_blocking(move || {
                 let mut err = std::io::stderr();
-                crate::runtime::ensure_runtime(&d, &mut err)
+                crate::tool::runtime::ensure_runtime(&d, &mut err)
             })
             .await??;
             dir
