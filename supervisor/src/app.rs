@@ -17,7 +17,7 @@
 use crate::consent::{Consent, Subject};
 use crate::credentials::{KeyStore, Stamp};
 use crate::home::Home;
-use crate::ledger::{CallRecord, Outcome, VersionState, kind};
+use crate::ledger::{CallKind, CallRecord, State, kind};
 use crate::pin::{Break, FileStamp, FileState};
 use crate::redact::Redactor;
 use crate::registry::{FunctionSpec, Manifest, Registry, StoredFunction, ToolVersion};
@@ -118,7 +118,7 @@ pub struct MountedTool {
     /// sha256 of its `tool.py`: what a per-version approval is bound to.
     pub code_hash: String,
     /// Its lifecycle state; only probation and active tools are listed.
-    pub state: crate::ledger::VersionState,
+    pub state: crate::ledger::State,
 }
 
 impl MountedTool {
@@ -177,7 +177,7 @@ pub struct RecentCalls {
     /// The newest call id read.
     pub last: i64,
     /// Tool → (its current version, outcomes oldest first, at most the lifecycle window).
-    pub tools: HashMap<String, (u32, VecDeque<Outcome>)>,
+    pub tools: HashMap<String, (u32, VecDeque<CallKind>)>,
 }
 
 impl RecentCalls {
@@ -186,16 +186,16 @@ impl RecentCalls {
         let Some((_, recent)) = self.tools.get(tool) else {
             return (0, 0);
         };
-        let n = |o: Outcome| u32::try_from(recent.iter().filter(|r| **r == o).count());
+        let n = |o: CallKind| u32::try_from(recent.iter().filter(|r| **r == o).count());
         (
-            n(Outcome::Ok).unwrap_or(u32::MAX),
-            n(Outcome::Error).unwrap_or(u32::MAX),
+            n(CallKind::Ok).unwrap_or(u32::MAX),
+            n(CallKind::Failure).unwrap_or(u32::MAX),
         )
     }
 
     /// Add calls newer than [`RecentCalls::last`] (id, tool, version, outcome), keeping at most
     /// `window` per tool.
-    fn add(&mut self, calls: Vec<(i64, String, u32, Outcome)>, window: usize) {
+    fn add(&mut self, calls: Vec<(i64, String, u32, CallKind)>, window: usize) {
         for (id, tool, version, outcome) in calls {
             if let Some((v, recent)) = self.tools.get_mut(&tool)
                 && *v == version
@@ -561,7 +561,7 @@ impl App {
             tools: HashMap::with_capacity(tools.len()),
         };
         for t in tools.values() {
-            let recent: VecDeque<Outcome> = outcomes
+            let recent: VecDeque<CallKind> = outcomes
                 .get(&t.name)
                 .map(|o| o.iter().copied().collect())
                 .unwrap_or_default();
@@ -570,10 +570,7 @@ impl App {
         let since =
             crate::ledger::now_ms() - i64::try_from(USAGE_WINDOW.as_millis()).unwrap_or(i64::MAX);
         let uses = ledger.uses_since(since)?;
-        let listed: Vec<&MountedTool> = tools
-            .values()
-            .filter(|t| t.state.policy().listed())
-            .collect();
+        let listed: Vec<&MountedTool> = tools.values().filter(|t| t.state.listed()).collect();
         let candidates: Vec<autotool_policy::listing::Candidate> = listed
             .iter()
             .map(|t| autotool_policy::listing::Candidate {
@@ -597,7 +594,7 @@ impl App {
                     Entry {
                         name: t.name.clone(),
                         text,
-                        state: t.state.policy(),
+                        state: t.state,
                         ok,
                         failures,
                     }
@@ -753,7 +750,7 @@ impl App {
         let (tool, function) = name.split_once(crate::mcp::handler::SEPARATOR)?;
         let mounted = self.mounted();
         let t = mounted.tools.get(tool)?;
-        if !t.state.policy().listed() {
+        if !t.state.listed() {
             return None;
         }
         t.functions
@@ -766,7 +763,7 @@ impl App {
     pub fn unlisted(&self, tool: &str) -> Option<String> {
         let mounted = self.mounted();
         let t = mounted.tools.get(tool)?;
-        if t.state.policy().listed() {
+        if t.state.listed() {
             return None;
         }
         let why = self
@@ -795,7 +792,7 @@ impl App {
             .mounted()
             .tools
             .get(tool)
-            .is_some_and(|t| t.state == VersionState::Draft);
+            .is_some_and(|t| t.state == State::Draft);
         Some(if draft {
             format!(
                 "{why}. Nothing runs it, not even with force, until it is verified again: \
@@ -839,7 +836,7 @@ impl App {
             ));
         }
         let unlisted = self.unlisted(tool);
-        if unlisted.is_some() && (!force || t.state == VersionState::Draft) {
+        if unlisted.is_some() && (!force || t.state == State::Draft) {
             return error_result(self.off_list(tool).unwrap_or_default());
         }
         let python = match self.runtime().await {
@@ -881,11 +878,11 @@ impl App {
             Ok(out) => {
                 // A ToolError is the tool answering; an unexpected exception is it failing.
                 let kind = if !out.is_error {
-                    Outcome::Ok
+                    CallKind::Ok
                 } else if out.unexpected() {
-                    Outcome::Error
+                    CallKind::Failure
                 } else {
-                    Outcome::ToolError
+                    CallKind::ToolError
                 };
                 let first_text = out.content.iter().find_map(|c| match c {
                     ContentBlock::Text(t) => Some(t.text.clone()),
@@ -933,7 +930,7 @@ impl App {
                     t.version,
                     function,
                     duration,
-                    Outcome::Error,
+                    CallKind::Failure,
                     Some(e.clone()),
                 );
                 self.lifecycle_after_call(tool, t.version, t.state).await;
@@ -944,12 +941,7 @@ impl App {
 
     /// Promote or quarantine `tool`'s version by its recent calls; a change is recorded with its
     /// reason and every host hears of the new list.
-    async fn lifecycle_after_call(
-        &self,
-        tool: &str,
-        version: u32,
-        state: crate::ledger::VersionState,
-    ) {
+    async fn lifecycle_after_call(&self, tool: &str, version: u32, state: crate::ledger::State) {
         let thresholds = &self.settings.lifecycle;
         let recent = match self.registry.ledger().recent_outcomes(
             tool,
@@ -965,14 +957,13 @@ impl App {
                 return;
             }
         };
-        let kinds: Vec<_> = recent.iter().map(|o| o.kind()).collect();
+        let kinds: Vec<_> = recent.iter().map(|o| *o).collect();
         let health = autotool_policy::lifecycle::Health::of(&kinds, thresholds.window);
-        let Some(change) =
-            autotool_policy::lifecycle::after_call(state.policy(), &health, thresholds)
+        let Some(change) = autotool_policy::lifecycle::after_call(state, &health, thresholds)
         else {
             return;
         };
-        let to = crate::ledger::VersionState::from_policy(change.to);
+        let to = change.to;
         tracing::info!(
             tool,
             version,
@@ -1003,7 +994,7 @@ impl App {
         version: u32,
         function: &str,
         duration: Duration,
-        outcome: Outcome,
+        outcome: CallKind,
         error: Option<String>,
     ) {
         // The ledger never holds a secret value: error text is redacted on the way in.
@@ -1320,7 +1311,7 @@ impl App {
         for (t, before, state) in moved {
             match state {
                 FileState::Pinned => {
-                    if t.state != VersionState::Draft {
+                    if t.state != State::Draft {
                         continue;
                     }
                     if before.is_some() {
@@ -1333,14 +1324,14 @@ impl App {
                 }
                 FileState::Changed(now) => {
                     let b = Break::FileChanged { now: now.clone() };
-                    if t.state != VersionState::Draft {
+                    if t.state != State::Draft {
                         self.break_pin(&t, &b).await;
                     }
                     self.pool.stop(&t.name).await;
                     self.verify_again_claimed(&t, Some(now)).await;
                 }
                 FileState::Missing(why) => {
-                    if t.state != VersionState::Draft {
+                    if t.state != State::Draft {
                         self.break_pin(&t, &Break::FileMissing { why }).await;
                     }
                     self.pool.stop(&t.name).await;
@@ -1354,8 +1345,8 @@ impl App {
         match self.registry.ledger().set_state_from(
             &t.name,
             t.version,
-            VersionState::Draft,
-            VersionState::Probation,
+            State::Draft,
+            State::Probation,
             "its tool.py is back to the code it was verified with",
         ) {
             Ok(true) => {
@@ -1433,7 +1424,7 @@ impl App {
             let Some(t) = mounted.tools.get(&name) else {
                 continue;
             };
-            if t.version == version && t.state == VersionState::Draft {
+            if t.version == version && t.state == State::Draft {
                 self.verify_again(t, &t.code_hash).await;
             }
         }

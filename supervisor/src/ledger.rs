@@ -176,106 +176,7 @@ impl From<rusqlite::Error> for LedgerError {
     }
 }
 
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// The function answered.
-    Ok,
-    /// The function reported an error on purpose (`ToolError`): the tool works, the input or
-    /// the remote side did not.
-    ToolError,
-    /// Anything else: an unexpected exception, a crash, a timeout, garbage output.
-    Error,
-}
-
-impl Outcome {
-    /// How the lifecycle rules count it.
-    pub fn kind(self) -> autotool_policy::lifecycle::CallKind {
-        use autotool_policy::lifecycle::CallKind;
-        match self {
-            Outcome::Ok => CallKind::Ok,
-            Outcome::ToolError => CallKind::ToolError,
-            Outcome::Error => CallKind::Failure,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::ToolError => "tool_error",
-            Outcome::Error => "error",
-        }
-    }
-
-    fn parse(s: &str) -> Outcome {
-        match s {
-            "ok" => Outcome::Ok,
-            "tool_error" => Outcome::ToolError,
-            _ => Outcome::Error,
-        }
-    }
-}
-
-/// A version's lifecycle state (a decision, kept apart from health, which is observed from
-/// [`Ledger::stats`]); the rules are `autotool_policy::lifecycle`. New versions start on
-/// `Probation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VersionState {
-    Draft,
-    Probation,
-    Active,
-    Quarantined,
-    Retired,
-}
-
-impl VersionState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VersionState::Draft => "draft",
-            VersionState::Probation => "probation",
-            VersionState::Active => "active",
-            VersionState::Quarantined => "quarantined",
-            VersionState::Retired => "retired",
-        }
-    }
-
-    /// The same state in the lifecycle rules.
-    pub fn policy(self) -> autotool_policy::lifecycle::State {
-        use autotool_policy::lifecycle::State;
-        match self {
-            VersionState::Draft => State::Draft,
-            VersionState::Probation => State::Probation,
-            VersionState::Active => State::Active,
-            VersionState::Quarantined => State::Quarantined,
-            VersionState::Retired => State::Retired,
-        }
-    }
-
-    /// From the lifecycle rules' state.
-    pub fn from_policy(state: autotool_policy::lifecycle::State) -> VersionState {
-        use autotool_policy::lifecycle::State;
-        match state {
-            State::Draft => VersionState::Draft,
-            State::Probation => VersionState::Probation,
-            State::Active => VersionState::Active,
-            State::Quarantined => VersionState::Quarantined,
-            State::Retired => VersionState::Retired,
-        }
-    }
-
-    /// An unknown word (written by a newer autotool) reads as `Quarantined`: hidden, not lost.
-    pub fn parse(s: &str) -> VersionState {
-        match s {
-            "draft" => VersionState::Draft,
-            "probation" => VersionState::Probation,
-            "active" => VersionState::Active,
-            "retired" => VersionState::Retired,
-            _ => VersionState::Quarantined,
-        }
-    }
-}
+pub use autotool_policy::lifecycle::{CallKind, State};
 
 /// One row of `versions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -288,7 +189,7 @@ pub struct VersionRow {
     /// Names of the keys the code declares in `REQUIRED_ENV`. Names only.
     pub required_env: Vec<String>,
     pub functions: Vec<FunctionSpec>,
-    pub state: VersionState,
+    pub state: State,
     /// Unix milliseconds.
     pub created_at: i64,
 }
@@ -311,7 +212,7 @@ pub struct CallRecord {
     pub function: String,
     pub started_at: SystemTime,
     pub duration: Duration,
-    pub outcome: Outcome,
+    pub outcome: CallKind,
     /// Redacted error text for `ToolError`/`Error` outcomes; cut at [`MAX_ERROR_LEN`].
     pub error: Option<String>,
 }
@@ -325,7 +226,7 @@ pub struct CallRow {
     pub function: String,
     pub started_at: i64,
     pub duration_ms: i64,
-    pub outcome: Outcome,
+    pub outcome: CallKind,
     pub error: Option<String>,
 }
 
@@ -425,7 +326,7 @@ fn version_row(row: &Row<'_>) -> rusqlite::Result<VersionRow> {
         description: row.get(3)?,
         required_env: json_col(row, 4)?,
         functions: json_col(row, 5)?,
-        state: VersionState::parse(&row.get::<_, String>(6)?),
+        state: State::parse(&row.get::<_, String>(6)?),
         created_at: row.get(7)?,
     })
 }
@@ -612,7 +513,7 @@ impl Ledger {
         &self,
         name: &str,
         version: u32,
-        state: VersionState,
+        state: State,
         why: &str,
     ) -> Result<bool, LedgerError> {
         self.move_state(name, version, None, state, why)
@@ -625,8 +526,8 @@ impl Ledger {
         &self,
         name: &str,
         version: u32,
-        from: VersionState,
-        to: VersionState,
+        from: State,
+        to: State,
         why: &str,
     ) -> Result<bool, LedgerError> {
         self.move_state(name, version, Some(from), to, why)
@@ -638,15 +539,15 @@ impl Ledger {
         &self,
         name: &str,
         version: u32,
-        from: Option<VersionState>,
-        to: VersionState,
+        from: Option<State>,
+        to: State,
         why: &str,
     ) -> Result<bool, LedgerError> {
         self.write(|tx| {
             let n = tx.tx.execute(
                 "UPDATE versions SET state = ?4
                  WHERE name = ?1 AND version = ?2 AND (?3 IS NULL OR state = ?3)",
-                params![name, version, from.map(VersionState::as_str), to.as_str()],
+                params![name, version, from.map(State::as_str), to.as_str()],
             )?;
             if n == 0 {
                 return Ok(false);
@@ -723,7 +624,7 @@ impl Ledger {
     pub fn recent_outcomes_of_current(
         &self,
         window: u32,
-    ) -> Result<(i64, HashMap<String, Vec<Outcome>>), LedgerError> {
+    ) -> Result<(i64, HashMap<String, Vec<CallKind>>), LedgerError> {
         let last = self.last_call_id()?;
         let conn = self.conn();
         // Per tool, its newest calls through the (tool, id) index, stopping at the window: a
@@ -738,10 +639,10 @@ impl Ledger {
         let rows = stmt.query_map(params![window, last], |r| {
             Ok((
                 r.get::<_, String>(0)?,
-                Outcome::parse(&r.get::<_, String>(1)?),
+                CallKind::parse(&r.get::<_, String>(1)?),
             ))
         })?;
-        let mut out: HashMap<String, Vec<Outcome>> = HashMap::new();
+        let mut out: HashMap<String, Vec<CallKind>> = HashMap::new();
         for row in rows {
             let (tool, outcome) = row?;
             out.entry(tool).or_default().push(outcome);
@@ -750,7 +651,7 @@ impl Ledger {
     }
 
     /// Calls recorded after call `id`, oldest first: (id, tool, version, outcome).
-    pub fn calls_after(&self, id: i64) -> Result<Vec<(i64, String, u32, Outcome)>, LedgerError> {
+    pub fn calls_after(&self, id: i64) -> Result<Vec<(i64, String, u32, CallKind)>, LedgerError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT id, tool, version, outcome FROM calls WHERE id > ?1 ORDER BY id",
@@ -760,7 +661,7 @@ impl Ledger {
                 r.get(0)?,
                 r.get(1)?,
                 r.get(2)?,
-                Outcome::parse(&r.get::<_, String>(3)?),
+                CallKind::parse(&r.get::<_, String>(3)?),
             ))
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -846,7 +747,7 @@ impl Ledger {
                 function: r.get(3)?,
                 started_at: r.get(4)?,
                 duration_ms: r.get(5)?,
-                outcome: Outcome::parse(&r.get::<_, String>(6)?),
+                outcome: CallKind::parse(&r.get::<_, String>(6)?),
                 error: r.get(7)?,
             })
         })?;
@@ -860,15 +761,15 @@ impl Ledger {
         name: &str,
         version: u32,
         limit: u32,
-    ) -> Result<Vec<Outcome>, LedgerError> {
+    ) -> Result<Vec<CallKind>, LedgerError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
             "SELECT outcome FROM calls WHERE tool = ?1 AND version = ?2 ORDER BY id DESC LIMIT ?3",
         )?;
         let rows = stmt.query_map(params![name, version, limit], |r| {
-            Ok(Outcome::parse(&r.get::<_, String>(0)?))
+            Ok(CallKind::parse(&r.get::<_, String>(0)?))
         })?;
-        let mut out: Vec<Outcome> = rows.collect::<Result<_, _>>()?;
+        let mut out: Vec<CallKind> = rows.collect::<Result<_, _>>()?;
         out.reverse();
         Ok(out)
     }
@@ -1065,7 +966,7 @@ mod tests {
                             description: String::new(),
                             required_env: Vec::new(),
                             functions: Vec::new(),
-                            state: VersionState::Probation,
+                            state: State::Probation,
                             created_at: now_ms(),
                         })?;
                         tx.bump_generation()
@@ -1076,7 +977,7 @@ mod tests {
         (dir, ledger)
     }
 
-    fn call(ledger: &Ledger, tool: &str, version: u32, outcome: Outcome, ago: Duration) {
+    fn call(ledger: &Ledger, tool: &str, version: u32, outcome: CallKind, ago: Duration) {
         ledger
             .record_call(&CallRecord {
                 tool: tool.into(),
@@ -1095,31 +996,36 @@ mod tests {
         let (_dir, ledger) = ledger_with(&[("a", 2), ("b", 1), ("c", 1)]);
         let now = Duration::ZERO;
         // a's old version does not count; b's window keeps its last 3, oldest first.
-        call(&ledger, "a", 1, Outcome::Error, now);
-        call(&ledger, "a", 2, Outcome::Ok, now);
-        call(&ledger, "a", 2, Outcome::ToolError, now);
-        for o in [Outcome::Error, Outcome::Ok, Outcome::Error, Outcome::Ok] {
+        call(&ledger, "a", 1, CallKind::Failure, now);
+        call(&ledger, "a", 2, CallKind::Ok, now);
+        call(&ledger, "a", 2, CallKind::ToolError, now);
+        for o in [
+            CallKind::Failure,
+            CallKind::Ok,
+            CallKind::Failure,
+            CallKind::Ok,
+        ] {
             call(&ledger, "b", 1, o, now);
         }
         let (last, recent) = ledger
             .recent_outcomes_of_current(3)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(last, 7);
-        assert_eq!(recent["a"], [Outcome::Ok, Outcome::ToolError]);
-        assert_eq!(recent["b"], [Outcome::Ok, Outcome::Error, Outcome::Ok]);
+        assert_eq!(recent["a"], [CallKind::Ok, CallKind::ToolError]);
+        assert_eq!(recent["b"], [CallKind::Ok, CallKind::Failure, CallKind::Ok]);
         assert!(!recent.contains_key("c"));
-        call(&ledger, "c", 1, Outcome::Ok, now);
+        call(&ledger, "c", 1, CallKind::Ok, now);
         let after = ledger.calls_after(last).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(after, [(8, "c".to_string(), 1, Outcome::Ok)]);
+        assert_eq!(after, [(8, "c".to_string(), 1, CallKind::Ok)]);
     }
 
     #[test]
     fn uses_count_calls_since_a_time_over_all_versions() {
         let (_dir, ledger) = ledger_with(&[("a", 2), ("b", 1)]);
         let day = Duration::from_secs(86_400);
-        call(&ledger, "a", 1, Outcome::Ok, day);
-        call(&ledger, "a", 2, Outcome::Error, Duration::ZERO);
-        call(&ledger, "b", 1, Outcome::Ok, 40 * day);
+        call(&ledger, "a", 1, CallKind::Ok, day);
+        call(&ledger, "a", 2, CallKind::Failure, Duration::ZERO);
+        call(&ledger, "b", 1, CallKind::Ok, 40 * day);
         let uses = ledger
             .uses_since(now_ms() - 30 * 86_400_000)
             .unwrap_or_else(|e| panic!("{e}"));
@@ -1143,7 +1049,7 @@ mod tests {
         );
         assert_eq!(ledger.generation().unwrap_or(0), g + 1);
         let v = ledger.version("a", 1).ok().flatten().map(|v| v.state);
-        assert_eq!(v, Some(VersionState::Draft));
+        assert_eq!(v, Some(State::Draft));
         let reason = ledger.state_reason("a").ok().flatten().unwrap_or_default();
         assert!(reason.contains("draft: its tool.py changed"), "{reason}");
         assert!(
@@ -1164,12 +1070,12 @@ mod tests {
         // A move from a state the version is no longer in does nothing.
         assert!(
             !ledger
-                .set_state_from("a", 1, VersionState::Probation, VersionState::Active, "x")
+                .set_state_from("a", 1, State::Probation, State::Active, "x")
                 .unwrap_or(true)
         );
         assert!(
             ledger
-                .set_state_from("a", 1, VersionState::Draft, VersionState::Probation, "back")
+                .set_state_from("a", 1, State::Draft, State::Probation, "back")
                 .unwrap_or(false)
         );
     }

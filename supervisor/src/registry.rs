@@ -39,8 +39,7 @@
 
 use crate::home::{self, Home, HomeError, TOOL_DIR_MODE, TOOL_FILE_MODE};
 use crate::ledger::{
-    self, CallRecord, CallRow, EventRow, Ledger, LedgerError, ToolRow, ToolStats, VersionRow,
-    VersionState,
+    self, CallRecord, CallRow, EventRow, Ledger, LedgerError, State, ToolRow, ToolStats, VersionRow,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -202,7 +201,7 @@ pub struct ToolVersion {
     pub description: String,
     pub required_env: Vec<String>,
     pub functions: Vec<FunctionSpec>,
-    pub state: VersionState,
+    pub state: State,
     /// Unix milliseconds.
     pub created_at: i64,
     /// `tools/<name>/<version>/`.
@@ -534,7 +533,7 @@ impl Registry {
                 required_env: manifest.required_env.clone(),
                 functions: manifest.functions.clone(),
                 // Verified, not yet trusted: it becomes active after successful calls.
-                state: VersionState::Probation,
+                state: State::Probation,
                 created_at,
             };
             let pin = crate::pin::pin(&row.code_hash, &row.description, &row.functions);

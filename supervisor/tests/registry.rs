@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use autotool::home::Home;
-use autotool::ledger::{CallRecord, Outcome, VersionState, kind};
+use autotool::ledger::{CallKind, CallRecord, State, kind};
 use autotool::registry::{FunctionSpec, MAX_CODE_BYTES, Manifest, Registry, RegistryError};
 use std::collections::BTreeSet;
 use std::fs::{self, File};
@@ -129,7 +129,7 @@ fn stage_commit_get_and_current_sorted() {
 
     let alpha = reg.get("alpha").unwrap().unwrap();
     assert_eq!(alpha.required_env, ["WEATHER_KEY"]);
-    assert_eq!(alpha.state, VersionState::Probation);
+    assert_eq!(alpha.state, State::Probation);
     assert_eq!(alpha.functions[0].name, "forecast");
     assert_eq!(
         alpha.code_hash,
@@ -267,7 +267,7 @@ fn remove_keeps_history() {
     create(&reg, "weather", "v1");
     create(&reg, "weather", "v2");
     create(&reg, "other", "o1");
-    reg.record_call(&call("weather", 2, Outcome::Ok, None))
+    reg.record_call(&call("weather", 2, CallKind::Ok, None))
         .unwrap();
 
     assert!(reg.remove("weather").unwrap());
@@ -309,24 +309,24 @@ fn generation_bumps_on_every_change_to_tools() {
     assert_eq!(watcher.generation().unwrap(), g0 + 3);
     assert!(
         reg.ledger()
-            .set_state("a", 2, VersionState::Quarantined, "test")
+            .set_state("a", 2, State::Quarantined, "test")
             .unwrap()
     );
     assert_eq!(watcher.generation().unwrap(), g0 + 4);
     assert_eq!(
         reg.get_version("a", 2).unwrap().unwrap().state,
-        VersionState::Quarantined
+        State::Quarantined
     );
 
     // Calls, events, staging and failed commits are not changes to the tool list.
-    reg.record_call(&call("a", 2, Outcome::Ok, None)).unwrap();
+    reg.record_call(&call("a", 2, CallKind::Ok, None)).unwrap();
     reg.event(Some("a"), kind::VERIFIED, "ok").unwrap();
     reg.discard(reg.stage("b", "x = 1\n").unwrap()).unwrap();
     assert!(reg.remove("nothing").is_err());
     assert_eq!(watcher.generation().unwrap(), g0 + 4);
 }
 
-fn call(tool: &str, version: u32, outcome: Outcome, error: Option<&str>) -> CallRecord {
+fn call(tool: &str, version: u32, outcome: CallKind, error: Option<&str>) -> CallRecord {
     CallRecord {
         tool: tool.to_string(),
         version,
@@ -346,25 +346,25 @@ fn record_call_and_stats() {
     assert_eq!(reg.stats("weather").unwrap().calls, 0);
     assert_eq!(reg.stats("weather").unwrap().last_error, None);
 
-    reg.record_call(&call("weather", 1, Outcome::Ok, None))
+    reg.record_call(&call("weather", 1, CallKind::Ok, None))
         .unwrap();
     reg.record_call(&call(
         "weather",
         1,
-        Outcome::ToolError,
+        CallKind::ToolError,
         Some("no such city"),
     ))
     .unwrap();
     reg.record_call(&call(
         "weather",
         1,
-        Outcome::Error,
+        CallKind::Failure,
         Some("Traceback (most recent call last): ..."),
     ))
     .unwrap();
-    reg.record_call(&call("weather", 1, Outcome::Ok, None))
+    reg.record_call(&call("weather", 1, CallKind::Ok, None))
         .unwrap();
-    reg.record_call(&call("other", 1, Outcome::Error, Some("elsewhere")))
+    reg.record_call(&call("other", 1, CallKind::Failure, Some("elsewhere")))
         .unwrap();
 
     let s = reg.stats("weather").unwrap();
@@ -378,13 +378,13 @@ fn record_call_and_stats() {
 
     let recent = reg.recent_calls("weather", 2).unwrap();
     assert_eq!(recent.len(), 2);
-    assert_eq!(recent[0].outcome, Outcome::Ok);
-    assert_eq!(recent[1].outcome, Outcome::Error);
+    assert_eq!(recent[0].outcome, CallKind::Ok);
+    assert_eq!(recent[1].outcome, CallKind::Failure);
     assert_eq!(recent[1].duration_ms, 12);
 
     // Huge error text is cut before it is stored.
     let huge = "x".repeat(100_000);
-    reg.record_call(&call("weather", 1, Outcome::Error, Some(&huge)))
+    reg.record_call(&call("weather", 1, CallKind::Failure, Some(&huge)))
         .unwrap();
     let last = reg.stats("weather").unwrap().last_error.unwrap();
     assert!(last.len() < 5000 && last.ends_with("more bytes not kept]"));
@@ -672,12 +672,12 @@ fn cli_in_another_process_reads_and_removes() {
     create(&reg, "weather", "v1");
     create(&reg, "weather", "v2");
     create(&reg, "alpha", "a1");
-    reg.record_call(&call("weather", 2, Outcome::Ok, None))
+    reg.record_call(&call("weather", 2, CallKind::Ok, None))
         .unwrap();
     reg.record_call(&call(
         "weather",
         2,
-        Outcome::ToolError,
+        CallKind::ToolError,
         Some("no such city"),
     ))
     .unwrap();

@@ -29,7 +29,7 @@ mod stats;
 
 use anyhow::{Context, Result, bail};
 use autotool::home::Home;
-use autotool::ledger::{CallRecord, Outcome};
+use autotool::ledger::{CallKind, CallRecord};
 use autotool::registry::{FunctionSpec, Manifest, Registry};
 use clap::Parser;
 use serde_json::{Map, Value, json};
@@ -695,9 +695,9 @@ fn register(root: &Path, count: usize, calls: usize) -> Result<Library> {
             .below(names.len().max(1))
             .min(rng.below(names.len().max(1)));
         let outcome = if rng.below(10) == 0 {
-            Outcome::Error
+            CallKind::Failure
         } else {
-            Outcome::Ok
+            CallKind::Ok
         };
         registry.record_call(&CallRecord {
             tool: names[skewed].clone(),
@@ -706,7 +706,7 @@ fn register(root: &Path, count: usize, calls: usize) -> Result<Library> {
             started_at: now - Duration::from_secs(u64::try_from(c).unwrap_or(0) % 86_400),
             duration: Duration::from_millis(5),
             outcome,
-            error: (outcome == Outcome::Error).then(|| "upstream said 503".to_string()),
+            error: (outcome == CallKind::Failure).then(|| "upstream said 503".to_string()),
         })?;
     }
     Ok(Library {

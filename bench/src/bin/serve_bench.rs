@@ -24,7 +24,7 @@ mod stats;
 
 use anyhow::{Context, Result, anyhow, bail};
 use autotool::home::Home;
-use autotool::ledger::{CallRecord, Outcome};
+use autotool::ledger::{CallKind, CallRecord};
 use autotool::registry::{FunctionSpec, Manifest, Registry};
 use autotool::tool::process::{SandboxMode, ToolProcess, ToolSpec};
 use autotool::tool::runtime::Python;
@@ -474,7 +474,7 @@ fn measure_a(
             function: FUNCTION.into(),
             started_at: std::time::SystemTime::now(),
             duration: Duration::from_micros(900),
-            outcome: Outcome::Ok,
+            outcome: CallKind::Ok,
             error: None,
         };
         let t0 = Instant::now();

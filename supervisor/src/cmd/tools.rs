@@ -140,9 +140,8 @@ fn manual(
     let Some(current) = registry.get(name)? else {
         return Err(RegistryError::NotFound(name.to_string()).into());
     };
-    let to = autotool_policy::lifecycle::manual(current.state.policy(), action)
+    let to = autotool_policy::lifecycle::manual(current.state, action)
         .map_err(|why| anyhow::anyhow!("cannot {} {name}: {why}", verb(action)))?;
-    let to = ledger::VersionState::from_policy(to);
     registry.ledger().set_state(
         name,
         current.version,
@@ -161,7 +160,7 @@ fn manual(
         "{name} v{} is now {}. Running `autotool serve` processes {} within a second.",
         current.version,
         to.as_str(),
-        if to.policy().listed() {
+        if to.listed() {
             "list it again"
         } else {
             "take it off their lists"
@@ -226,12 +225,15 @@ struct Health {
 fn health(registry: &Registry, name: &str, version: u32) -> Result<Health, CliError> {
     let window = autotool_policy::lifecycle::Thresholds::default().window;
     let recent = registry.ledger().recent_outcomes(name, version, window)?;
-    let count = |o: ledger::Outcome| recent.iter().filter(|r| **r == o).count() as u32;
-    let (ok, failures) = (count(ledger::Outcome::Ok), count(ledger::Outcome::Error));
+    let count = |o: ledger::CallKind| recent.iter().filter(|r| **r == o).count() as u32;
+    let (ok, failures) = (
+        count(ledger::CallKind::Ok),
+        count(ledger::CallKind::Failure),
+    );
     Ok(Health {
         recent: recent.len() as u32,
         ok,
-        tool_errors: count(ledger::Outcome::ToolError),
+        tool_errors: count(ledger::CallKind::ToolError),
         failures,
         success_rate: ((f64::from(ok) + 1.0) / (f64::from(ok) + f64::from(failures) + 2.0)
             * 1000.0)
@@ -259,7 +261,7 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
             state_reason,
             versions,
             state: tv.state.as_str(),
-            listed: tv.state.policy().listed(),
+            listed: tv.state.listed(),
             functions: tv.functions.iter().map(|f| f.name.clone()).collect(),
             pin: tv.pin(),
             calls_30d: uses.get(&tv.name).copied().unwrap_or(0),
@@ -452,9 +454,9 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
                 c.function,
                 c.duration_ms,
                 match c.outcome {
-                    ledger::Outcome::Ok => "ok",
-                    ledger::Outcome::ToolError => "tool error",
-                    ledger::Outcome::Error => "error",
+                    ledger::CallKind::Ok => "ok",
+                    ledger::CallKind::ToolError => "tool error",
+                    ledger::CallKind::Failure => "error",
                 },
                 c.error
                     .as_deref()

@@ -498,7 +498,7 @@ impl ServerHandler for AutotoolServer {
         // A listed tool that the list limit leaves out is still called by its name.
         let (tool, function) = name.split_once(SEPARATOR)?;
         let t = mounted.tools.get(tool)?;
-        if !t.state.policy().listed() {
+        if !t.state.listed() {
             return None;
         }
         let f = t.functions.iter().find(|f| f.name == function)?;
