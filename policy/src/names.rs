@@ -36,8 +36,9 @@ pub enum NameError {
     )]
     Tool(String),
     #[error(
-        "invalid function name {0:?}: it must be letters, digits, `_`, `-` or `.`, and start with \
-         a letter or digit"
+        "function name {0:?} is not allowed: a name starts with a letter and holds only letters, \
+         digits and `_`, at most {MAX_MOUNTED_NAME} characters; rename the function (or pass \
+         name=\"...\" to @mcp.tool())"
     )]
     Function(String),
     #[error(
@@ -144,8 +145,9 @@ impl ToolName {
     }
 }
 
-/// A function's name as the tool reports it in `tools/list`: the characters MCP allows in a tool
-/// name (`A-Z a-z 0-9 _ - .`), starting with a letter or digit.
+/// A function's name as the tool reports it in `tools/list`: `^[A-Za-z][A-Za-z0-9_]*$` (what a
+/// Python identifier of ASCII letters gives), at most [`MAX_MOUNTED_NAME`] characters; with its
+/// tool's name the mounted name must also fit ([`MountedName::join`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct FunctionName(String);
@@ -157,9 +159,8 @@ impl FunctionName {
         let b = s.as_bytes();
         let ok = !b.is_empty()
             && b.len() <= MAX_MOUNTED_NAME
-            && b[0].is_ascii_alphanumeric()
-            && b.iter()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'));
+            && b[0].is_ascii_alphabetic()
+            && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
         if ok {
             Ok(FunctionName(s.to_string()))
         } else {
@@ -275,15 +276,17 @@ mod tests {
         for ok in [
             "f",
             "forecast",
-            "get_top-stories",
-            "v1.2",
+            "get_top_stories",
+            "v1_2",
             "Search",
-            "9lives",
             "a__b",
+            "b_",
         ] {
             assert!(FunctionName::parse(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "_private", "-x", ".x", "a b", "naïve", "a/b", "a\u{0}"] {
+        for bad in [
+            "", "_private", "9lives", "a-b", "v1.2", "a b", "naïve", "a/b", "a\u{0}",
+        ] {
             assert!(FunctionName::parse(bad).is_err(), "{bad}");
         }
     }
@@ -312,7 +315,7 @@ mod tests {
     #[test]
     fn a_mounted_name_splits_into_what_it_was_made_of() {
         let tools = ["a", "ab", "a_b", "x1", "hacker_news", "t2_0"];
-        let functions = ["f", "_", "a__b", "b_", "x_y", "9", "F-1.2", "__"];
+        let functions = ["f", "_", "a__b", "b_", "x_y", "9", "F_1", "__", "_x"];
         for t in tools {
             for f in functions {
                 let (Ok(tool), Ok(function)) = (ToolName::parse(t), FunctionName::parse(f)) else {

@@ -9,8 +9,8 @@
 //! ```
 
 use autotool::client::ConnectOptions;
+use autotool::cmd::demo::fakes::{fake_api, scripted_model};
 use autotool::own_model::agent::{AgentOptions, Step, provider_from_vars, run_agent_with};
-use autotool::own_model::demo::fakes::{fake_api, scripted_model};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;

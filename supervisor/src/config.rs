@@ -22,7 +22,7 @@
 //! (`runtime`, `python`, `log`, `credentials`, `key_names`) are read by commands that do not
 //! resolve settings; `autotool config` shows them so that one place answers.
 
-use crate::app::Settings;
+use crate::library::Settings;
 use crate::tool::process::SandboxMode;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -375,7 +375,7 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         name: "synthesize",
         flag: None,
-        env: crate::own_model::synthesize::SWITCH_VAR,
+        env: crate::library::settings::SWITCH_VAR,
         key: Some("synthesize"),
         description: "`on` offers synthesize_tool when $AUTOTOOL_HOME/.env names a model; `off` \
                       never offers it",

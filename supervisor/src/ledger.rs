@@ -22,7 +22,8 @@ mod approvals;
 
 pub use approvals::{ApprovalRow, PendingConsent};
 
-use crate::registry::FunctionSpec;
+pub use crate::version::Version;
+use autotool_policy::names::{KeyName, ToolName};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -111,26 +112,97 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Audit event kinds the registry itself writes; other parts add their own (`consent_asked`,
 /// `egress_denied`, …) as plain strings.
-pub mod kind {
-    pub const CREATED: &str = "created";
-    pub const VERIFIED: &str = "verified";
-    pub const VERIFICATION_FAILED: &str = "verification_failed";
-    pub const REMOVED: &str = "removed";
-    pub const STATE_CHANGED: &str = "state_changed";
-    pub const RECOVERED: &str = "recovered";
-    pub const CONSENT_ASKED: &str = "consent_asked";
-    pub const CONSENT_GRANTED: &str = "consent_granted";
-    pub const CONSENT_DECLINED: &str = "consent_declined";
-    pub const CONSENT_UNAVAILABLE: &str = "consent_unavailable";
-    pub const CONSENT_REFUSED: &str = "consent_refused";
-    pub const CONSENT_REVOKED: &str = "consent_revoked";
-    pub const SYNTHESIZED: &str = "synthesized";
-    pub const SYNTHESIS_FAILED: &str = "synthesis_failed";
+/// The kinds of audit event, stored as their word ([`Event::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    Created,
+    Verified,
+    VerificationFailed,
+    Removed,
+    StateChanged,
+    Recovered,
+    ConsentAsked,
+    /// The user's yes, as the host relayed it (followed by `ConsentGranted`).
+    ConsentAnswered,
+    ConsentGranted,
+    ConsentDeclined,
+    ConsentUnavailable,
+    ConsentRefused,
+    ConsentRevoked,
+    Synthesized,
+    SynthesisFailed,
     /// A version's file or its process's schemas no longer match what was verified.
-    pub const PIN_BROKEN: &str = "pin_broken";
+    PinBroken,
     /// A process took on verifying a changed version again (one per change, for every
     /// supervisor sharing the home).
-    pub const VERIFYING_AGAIN: &str = "verifying_again";
+    VerifyingAgain,
+    /// The egress proxy refused a connection.
+    EgressDenied,
+    /// A tool process was stopped for what it sent the supervisor (floods, requests, sizes).
+    ToolStopped,
+}
+
+impl Event {
+    /// Every kind.
+    pub const ALL: [Event; 19] = [
+        Event::Created,
+        Event::Verified,
+        Event::VerificationFailed,
+        Event::Removed,
+        Event::StateChanged,
+        Event::Recovered,
+        Event::ConsentAsked,
+        Event::ConsentAnswered,
+        Event::ConsentGranted,
+        Event::ConsentDeclined,
+        Event::ConsentUnavailable,
+        Event::ConsentRefused,
+        Event::ConsentRevoked,
+        Event::Synthesized,
+        Event::SynthesisFailed,
+        Event::PinBroken,
+        Event::VerifyingAgain,
+        Event::EgressDenied,
+        Event::ToolStopped,
+    ];
+
+    /// The word stored in `events.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::Created => "created",
+            Event::Verified => "verified",
+            Event::VerificationFailed => "verification_failed",
+            Event::Removed => "removed",
+            Event::StateChanged => "state_changed",
+            Event::Recovered => "recovered",
+            Event::ConsentAsked => "consent_asked",
+            Event::ConsentAnswered => "consent_answered",
+            Event::ConsentGranted => "consent_granted",
+            Event::ConsentDeclined => "consent_declined",
+            Event::ConsentUnavailable => "consent_unavailable",
+            Event::ConsentRefused => "consent_refused",
+            Event::ConsentRevoked => "consent_revoked",
+            Event::Synthesized => "synthesized",
+            Event::SynthesisFailed => "synthesis_failed",
+            Event::PinBroken => "pin_broken",
+            Event::VerifyingAgain => "verifying_again",
+            Event::EgressDenied => "egress_denied",
+            Event::ToolStopped => "tool_stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<Event> for String {
+    fn eq(&self, other: &Event) -> bool {
+        self == other.as_str()
+    }
 }
 
 /// What went wrong with the ledger.
@@ -177,22 +249,6 @@ impl From<rusqlite::Error> for LedgerError {
 }
 
 pub use autotool_policy::lifecycle::{CallKind, State};
-
-/// One row of `versions`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VersionRow {
-    pub name: String,
-    pub version: u32,
-    /// sha256 of `tool.py`, lowercase hex.
-    pub code_hash: String,
-    pub description: String,
-    /// Names of the keys the code declares in `REQUIRED_ENV`. Names only.
-    pub required_env: Vec<String>,
-    pub functions: Vec<FunctionSpec>,
-    pub state: State,
-    /// Unix milliseconds.
-    pub created_at: i64,
-}
 
 /// One row of `tools`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -318,17 +374,38 @@ fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqli
 
 const VERSION_COLS: &str = "v.name, v.version, v.code_hash, v.description, v.required_env, v.functions, v.state, v.created_at";
 
-fn version_row(row: &Row<'_>) -> rusqlite::Result<VersionRow> {
-    Ok(VersionRow {
-        name: row.get(0)?,
+/// A `versions` row as a [`Version`]; `None` for a row whose name no longer passes the rule
+/// ([`ToolName`]), which is left alone and not served. A declared key whose name does not pass
+/// [`KeyName`] is left out of `required_env`: such a key could never be granted anyway.
+fn version_row(row: &Row<'_>) -> rusqlite::Result<Option<Version>> {
+    let name: String = row.get(0)?;
+    let Ok(name) = ToolName::parse(&name) else {
+        tracing::warn!(
+            "the ledger holds a tool named {name:?}, which is not a valid tool name; it is not served"
+        );
+        return Ok(None);
+    };
+    let declared: Vec<String> = json_col(row, 4)?;
+    let required_env = declared
+        .iter()
+        .filter_map(|k| match KeyName::parse(k) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                tracing::warn!(tool = %name, "{e}; it is never granted");
+                None
+            }
+        })
+        .collect();
+    Ok(Some(Version {
+        name,
         version: row.get(1)?,
         code_hash: row.get(2)?,
         description: row.get(3)?,
-        required_env: json_col(row, 4)?,
+        required_env,
         functions: json_col(row, 5)?,
         state: State::parse(&row.get::<_, String>(6)?),
         created_at: row.get(7)?,
-    })
+    }))
 }
 
 fn tool_row(row: &Row<'_>) -> rusqlite::Result<ToolRow> {
@@ -416,7 +493,7 @@ impl Ledger {
     }
 
     /// Every live tool's current version, sorted by name.
-    pub fn current(&self) -> Result<Vec<VersionRow>, LedgerError> {
+    pub fn current(&self) -> Result<Vec<Version>, LedgerError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
             "SELECT {VERSION_COLS} FROM tools t JOIN versions v
@@ -424,11 +501,13 @@ impl Ledger {
              WHERE t.removed_at IS NULL ORDER BY t.name"
         ))?;
         let rows = stmt.query_map([], version_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(rows
+            .filter_map(Result::transpose)
+            .collect::<Result<_, _>>()?)
     }
 
     /// [`Ledger::current`], handing each row to `f` as it is read.
-    pub fn current_each(&self, mut f: impl FnMut(VersionRow)) -> Result<(), LedgerError> {
+    pub fn current_each(&self, mut f: impl FnMut(Version)) -> Result<(), LedgerError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
             "SELECT {VERSION_COLS} FROM tools t JOIN versions v
@@ -437,13 +516,15 @@ impl Ledger {
         ))?;
         let rows = stmt.query_map([], version_row)?;
         for row in rows {
-            f(row?);
+            if let Some(v) = row? {
+                f(v);
+            }
         }
         Ok(())
     }
 
     /// `name`'s current version, unless the tool is unknown or removed.
-    pub fn current_of(&self, name: &str) -> Result<Option<VersionRow>, LedgerError> {
+    pub fn current_of(&self, name: &str) -> Result<Option<Version>, LedgerError> {
         Ok(self
             .conn()
             .query_row(
@@ -455,21 +536,24 @@ impl Ledger {
                 [name],
                 version_row,
             )
-            .optional()?)
+            .optional()?
+            .flatten())
     }
 
     /// Every version of `name` ever committed (removed tools too), oldest first.
-    pub fn versions(&self, name: &str) -> Result<Vec<VersionRow>, LedgerError> {
+    pub fn versions(&self, name: &str) -> Result<Vec<Version>, LedgerError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
             "SELECT {VERSION_COLS} FROM versions v WHERE v.name = ?1 ORDER BY v.version"
         ))?;
         let rows = stmt.query_map([name], version_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(rows
+            .filter_map(Result::transpose)
+            .collect::<Result<_, _>>()?)
     }
 
     /// One version of `name`.
-    pub fn version(&self, name: &str, version: u32) -> Result<Option<VersionRow>, LedgerError> {
+    pub fn version(&self, name: &str, version: u32) -> Result<Option<Version>, LedgerError> {
         Ok(self
             .conn()
             .query_row(
@@ -479,7 +563,8 @@ impl Ledger {
                 params![name, version],
                 version_row,
             )
-            .optional()?)
+            .optional()?
+            .flatten())
     }
 
     /// `name`'s row in `tools`, removed or not.
@@ -555,7 +640,7 @@ impl Ledger {
             tx.bump_generation()?;
             tx.event(
                 Some(name),
-                kind::STATE_CHANGED,
+                Event::StateChanged,
                 &format!("version {version} is now {}: {why}", to.as_str()),
             )?;
             Ok(true)
@@ -577,12 +662,12 @@ impl Ledger {
             tx.bump_generation()?;
             tx.event(
                 Some(name),
-                kind::PIN_BROKEN,
+                Event::PinBroken,
                 &format!("version {version}: {reason}"),
             )?;
             tx.event(
                 Some(name),
-                kind::STATE_CHANGED,
+                Event::StateChanged,
                 &format!("version {version} is now draft: {reason}; it is verified again before it is listed"),
             )?;
             Ok(true)
@@ -592,13 +677,13 @@ impl Ledger {
     /// Take on a piece of work about `name` that every supervisor sharing the home would
     /// otherwise do at once: records a `kind` event with `detail` unless one with the same
     /// detail exists. Returns whether the caller got it.
-    pub fn claim_once(&self, name: &str, kind: &str, detail: &str) -> Result<bool, LedgerError> {
+    pub fn claim_once(&self, name: &str, kind: Event, detail: &str) -> Result<bool, LedgerError> {
         self.write(|tx| {
             let taken = tx
                 .tx
                 .query_row(
                     "SELECT 1 FROM events WHERE tool = ?1 AND kind = ?2 AND detail = ?3 LIMIT 1",
-                    params![name, kind, detail],
+                    params![name, kind.as_str(), detail],
                     |_| Ok(()),
                 )
                 .optional()?
@@ -780,14 +865,14 @@ impl Ledger {
             .conn()
             .query_row(
                 "SELECT detail FROM events WHERE tool = ?1 AND kind = ?2 ORDER BY id DESC LIMIT 1",
-                params![name, kind::STATE_CHANGED],
+                params![name, Event::StateChanged.as_str()],
                 |r| r.get(0),
             )
             .optional()?)
     }
 
     /// Append an audit event (`tool` is `None` for events about autotool itself).
-    pub fn event(&self, tool: Option<&str>, kind: &str, detail: &str) -> Result<(), LedgerError> {
+    pub fn event(&self, tool: Option<&str>, kind: Event, detail: &str) -> Result<(), LedgerError> {
         self.write(|tx| tx.event(tool, kind, detail))
     }
 
@@ -870,7 +955,7 @@ impl Tx<'_> {
     }
 
     /// Insert a version and make it `name`'s current one (reviving a removed tool).
-    pub fn insert_current_version(&self, row: &VersionRow) -> Result<(), LedgerError> {
+    pub fn insert_current_version(&self, row: &Version) -> Result<(), LedgerError> {
         let json = |what, v: Result<String, serde_json::Error>| {
             v.map_err(|source| LedgerError::Json { what, source })
         };
@@ -881,14 +966,14 @@ impl Tx<'_> {
              VALUES (?1, ?2, NULL, ?3)
              ON CONFLICT (name) DO UPDATE SET current_version = excluded.current_version,
                                               removed_at = NULL",
-            params![row.name, row.version, row.created_at],
+            params![row.name.as_str(), row.version, row.created_at],
         )?;
         self.tx.execute(
             "INSERT INTO versions
                (name, version, code_hash, description, required_env, functions, state, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
-                row.name,
+                row.name.as_str(),
                 row.version,
                 row.code_hash,
                 row.description,
@@ -930,10 +1015,10 @@ impl Tx<'_> {
     }
 
     /// Append an audit event in this transaction.
-    pub fn event(&self, tool: Option<&str>, kind: &str, detail: &str) -> Result<(), LedgerError> {
+    pub fn event(&self, tool: Option<&str>, kind: Event, detail: &str) -> Result<(), LedgerError> {
         self.tx.execute(
             "INSERT INTO events (at, tool, kind, detail) VALUES (?1, ?2, ?3, ?4)",
-            params![now_ms(), tool, kind, detail],
+            params![now_ms(), tool, kind.as_str(), detail],
         )?;
         Ok(())
     }
@@ -959,13 +1044,13 @@ mod tests {
             for version in 1..=*versions {
                 ledger
                     .write(|tx| {
-                        tx.insert_current_version(&VersionRow {
-                            name: name.to_string(),
+                        tx.insert_current_version(&Version {
+                            name: ToolName::parse(name).unwrap_or_else(|e| panic!("{e}")),
                             version,
                             code_hash: format!("{version:064}"),
                             description: String::new(),
                             required_env: Vec::new(),
-                            functions: Vec::new(),
+                            functions: Default::default(),
                             state: State::Probation,
                             created_at: now_ms(),
                         })?;
@@ -1054,17 +1139,17 @@ mod tests {
         assert!(reason.contains("draft: its tool.py changed"), "{reason}");
         assert!(
             ledger
-                .claim_once("a", kind::VERIFYING_AGAIN, "code x")
+                .claim_once("a", Event::VerifyingAgain, "code x")
                 .unwrap_or(false)
         );
         assert!(
             !ledger
-                .claim_once("a", kind::VERIFYING_AGAIN, "code x")
+                .claim_once("a", Event::VerifyingAgain, "code x")
                 .unwrap_or(true)
         );
         assert!(
             ledger
-                .claim_once("a", kind::VERIFYING_AGAIN, "code y")
+                .claim_once("a", Event::VerifyingAgain, "code y")
                 .unwrap_or(false)
         );
         // A move from a state the version is no longer in does nothing.

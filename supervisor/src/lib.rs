@@ -36,7 +36,6 @@
 //! launcher.
 #![deny(clippy::print_stdout)]
 
-pub mod app;
 pub mod client;
 pub mod cmd;
 pub mod config;
@@ -47,10 +46,14 @@ pub mod egress;
 pub mod home;
 pub mod host_apps;
 pub mod ledger;
+pub mod library;
+pub mod logging;
 pub mod mcp;
+#[cfg(feature = "own-model")]
 pub mod own_model;
 pub mod pin;
 pub mod redact;
 pub mod registry;
 pub mod tool;
 pub mod verify;
+pub mod version;

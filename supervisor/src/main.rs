@@ -96,6 +96,7 @@ enum Cmd {
     /// See autotool work, offline and without a key: a scripted agent grows a tool for a fake
     /// Hacker-News-like API (verification and repair, consent, redaction, the allowlist), under
     /// the strict sandbox. Exits non-zero if any step does not happen.
+    #[cfg(feature = "own-model")]
     Demo {
         /// Keep the demo's temporary AUTOTOOL_HOME to look at afterwards.
         #[arg(long)]
@@ -136,6 +137,7 @@ enum Cmd {
     /// Do a task with a demo agent on your own model (from ./.env): it writes the tools it lacks
     /// into ./tools and prints each step. No consent prompts or allowlists; tools are still
     /// confined.
+    #[cfg(feature = "own-model")]
     Run {
         /// What to do, in plain words.
         task: String,
@@ -236,13 +238,16 @@ fn main() -> ExitCode {
     if let Cmd::Connect = &cli.command {
         return connect();
     }
+    #[cfg(feature = "own-model")]
     if let Cmd::Demo { keep } = &cli.command {
         return demo(*keep);
     }
     // Not for `serve`: there stdout is the JSON-RPC channel, written from the runtime's threads.
     let mut stdout = std::io::stdout().lock();
     match cli.command {
-        Cmd::Serve { .. } | Cmd::Connect | Cmd::Demo { .. } => ExitCode::FAILURE,
+        Cmd::Serve { .. } | Cmd::Connect => ExitCode::FAILURE,
+        #[cfg(feature = "own-model")]
+        Cmd::Demo { .. } => ExitCode::FAILURE,
         Cmd::Service { cmd } => service(cmd, &mut stdout),
         Cmd::Config { json, get } => config(json, get.as_deref(), &mut stdout),
         Cmd::Doctor { json } => {
@@ -281,7 +286,8 @@ fn main() -> ExitCode {
         } => setup_hosts(apps, dry_run, service, &mut stdout),
         Cmd::Tools { cmd } => autotool::cmd::tools::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => autotool::cmd::keys::run(cmd, &mut stdout),
-        Cmd::Run { task } => autotool::own_model::run::main(&task, &mut stdout),
+        #[cfg(feature = "own-model")]
+        Cmd::Run { task } => autotool::cmd::run::main(&task, &mut stdout),
     }
 }
 
@@ -391,10 +397,11 @@ fn setup_hosts(
     }
 }
 
+#[cfg(feature = "own-model")]
 fn demo(keep: bool) -> ExitCode {
     let out: std::sync::Arc<std::sync::Mutex<dyn Write + Send>> =
         std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
-    block_on("demo", autotool::own_model::demo::run(out, keep))
+    block_on("demo", autotool::cmd::demo::run(out, keep))
 }
 
 fn connect() -> ExitCode {

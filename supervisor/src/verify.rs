@@ -2,16 +2,17 @@
 //! `create_tool`, synthesis, a file placed by hand, an import).
 //!
 //! Stages, in order, each bounded in time; the first failure ends verification:
-//! 1. [`Stage::Lint`]: the code's size, then the runtime's `ruff` for syntax errors and
-//!    undefined names ([`lint`], bounded by [`LINT_TIMEOUT`]).
+//! 1. [`Stage::Lint`]: the runtime's `ruff` for syntax errors and undefined names ([`lint`],
+//!    bounded by [`LINT_TIMEOUT`]). (The code's size is the registry's rule, checked when it is
+//!    staged.)
 //! 2. [`Stage::Declarations`]: `REQUIRED_ENV` read statically from the source
 //!    ([`required_env`]); no tool code runs outside the launcher, not even to learn what it
 //!    declares.
 //! 3. [`Stage::Launch`]: the code written to the caller's staged directory and the process
 //!    started with the caller's [`ToolSpec`] (confined through `autotool-launcher`, or not).
 //! 4. [`Stage::Initialize`]: the MCP `initialize` handshake, within the spec's start timeout.
-//! 5. [`Stage::ListTools`]: `tools/list`: at least one function, valid names, object schemas
-//!    ([`check_tools`]).
+//! 5. [`Stage::ListTools`]: `tools/list`: at least one function, valid names that fit with
+//!    the tool's own in a mounted name and hold no key value, object schemas ([`check_tools`]).
 //! 6. [`Stage::SmokeTest`]: the optional call the author asked for, within its timeout.
 //! 7. [`Stage::Robustness`]: edge-case calls derived from each function's input schema
 //!    ([`probes`]); a function that crashes on one, or hangs, fails. Whether they run is
@@ -20,8 +21,10 @@
 //!
 //! Which keys the tool receives is the caller's decision (the spec's environment); [`verify`]
 //! only reports what the code declares. A caller that must ask for consent before anything runs
-//! calls [`check_source`] (stages 1–2) first. A [`VerifyFailure`] carries the tool's stderr and
-//! ruff's report verbatim: redact it before it reaches a model.
+//! calls [`check_source`] (stages 1–2) first. Every log a [`VerifyFailure`] carries (ruff's
+//! report, the tool's stderr) is redacted with the request's redactor *before* it is cut to
+//! size, so a key value straddling the cut cannot leave a piece behind; the message is redacted
+//! again where it is rendered for the host.
 //!
 //! Layout: [`declarations`] reads `REQUIRED_ENV`; [`lint`](mod@lint) runs ruff; [`probes`] plans
 //! and makes the robustness calls.
@@ -34,16 +37,17 @@ pub use declarations::{EXPECTED_FORM, required_env};
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
 pub use probes::{PROBE_BUDGET, PROBE_TIMEOUT};
 
+use crate::redact::Redactor;
 use crate::tool::process::{
     CallOutcome, InitFailure, SandboxMode, ToolInfo, ToolProcError, ToolProcess, ToolSpec,
 };
 use crate::tool::runtime::{self, Python};
+use autotool_policy::names::{FunctionName, KeyName, MountedName, ToolName};
 use rmcp::model::JsonObject;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Largest tool source accepted, in bytes.
-pub const MAX_CODE_BYTES: usize = 256 << 10;
 /// Default bound on the smoke test's call.
 pub const SMOKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest name, description and schemas of one function together, serialised.
@@ -141,6 +145,34 @@ impl VerifyFailure {
             log: log.into(),
         }
     }
+
+    /// The same failure with every known key value replaced in its message and log.
+    pub fn redacted(self, redactor: Option<&Redactor>) -> Self {
+        match redactor {
+            None => self,
+            Some(r) => VerifyFailure {
+                stage: self.stage,
+                message: r.redact(&self.message).into_owned(),
+                log: r.redact(&self.log).into_owned(),
+            },
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The redactor of the verification running on this task: every cut of a log
+    /// ([`cap_head`], [`cap_tail`], [`tail_of`]) redacts through it first.
+    static SCRUB: Option<Arc<Redactor>>;
+}
+
+/// `text` with every value the running verification's redactor knows replaced (unchanged
+/// outside a verification).
+fn scrub(text: &str) -> std::borrow::Cow<'_, str> {
+    SCRUB
+        .try_with(|r| r.as_ref().map(|r| r.redact(text).into_owned()))
+        .ok()
+        .flatten()
+        .map_or(std::borrow::Cow::Borrowed(text), std::borrow::Cow::Owned)
 }
 
 impl std::fmt::Display for VerifyFailure {
@@ -212,7 +244,7 @@ impl Thoroughness {
     }
 
     /// Why a tool declaring `declared` keys is not probed at this level; `None`: it is.
-    pub fn skips(self, declared: &[String]) -> Option<Skipped> {
+    pub fn skips(self, declared: &[KeyName]) -> Option<Skipped> {
         match self {
             Thoroughness::Quick => Some(Skipped::Quick),
             Thoroughness::Standard if !declared.is_empty() => Some(Skipped::DeclaresKeys),
@@ -267,8 +299,8 @@ impl std::fmt::Display for Robustness {
 /// What to verify, and how.
 #[derive(Debug, Clone)]
 pub struct VerifyRequest {
-    /// The tool's name (for logs).
-    pub name: String,
+    /// The tool's name: its functions' mounted names must fit with it.
+    pub name: ToolName,
     /// Its source. [`verify`] writes it to `spec.tool_dir/spec.tool_file` (unless that file
     /// already holds exactly this), so what is linted is what runs.
     pub code: String,
@@ -287,13 +319,19 @@ pub struct VerifyRequest {
     pub probe_timeout: Duration,
     /// No probe starts after this much time probing.
     pub probe_budget: Duration,
+    /// `REQUIRED_ENV` as the caller already read it from `code` (so it is read once per
+    /// create); `None` reads it here.
+    pub declared: Option<Vec<KeyName>>,
+    /// Every key value autotool knows: logs are redacted with it before they are cut, and a
+    /// function whose name holds a value is refused.
+    pub redactor: Option<Arc<Redactor>>,
 }
 
 impl VerifyRequest {
     /// A request with no smoke test, [`Thoroughness::Standard`] and the default bounds.
-    pub fn new(name: impl Into<String>, code: impl Into<String>, spec: ToolSpec) -> Self {
+    pub fn new(name: ToolName, code: impl Into<String>, spec: ToolSpec) -> Self {
         VerifyRequest {
-            name: name.into(),
+            name,
             code: code.into(),
             smoke_test: None,
             spec,
@@ -302,6 +340,8 @@ impl VerifyRequest {
             thoroughness: Thoroughness::default(),
             probe_timeout: PROBE_TIMEOUT,
             probe_budget: PROBE_BUDGET,
+            declared: None,
+            redactor: None,
         }
     }
 }
@@ -312,7 +352,7 @@ impl VerifyRequest {
 pub struct Verified {
     pub process: ToolProcess,
     pub tools: Vec<ToolInfo>,
-    pub required_env: Vec<String>,
+    pub required_env: Vec<KeyName>,
     /// The smoke test's answer, when one was asked for.
     pub smoke: Option<CallOutcome>,
     /// Whether the probes ran, and how many.
@@ -326,9 +366,13 @@ pub struct Verified {
 /// been shut down.
 pub async fn verify(req: VerifyRequest) -> Result<Verified, VerifyFailure> {
     let name = req.name.clone();
+    let redactor = req.redactor.clone();
     let mut timings = Vec::new();
     let t0 = Instant::now();
-    let result = run(req, &mut timings).await;
+    let result = SCRUB
+        .scope(redactor.clone(), run(req, &mut timings))
+        .await
+        .map_err(|f| f.redacted(redactor.as_deref()));
     match &result {
         Ok(_) => tracing::info!(tool = %name, took = ?t0.elapsed(), "verified"),
         Err(f) => {
@@ -349,7 +393,7 @@ pub async fn verify(req: VerifyRequest) -> Result<Verified, VerifyFailure> {
 type Passed = (
     ToolProcess,
     Vec<ToolInfo>,
-    Vec<String>,
+    Vec<KeyName>,
     Option<CallOutcome>,
     Robustness,
 );
@@ -359,7 +403,7 @@ async fn run(
     timings: &mut Vec<(Stage, Duration)>,
 ) -> Result<Passed, VerifyFailure> {
     let VerifyRequest {
-        name: _,
+        name,
         code,
         smoke_test,
         spec,
@@ -368,8 +412,11 @@ async fn run(
         thoroughness,
         probe_timeout,
         probe_budget,
+        declared,
+        redactor,
     } = req;
-    let required_env = check_source_timed(&code, &spec.python, lint_timeout, timings).await?;
+    let required_env =
+        check_source_timed(&code, &spec.python, lint_timeout, declared, timings).await?;
 
     let t = Instant::now();
     stage_file(&spec, &code)?;
@@ -397,7 +444,7 @@ async fn run(
 
     let t = Instant::now();
     let listed = match process.list_tools().await {
-        Ok(tools) => check_tools(&tools).map(|()| tools),
+        Ok(tools) => check_tools(&name, &tools, redactor.as_deref()).map(|()| tools),
         Err(e) => Err(call_failure(Stage::ListTools, e)),
     };
     let tools = match listed {
@@ -460,28 +507,18 @@ pub async fn check_source(
     code: &str,
     python: &Python,
     lint_timeout: Duration,
-) -> Result<Vec<String>, VerifyFailure> {
-    check_source_timed(code, python, lint_timeout, &mut Vec::new()).await
+) -> Result<Vec<KeyName>, VerifyFailure> {
+    check_source_timed(code, python, lint_timeout, None, &mut Vec::new()).await
 }
 
 async fn check_source_timed(
     code: &str,
     python: &Python,
     lint_timeout: Duration,
+    declared: Option<Vec<KeyName>>,
     timings: &mut Vec<(Stage, Duration)>,
-) -> Result<Vec<String>, VerifyFailure> {
+) -> Result<Vec<KeyName>, VerifyFailure> {
     let t = Instant::now();
-    if code.len() > MAX_CODE_BYTES {
-        return Err(VerifyFailure::new(
-            Stage::Lint,
-            format!(
-                "the code is {} KiB; a tool may be at most {} KiB: keep one tool to one purpose",
-                code.len().div_ceil(1024),
-                MAX_CODE_BYTES >> 10
-            ),
-            "",
-        ));
-    }
     if code.trim().is_empty() {
         return Err(VerifyFailure::new(Stage::Lint, "the code is empty", ""));
     }
@@ -489,8 +526,10 @@ async fn check_source_timed(
     timings.push((Stage::Lint, t.elapsed()));
 
     let t = Instant::now();
-    let declared =
-        required_env(code).map_err(|m| VerifyFailure::new(Stage::Declarations, m, ""))?;
+    let declared = match declared {
+        Some(d) => d,
+        None => required_env(code).map_err(|m| VerifyFailure::new(Stage::Declarations, m, ""))?,
+    };
     timings.push((Stage::Declarations, t.elapsed()));
     Ok(declared)
 }
@@ -591,42 +630,57 @@ fn split(e: ToolProcError) -> (String, String) {
     }
 }
 
-/// The [`Stage::ListTools`] rules: at least one function; names that match
-/// `^[a-zA-Z][a-zA-Z0-9_]{0,63}$`, each once; input schemas with `"type": "object"`; output
-/// schemas, where present, likewise; each function's name, description and schemas at most
-/// [`MAX_FUNCTION_BYTES`].
-pub fn check_tools(tools: &[ToolInfo]) -> Result<(), VerifyFailure> {
+/// The [`Stage::ListTools`] rules: at least one function; names that are [`FunctionName`]s,
+/// each once, that fit with `tool`'s name in a [`MountedName`], and that hold no key value
+/// (a name is an identity hosts show and keep: it is refused, not redacted); input schemas
+/// with `"type": "object"`; output schemas, where present, likewise; each function's name,
+/// description and schemas at most [`MAX_FUNCTION_BYTES`].
+pub fn check_tools(
+    tool: &ToolName,
+    tools: &[ToolInfo],
+    redactor: Option<&Redactor>,
+) -> Result<(), VerifyFailure> {
     let fail = |m: String| Err(VerifyFailure::new(Stage::ListTools, m, ""));
     if tools.is_empty() {
         return fail(
             "the tool offers no functions: register at least one with `@mcp.tool()` above a function defined before `mcp.run()`".into(),
         );
     }
-    for (i, tool) in tools.iter().enumerate() {
-        let name = &tool.name;
-        if !valid_function_name(name) {
+    for (i, f) in tools.iter().enumerate() {
+        let name = &f.name;
+        if let Some(r) = redactor
+            && let shown = r.redact(name)
+            && shown != name.as_str()
+        {
             return fail(format!(
-                "function name {name:?} is not allowed: a name starts with a letter and holds only letters, digits and `_`, at most 64 characters; rename the function (or pass name=\"...\" to @mcp.tool())"
+                "function name {shown:?} holds the value of a key; a function's name is shown to every host, so it may never hold a credential: name the function for what it does"
             ));
+        }
+        let function = match FunctionName::parse(name) {
+            Ok(f) => f,
+            Err(e) => return fail(e.to_string()),
+        };
+        if let Err(e) = MountedName::join(tool, &function) {
+            return fail(e.to_string());
         }
         if tools[..i].iter().any(|t| &t.name == name) {
             return fail(format!(
                 "two functions are named {name:?}; give each a name of its own"
             ));
         }
-        if let Some(why) = not_an_object_schema(&tool.input_schema) {
+        if let Some(why) = not_an_object_schema(&f.input_schema) {
             return fail(format!(
                 "function {name:?} has an input schema that {why}; its parameters must form a JSON object schema (\"type\": \"object\"), which the SDK writes for plain typed parameters"
             ));
         }
-        if let Some(output) = &tool.output_schema
+        if let Some(output) = &f.output_schema
             && let Some(why) = not_an_object_schema(output)
         {
             return fail(format!(
                 "function {name:?} has an output schema that {why}; return a str, a dict or a pydantic model and let the SDK describe it"
             ));
         }
-        let size = serde_json::to_vec(tool).map(|v| v.len()).unwrap_or(0);
+        let size = serde_json::to_vec(f).map(|v| v.len()).unwrap_or(0);
         if size > MAX_FUNCTION_BYTES {
             return fail(format!(
                 "function {name:?} is described in {} KiB (name, description and schemas); keep it under {} KiB",
@@ -636,12 +690,6 @@ pub fn check_tools(tools: &[ToolInfo]) -> Result<(), VerifyFailure> {
         }
     }
     Ok(())
-}
-
-fn valid_function_name(name: &str) -> bool {
-    name.len() <= 64
-        && name.starts_with(|c: char| c.is_ascii_alphabetic())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn not_an_object_schema(schema: &JsonObject) -> Option<String> {
@@ -755,8 +803,9 @@ fn tool_frame(line: &str, tool_file: &str) -> Option<String> {
     ours.then(|| format!("{tool_file}, {place}"))
 }
 
-/// At most [`LOG_CAP`] bytes of `text`, its start kept.
+/// At most [`LOG_CAP`] bytes of `text`, its start kept, redacted before it is cut.
 fn cap_head(text: &str) -> String {
+    let text = scrub(text);
     if text.len() <= LOG_CAP {
         return text.to_string();
     }
@@ -773,8 +822,10 @@ fn cap_tail(text: &str) -> String {
 }
 
 /// At most `max` bytes of `text` (on a character boundary), its end kept, with a note of how
-/// much came before. A traceback lives at the end of a log.
+/// much came before; redacted (inside a verification) before it is cut. A traceback lives at
+/// the end of a log.
 pub fn tail_of(text: &str, max: usize) -> String {
+    let text = scrub(text);
     if text.len() <= max {
         return text.to_string();
     }
@@ -814,8 +865,8 @@ mod tests {
 
     #[test]
     fn probes_run_for_tools_without_keys_unless_quick_and_for_any_when_thorough() {
-        let none: Vec<String> = Vec::new();
-        let keys = vec!["WEATHER_API_KEY".to_string()];
+        let none: Vec<KeyName> = Vec::new();
+        let keys = vec![KeyName::parse("WEATHER_API_KEY").unwrap_or_else(|e| panic!("{e}"))];
         let decide = |t: Thoroughness| (t.skips(&none), t.skips(&keys));
         assert_eq!(
             decide(Thoroughness::Quick),
@@ -835,19 +886,6 @@ mod tests {
             );
         }
         assert_eq!(Thoroughness::named("Thorough"), None);
-    }
-
-    #[test]
-    fn function_names() {
-        assert!(valid_function_name("search"));
-        assert!(valid_function_name("get_URL2"));
-        assert!(valid_function_name(&"a".repeat(64)));
-        assert!(!valid_function_name(&"a".repeat(65)));
-        assert!(!valid_function_name("_private"));
-        assert!(!valid_function_name("2fast"));
-        assert!(!valid_function_name("has-dash"));
-        assert!(!valid_function_name("ünï"));
-        assert!(!valid_function_name(""));
     }
 
     #[test]

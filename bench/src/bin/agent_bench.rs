@@ -2,13 +2,13 @@
 //! `autotool serve`, end to end: the credentials flow as a host lives it.
 //!
 //! Each trial has a fresh `$AUTOTOOL_HOME`, a fresh Hacker-News-like API on loopback that wants
-//! `Authorization: Bearer <key>` (`autotool::own_model::demo::fakes::fake_api`), the key in serve's
+//! `Authorization: Bearer <key>` (`autotool::cmd::demo::fakes::fake_api`), the key in serve's
 //! environment as `HN_API_KEY` and the API's root as `HN_API_BASE`, and an agent
 //! (`autotool::own_model::agent::run_agent_with`) given a task that needs a tool for that API. Consent
 //! questions are answered yes, and counted. A trial succeeds when the answer names the top three
 //! stories.
 //!
-//! The model is the scripted one of `autotool demo` (`autotool::own_model::demo::fakes::scripted_model`,
+//! The model is the scripted one of `autotool demo` (`autotool::cmd::demo::fakes::scripted_model`,
 //! Chat Completions on loopback: it writes a broken tool, repairs it from the failure, calls
 //! it) unless `--provider-env FILE` names a real one, in the variables of a
 //! `$AUTOTOOL_HOME/.env` (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, or `OPENAI_BASE_URL` +
@@ -22,10 +22,10 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use autotool::client::ConnectOptions;
+use autotool::cmd::demo::fakes::{STORIES, fake_api, scripted_model};
 use autotool::own_model::agent::{
     AgentOptions, Provider, Step, provider_from_vars, run_agent_with,
 };
-use autotool::own_model::demo::fakes::{STORIES, fake_api, scripted_model};
 use clap::Parser;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

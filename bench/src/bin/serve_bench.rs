@@ -814,7 +814,7 @@ fn preregister(root: &Path, count: usize) -> Result<()> {
     };
     for i in 0..count {
         let name = format!("reg_{i:03}");
-        let staged = registry.stage(&name, TOOL_CODE)?;
+        let staged = registry.stage(&autotool_policy::names::ToolName::parse(&name)?, TOOL_CODE)?;
         registry.commit(
             staged,
             Manifest {
@@ -837,8 +837,9 @@ fn idle_serve(setup: &Setup, home: &Path, expect: usize, settle: Duration) -> Re
     let listed = list["tools"].as_array().map_or(0, Vec::len);
     // The built-ins are always there; with more tools than the list limit, only the most used
     // (one function each here).
-    let builtins = autotool::mcp::handler::BUILTINS;
-    let expected = builtins + expect.min(autotool::app::DEFAULT_LIST_LIMIT - builtins);
+    let builtins = autotool::mcp::listing::BUILTINS;
+    let expected =
+        builtins + expect.min(autotool::library::settings::DEFAULT_LIST_LIMIT - builtins);
     if listed != expected {
         println!("  note: tools/list gave {listed} tools, expected {expected}");
     }

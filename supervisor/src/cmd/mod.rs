@@ -1,8 +1,12 @@
 //! The `autotool` command line, one module per verb.
 
 pub mod connect;
+#[cfg(feature = "own-model")]
+pub mod demo;
 pub mod doctor;
 pub mod keys;
+#[cfg(feature = "own-model")]
+pub mod run;
 pub mod serve;
 pub mod service;
 pub mod setup;

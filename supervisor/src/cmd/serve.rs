@@ -9,10 +9,11 @@
 //! environment scrubbing. Its settings come from [`crate::config`], as `autotool config` shows
 //! them.
 
-use crate::app::App;
 use crate::config::Config;
 use crate::home::Home;
-use crate::mcp::handler::AutotoolServer;
+use crate::library::Library;
+use crate::mcp::Rendered;
+use crate::mcp::handler::Surface;
 use crate::tool::process::SandboxMode;
 use rmcp::ServiceExt;
 use std::path::PathBuf;
@@ -98,11 +99,12 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     }
     let poll = settings.poll_interval;
     let idle = settings.idle_timeout;
-    let app = App::new(settings, home)?;
+    let app = Library::new(settings, home)?;
+    let surface = Surface::new(app.clone());
     if app.settings.allow_all_keys {
         let _ = app.registry.event(
             None,
-            crate::ledger::kind::CONSENT_GRANTED,
+            crate::ledger::Event::ConsentGranted,
             "serve started with --dangerously-allow-all-tools: declared keys are granted \
              without asking",
         );
@@ -132,9 +134,9 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
                 stop.cancel();
             })
         };
-        let tools = app.mounted().tools.len();
+        let tools = app.snapshot().tools.len();
         let home = app.home.root().display().to_string();
-        let served = crate::mcp::http::serve(app.clone(), options, stop, |at| {
+        let served = crate::mcp::http::serve(surface, options, stop, |at| {
             tracing::info!(tools, home, "autotool serve listening on {at}");
         })
         .await;
@@ -144,11 +146,11 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         return served;
     }
     tracing::info!(
-        tools = app.mounted().tools.len(),
+        tools = app.snapshot().tools.len(),
         home = %app.home.root().display(),
         "autotool serve ready on stdio"
     );
-    let server = AutotoolServer::new(app.clone());
+    let server = Rendered::new(surface, "stdio");
     let guard = crate::mcp::stdio::guarded();
     match server.serve((guard.reader, guard.writer)).await {
         Ok(running) => {

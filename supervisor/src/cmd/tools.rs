@@ -5,7 +5,7 @@
 
 use crate::home::Home;
 use crate::ledger::{self, CallRow, EventRow, ToolStats};
-use crate::registry::{Registry, RegistryError, ToolVersion};
+use crate::registry::{Registry, RegistryError, Version};
 use autotool_policy::lifecycle::Manual;
 use serde::Serialize;
 use std::io::{self, Write};
@@ -244,18 +244,16 @@ fn health(registry: &Registry, name: &str, version: u32) -> Result<Health, CliEr
 
 fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), CliError> {
     let mut entries = Vec::new();
-    let since =
-        ledger::now_ms() - i64::try_from(crate::app::USAGE_WINDOW.as_millis()).unwrap_or(i64::MAX);
+    let since = ledger::now_ms()
+        - i64::try_from(crate::library::settings::USAGE_WINDOW.as_millis()).unwrap_or(i64::MAX);
     let uses = registry.ledger().uses_since(since)?;
     for tv in registry.current()? {
-        let versions = registry
-            .versions(&tv.name)?
-            .iter()
-            .map(|v| v.version)
-            .collect();
-        let stats = registry.stats(&tv.name)?;
-        let health = health(registry, &tv.name, tv.version)?;
-        let state_reason = registry.ledger().state_reason(&tv.name)?;
+        let dir = registry.dir_of(&tv).display().to_string();
+        let name = tv.name.as_str();
+        let versions = registry.versions(name)?.iter().map(|v| v.version).collect();
+        let stats = registry.stats(name)?;
+        let health = health(registry, name, tv.version)?;
+        let state_reason = registry.ledger().state_reason(name)?;
         entries.push(ListEntry {
             health,
             state_reason,
@@ -263,16 +261,16 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
             state: tv.state.as_str(),
             listed: tv.state.listed(),
             functions: tv.functions.iter().map(|f| f.name.clone()).collect(),
-            pin: tv.pin(),
-            calls_30d: uses.get(&tv.name).copied().unwrap_or(0),
-            keys: tv.required_env.clone(),
+            pin: crate::pin::of(&tv),
+            calls_30d: uses.get(name).copied().unwrap_or(0),
+            keys: tv.required_env.iter().map(ToString::to_string).collect(),
             calls: stats.calls,
             failures: stats.failures,
             last_error: stats.last_error,
             created_at: ledger::format_ms(tv.created_at),
-            dir: tv.dir.display().to_string(),
-            code_hash: tv.code_hash,
-            name: tv.name,
+            dir,
+            code_hash: tv.code_hash.clone(),
+            name: tv.name.to_string(),
             version: tv.version,
             description: tv.description,
         });
@@ -332,13 +330,21 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
     Ok(())
 }
 
+/// A version with where it lives, for `tools show --json`.
+#[derive(Debug, Clone, Serialize)]
+struct VersionView {
+    #[serde(flatten)]
+    version: Version,
+    dir: String,
+}
+
 /// `tools show --json`.
 #[derive(Debug, Serialize)]
 struct ShowOutput {
     name: String,
     removed_at: Option<String>,
-    current: Option<ToolVersion>,
-    versions: Vec<ToolVersion>,
+    current: Option<VersionView>,
+    versions: Vec<VersionView>,
     stats: ToolStats,
     recent_calls: Vec<CallRow>,
     recent_events: Vec<EventRow>,
@@ -350,10 +356,17 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
     let Some(tool) = registry.tool(name)? else {
         return Err(RegistryError::NotFound(name.to_string()).into());
     };
-    let versions = registry.versions(name)?;
+    let versions: Vec<VersionView> = registry
+        .versions(name)?
+        .into_iter()
+        .map(|v| VersionView {
+            dir: registry.dir_of(&v).display().to_string(),
+            version: v,
+        })
+        .collect();
     let current = tool
         .current_version
-        .and_then(|c| versions.iter().find(|v| v.version == c).cloned());
+        .and_then(|c| versions.iter().find(|v| v.version.version == c).cloned());
     let output = ShowOutput {
         name: name.to_string(),
         removed_at: tool.removed_at.map(ledger::format_ms),
@@ -374,7 +387,8 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         Some(at) => writeln!(out, "{name} (removed {at})")?,
         None => writeln!(out, "{name}")?,
     }
-    if let Some(cur) = &output.current {
+    if let Some(view) = &output.current {
+        let cur = &view.version;
         writeln!(
             out,
             "current version: {} ({})",
@@ -387,13 +401,18 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         writeln!(out, "keys: {}", or_none(&cur.required_env))?;
         writeln!(
             out,
-            "code: {} (sha256 {})",
-            cur.tool_file().display(),
+            "code: {}/{} (sha256 {})",
+            view.dir,
+            crate::version::TOOL_FILE,
             cur.code_hash
         )?;
-        writeln!(out, "pin: {} (code, description and schemas)", cur.pin())?;
+        writeln!(
+            out,
+            "pin: {} (code, description and schemas)",
+            crate::pin::of(cur)
+        )?;
         writeln!(out, "functions:")?;
-        for f in &cur.functions {
+        for f in &cur.functions.specs() {
             writeln!(
                 out,
                 "  {}: {}",
@@ -411,7 +430,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         }
     }
     writeln!(out, "versions:")?;
-    for v in &output.versions {
+    for v in output.versions.iter().map(|v| &v.version) {
         writeln!(
             out,
             "  {:>3}  {}  {}  sha256 {}",
@@ -480,11 +499,15 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
     Ok(())
 }
 
-fn or_none(items: &[String]) -> String {
+fn or_none<T: AsRef<str>>(items: &[T]) -> String {
     if items.is_empty() {
         "(none)".to_string()
     } else {
-        items.join(", ")
+        items
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

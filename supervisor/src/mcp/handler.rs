@@ -6,23 +6,29 @@
 //! - 2026-07-28 hosts call `server/discover`, carry their version in each request's `_meta`, and
 //!   hear of list changes only on the `subscriptions/listen` streams they open.
 //!
-//! The list of mounted tools is a snapshot swapped atomically; `get_tool` (synchronous, used by
-//! rmcp to validate calls) reads it without waiting, and also finds the functions of tools the
-//! list limit leaves out, so calls to them by name work. The tool list is sorted by name and
-//! the same for every connection.
+//! A `tools/call` is parsed once into a typed [`Request`], consent is obtained for the version
+//! it would run, and one handler per kind of request calls the library and renders its typed
+//! result ([`super::render`]). The tool list is built once per snapshot and shared by every
+//! connection; `get_tool` (synchronous, used by rmcp to validate calls) reads it without
+//! waiting, and also finds the functions of tools the list limit leaves out, so calls to them by
+//! name work.
 
-use crate::app::{App, MountedTool, Secrets};
+use super::listing;
+use super::render::{self, Renderer};
+use super::request::{ParseError, Request};
+use crate::library::{CallError, Library};
+use crate::version::Subject;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 /// The protocol revisions autotool is tested against.
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
@@ -31,280 +37,231 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2026_07_28,
 ];
 
-/// Separator between a tool's name and its function's in a mounted name.
-pub const SEPARATOR: &str = "__";
+/// What every connection of one serve shares: the library, and the tool list rendered for its
+/// current snapshot.
+#[derive(Debug)]
+pub struct Surface {
+    pub library: Arc<Library>,
+    /// The tool list of the snapshot revision it was built for.
+    list: RwLock<Option<(u64, Arc<Vec<Tool>>)>>,
+}
 
-/// What `create_tool` tells the agent (the template), before the sentence on keys. It is also
-/// the core of the instructions of autotool's own model in `synthesize_tool`.
-pub const CREATE_TOOL_DESCRIPTION: &str = "\
-Create (or replace) a tool when you need something you have no tool for: a web API, live data, \
-a local service. Write a small Python MCP server; autotool lints it, runs it in a sandbox, checks \
-its tools and an optional smoke test, probes each function with edge-case input from its schema \
-(empty and huge strings, unicode, boundary numbers, missing optional arguments), and mounts each \
-function as `<name>__<function>`. On failure you get the stage that failed and the log \
-(traceback included): fix the code and call create_tool again with the same name. Template:
+impl Surface {
+    pub fn new(library: Arc<Library>) -> Arc<Surface> {
+        Arc::new(Surface {
+            library,
+            list: RwLock::new(None),
+        })
+    }
 
-```python
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-import os, httpx2
+    /// The tool list for the current snapshot, built (and redacted) once per snapshot.
+    pub fn tools(&self) -> Arc<Vec<Tool>> {
+        let snapshot = self.library.snapshot();
+        if let Some((revision, list)) = &*self.list.read().unwrap_or_else(|p| p.into_inner())
+            && *revision == snapshot.revision
+        {
+            return list.clone();
+        }
+        let secrets = self.library.secrets();
+        let renderer = self.renderer(&secrets);
+        let list: Vec<Tool> =
+            listing::tool_list(&snapshot, &secrets.names, self.library.settings.list_limit)
+                .into_iter()
+                .filter_map(|t| renderer.value(&t))
+                .collect();
+        let list = Arc::new(list);
+        *self.list.write().unwrap_or_else(|p| p.into_inner()) =
+            Some((snapshot.revision, list.clone()));
+        list
+    }
 
-REQUIRED_ENV = [\"WEATHER_API_KEY\"]   # credentials this tool needs (names only; [] if none)
-mcp = MCPServer(\"weather\")
+    /// The server instructions.
+    pub fn instructions(&self) -> String {
+        let secrets = self.library.secrets();
+        self.renderer(&secrets).text(&listing::instructions(
+            &self.library.snapshot(),
+            &secrets.names,
+            self.library.settings.list_limit,
+        ))
+    }
 
-@mcp.tool()
-def forecast(city: str, days: int = 3) -> str:
-    \"\"\"Forecast for a city.\"\"\"
-    base = os.environ.get(\"WEATHER_API_BASE\", \"https://api.weather.example\")
-    r = httpx2.get(f\"{base}/forecast\", params={\"q\": city, \"days\": days},
-                   headers={\"Authorization\": os.environ[\"WEATHER_API_KEY\"]})
-    if r.status_code != 200:
-        raise ToolError(f\"weather API said {r.status_code}: {r.text[:200]}\")
-    return r.text
+    fn renderer<'a>(&self, secrets: &'a crate::library::Secrets) -> Renderer<'a> {
+        Renderer {
+            secrets,
+            cap: self.library.settings.max_output_bytes,
+        }
+    }
+}
 
-if __name__ == \"__main__\":
-    mcp.run()
-```
-
-Rules: one file, standard library plus `mcp` and `httpx2`; no subprocesses, no files outside \
-/tmp; type-annotate every argument; raise ToolError for errors the caller should read (an \
-unexpected exception on any input the schema accepts fails the probes); read API base URLs from \
-`*_API_BASE` variables so the tool can be pointed at a test server. `name` matches \
-^[a-z][a-z0-9_]{0,39}$ without `__`. `verify`: \"standard\" (default) probes tools that declare \
-no keys; \"thorough\" probes even those (it may spend API quota); \"quick\" skips the probes.";
-
-/// How many built-in tools every list holds.
-pub const BUILTINS: usize = 3;
-
-const SEARCH_TOOLS_DESCRIPTION: &str = "\
-Find tools already made, by what they do, before you write one: {query, limit?}. Results are \
-ranked by score = 0.5 × text relevance (BM25 and the share of your words each tool has, over its \
-name, description, functions and parameters) + 0.35 × observed success rate of its recent calls \
-+ 0.15 × trust (active 1, on probation 0.5), so a tool that works beats a better-described one \
-that keeps failing. Each result gives the tool's functions with their input schemas, its state, \
-success rate and score breakdown, and how to call it: run_tool {tool, function, arguments}, \
-which works for every tool, listed or not.";
-
-const RUN_TOOL_DESCRIPTION: &str = "\
-Call a function of a tool created with create_tool: {tool, function, arguments}. Use it when your \
-tool list has not refreshed yet after create_tool, or to call any created tool by name. The \
-result is the function's own. A tool that kept failing is quarantined (off the list); `force: \
-true` calls it anyway.";
-
-/// The server; one per connection, sharing the [`App`].
+/// The server; one per connection (or, for 2026-07-28 requests over HTTP, per request),
+/// sharing the [`Surface`].
 #[derive(Debug, Clone)]
 pub struct AutotoolServer {
-    app: Arc<App>,
+    surface: Arc<Surface>,
+    /// The connection's kind, for what a consent question is bound to (`stdio`, `http`).
+    transport: &'static str,
+}
+
+/// Whether the request comes from a 2026-07-28 host (no `initialize` in its era).
+pub fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| !v.has_initialize())
+}
+
+/// The channel a request came on: the transport, who it authenticated as (over HTTP) and its
+/// session, when it has one. A consent question is answered only on the channel it was asked.
+fn channel(transport: &str, context: &RequestContext<RoleServer>) -> String {
+    let Some(parts) = context.extensions.get::<http::request::Parts>() else {
+        return transport.to_string();
+    };
+    let principal = parts
+        .extensions
+        .get::<super::http::Principal>()
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| "anonymous".into());
+    let session = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    format!("{transport}|{principal}|{session}")
 }
 
 impl AutotoolServer {
-    /// The tool version a call would run, when it declares keys: `create_tool`'s code, or the
-    /// mounted tool behind `run_tool` and `<tool>__<function>`. `None` when there is nothing to
-    /// consent to (or the call is malformed, which it then reports itself).
-    fn consent_subject(&self, name: &str, args: &JsonObject) -> Option<crate::consent::Subject> {
-        let tool = match name {
-            "create_tool" => {
-                let tool = args.get("name").and_then(Value::as_str)?;
-                let code = args.get("code").and_then(Value::as_str)?;
-                if !crate::app::valid_tool_name(tool)
-                    || code.len() > self.app.settings.max_code_bytes
-                {
-                    return None;
-                }
-                let subject = App::subject_for_code(tool, code);
-                return (!subject.declared.is_empty()).then_some(subject);
-            }
-            "run_tool" => {
-                let tool = args.get("tool").and_then(Value::as_str)?;
-                let function = args.get("function").and_then(Value::as_str)?;
-                self.app
-                    .resolve_mounted(&format!("{tool}{SEPARATOR}{function}"))?
-                    .0
-            }
-            other => self.app.resolve_mounted(other)?.0,
+    pub fn new(surface: Arc<Surface>, transport: &'static str) -> Self {
+        AutotoolServer { surface, transport }
+    }
+
+    fn library(&self) -> &Library {
+        &self.surface.library
+    }
+
+    /// The version a request would run, when it declares keys: `create_tool`'s code, or the
+    /// mounted tool behind `run_tool` and `<tool>__<function>`.
+    fn wants_keys<'a>(
+        &self,
+        request: &'a Request,
+        prepared: Option<&'a crate::library::Prepared>,
+        mounted: Option<&'a crate::version::Version>,
+    ) -> Option<Subject<'a>> {
+        let subject = match request {
+            Request::Create(_) => prepared?.subject(),
+            Request::Run { .. } | Request::Mounted { .. } => mounted?.subject(),
+            Request::Search { .. } | Request::Synthesize { .. } => return None,
         };
-        let mounted = self.app.mounted();
-        let t = mounted.tools.get(&tool)?;
-        (!t.required_env.is_empty()).then(|| t.subject())
+        (!subject.declared.is_empty()).then_some(subject)
     }
 
-    pub fn new(app: Arc<App>) -> Self {
-        AutotoolServer { app }
-    }
-}
-
-fn object(v: Value) -> Arc<JsonObject> {
-    Arc::new(match v {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    })
-}
-
-/// The names of the keys available, as the agent is told them.
-pub fn keys_sentence(names: &[String]) -> String {
-    if names.is_empty() {
-        "No keys are available yet: if a tool needs one, ask the user to run `autotool keys add \
-         NAME`."
-            .to_string()
-    } else {
-        format!(
-            "Keys available (names only; declare the ones a tool needs in REQUIRED_ENV): {}. The \
-             user is asked once whether the tool may use them; if they decline or cannot be \
-             asked, the result says what they can run. For any other key, ask the user to run \
-             `autotool keys add NAME`.",
-            names.join(", ")
-        )
-    }
-}
-
-/// What the agent is told of the list limit (`list_limit` entries, 0: none).
-pub fn library_sentence(list_limit: usize) -> String {
-    if list_limit == 0 {
-        "Before writing a tool, search_tools may find one already made.".to_string()
-    } else {
-        format!(
-            "Before writing a tool, search_tools may find one already made. The tool list holds \
-             at most {list_limit} entries: when the library has more tools, only the most used \
-             are listed; search_tools finds the others and run_tool calls them."
-        )
-    }
-}
-
-/// The built-in tools; `create_tool`'s description names the keys available and the list
-/// limit.
-pub fn builtin_tools(key_names: &[String], list_limit: usize) -> Vec<Tool> {
-    vec![
-        Tool::new(
-            "create_tool",
-            format!(
-                "{CREATE_TOOL_DESCRIPTION}\n\n{}\n\n{}",
-                library_sentence(list_limit),
-                keys_sentence(key_names)
-            ),
-            object(json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,39}$",
-                             "description": "The tool's name; the same name again makes a new version."},
-                    "code": {"type": "string", "description": "The whole Python file."},
-                    "description": {"type": "string", "description": "What the tool is for."},
-                    "smoke_test": {
-                        "type": "object",
-                        "description": "A call to make before mounting; a failure fails creation.",
-                        "properties": {
-                            "function": {"type": "string"},
-                            "arguments": {"type": "object"}
-                        },
-                        "required": ["function"]
-                    },
-                    "verify": {
-                        "type": "string",
-                        "enum": ["quick", "standard", "thorough"],
-                        "default": "standard",
-                        "description": "Edge-case probes of every function: standard for tools without keys, thorough even with keys, quick none."
-                    }
-                },
-                "required": ["name", "code"]
-            })),
-        ),
-        Tool::new(
-            "run_tool",
-            RUN_TOOL_DESCRIPTION,
-            object(json!({
-                "type": "object",
-                "properties": {
-                    "tool": {"type": "string"},
-                    "function": {"type": "string"},
-                    "arguments": {"type": "object"},
-                    "force": {"type": "boolean", "description": "Call a tool that is quarantined or retired (off the list) anyway."}
-                },
-                "required": ["tool", "function"]
-            })),
-        ),
-        Tool::new(
-            "search_tools",
-            SEARCH_TOOLS_DESCRIPTION,
-            object(json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What you need, in a few words."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": crate::app::SEARCH_MAX,
-                              "description": format!("How many tools to return (default {}).", crate::app::SEARCH_DEFAULT)}
-                },
-                "required": ["query"]
-            })),
-        ),
-    ]
-}
-
-/// The MCP tool for one mounted function; its description and schemas pass the redactor like
-/// everything else bound for the model.
-pub fn mounted_tool(t: &MountedTool, f: &crate::registry::FunctionSpec, secrets: &Secrets) -> Tool {
-    let description = secrets.redact(&format!(
-        "[{} v{}] {}",
-        t.name,
-        t.version,
-        f.description.clone().unwrap_or_default()
-    ));
-    let schema = |map: &JsonObject| {
-        let mut v = Value::Object(map.clone());
-        secrets.redact_json(&mut v);
-        match v {
-            Value::Object(m) => m,
-            _ => JsonObject::new(),
-        }
-    };
-    let mut tool = Tool::new(
-        format!("{}{SEPARATOR}{}", t.name, f.name),
-        description,
-        Arc::new(schema(&f.input_schema)),
-    );
-    if let Some(out) = &f.output_schema {
-        tool = tool.with_raw_output_schema(Arc::new(schema(out)));
-    }
-    tool
-}
-
-/// `synthesize_tool`, offered when autotool has a model of its own.
-pub fn synthesize_tool() -> Tool {
-    Tool::new(
-        "synthesize_tool",
-        crate::own_model::synthesize::DESCRIPTION,
-        object(json!({
-            "type": "object",
-            "properties": {
-                "need": {"type": "string", "description": "What the tool should do: the API or service, the functions and their arguments, the key it needs if any."}
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let library = self.library();
+        let args = request.arguments.clone().unwrap_or_default();
+        let parsed = match Request::parse(&request.name, &args, library.synthesize_offered()) {
+            Ok(r) => r,
+            Err(ParseError::Arguments(e)) => return Ok(render::error_result(e).into()),
+            Err(ParseError::UnknownTool(name)) => return Err(unknown_tool(&name)),
+        };
+        // What the request would run, read once: the prepared code, or the mounted version.
+        let mut prepared = None;
+        let mut mounted = None;
+        match &parsed {
+            Request::Create(c) => match library.prepare(c.clone()) {
+                Ok(p) => prepared = Some(p),
+                Err(e) => return Ok(render::create_failed(&e).into()),
             },
-            "required": ["need"]
-        })),
+            Request::Run { tool, function, .. } => {
+                mounted = library
+                    .mounted(tool)
+                    .filter(|t| t.state.listed() && t.functions.get(function).is_some());
+            }
+            Request::Mounted { name, .. } => {
+                let snapshot = library.snapshot();
+                match snapshot.resolve(&name.to_string()) {
+                    Some((t, _)) => mounted = Some(t.clone()),
+                    None => {
+                        if let Some(message) = library.off_list(name.tool().as_str()) {
+                            return Ok(render::error_result(message).into());
+                        }
+                        return Err(unknown_tool(&request.name));
+                    }
+                }
+            }
+            Request::Search { .. } | Request::Synthesize { .. } => {}
+        }
+        // Consent comes before anything runs with a key, verification included.
+        if let Some(subject) = self.wants_keys(&parsed, prepared.as_ref(), mounted.as_deref()) {
+            let channel = channel(self.transport, &context);
+            if let Err(answer) =
+                super::consent::obtain(library, subject, &request, &context, &channel).await
+            {
+                return Ok(answer);
+            }
+        }
+        let cap = library.settings.max_output_bytes;
+        let result: CallToolResult = match parsed {
+            Request::Create(_) => match prepared {
+                Some(p) => match library.create(p).await {
+                    Ok(created) => render::created(&created, library.settings.list_limit),
+                    Err(e) => render::create_failed(&e),
+                },
+                None => render::error_result("create_tool: nothing to create"),
+            },
+            Request::Run {
+                tool,
+                function,
+                arguments,
+                force,
+            } => render::call(&library.call(&tool, &function, arguments, force).await, cap),
+            Request::Mounted { name, arguments } => render::call(
+                &library
+                    .call(
+                        name.tool().as_str(),
+                        name.function().as_str(),
+                        arguments,
+                        false,
+                    )
+                    .await,
+                cap,
+            ),
+            Request::Search { query, limit } => {
+                render::search(&query, &library.search(&query, limit))
+            }
+            #[cfg(feature = "own-model")]
+            Request::Synthesize { need } => {
+                let progress = progress_reporter(&context, self.surface.clone());
+                super::synthesize::synthesize_tool(library, &need, &progress).await
+            }
+            #[cfg(not(feature = "own-model"))]
+            Request::Synthesize { .. } => render::error_result(
+                "synthesize_tool is not part of this build of autotool (built without the \
+                 own-model feature)",
+            ),
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+fn unknown_tool(name: &str) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "unknown tool {name:?}; call tools/list (or run_tool) to see the tools autotool has \
+             mounted"
+        ),
+        None,
     )
 }
 
-/// The tool list for a set of mounted tools: the built-ins (`synthesize_tool` among them when
-/// `synthesize`) and every function, sorted by name. Built once per change of the mounted set,
-/// not per request.
-pub fn tool_list<'a>(
-    mounted: impl IntoIterator<Item = &'a MountedTool>,
-    secrets: &Secrets,
-    synthesize: bool,
-    list_limit: usize,
-) -> Vec<Tool> {
-    let mut tools = builtin_tools(&secrets.names, list_limit);
-    if synthesize {
-        tools.push(synthesize_tool());
-    }
-    for t in mounted {
-        for f in t.functions.iter() {
-            tools.push(mounted_tool(t, &f.spec(), secrets));
-        }
-    }
-    tools.sort_by(|a, b| a.name.cmp(&b.name));
-    tools
-}
-
+#[cfg(feature = "own-model")]
 /// Progress notifications for a request that asked for them (a `progressToken` in `_meta`),
-/// each with the step as its message; nothing for one that did not.
-fn progress_reporter(context: &RequestContext<RoleServer>) -> impl Fn(String) + Send + Sync {
+/// each with the step as its message (redacted); nothing for one that did not.
+fn progress_reporter(
+    context: &RequestContext<RoleServer>,
+    surface: Arc<Surface>,
+) -> impl Fn(String) + Send + Sync + use<> {
     let token = context.meta.get_progress_token();
     let peer = context.peer.clone();
     let count = std::sync::atomic::AtomicU32::new(0);
@@ -314,7 +271,7 @@ fn progress_reporter(context: &RequestContext<RoleServer>) -> impl Fn(String) + 
         };
         let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let mut params = rmcp::model::ProgressNotificationParam::new(token, f64::from(n));
-        params.message = Some(message);
+        params.message = Some(surface.library.secrets().redact(&message));
         let peer = peer.clone();
         tokio::spawn(async move {
             if let Err(e) = peer.notify_progress(params).await {
@@ -322,21 +279,6 @@ fn progress_reporter(context: &RequestContext<RoleServer>) -> impl Fn(String) + 
             }
         });
     }
-}
-
-fn args_of(request: &CallToolRequestParams) -> JsonObject {
-    request.arguments.clone().unwrap_or_default()
-}
-
-fn error_result(text: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text.into())])
-}
-
-/// Whether the request comes from a 2026-07-28 host (no `initialize` in its era).
-fn modern(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .protocol_version()
-        .is_some_and(|v| !v.has_initialize())
 }
 
 impl ServerHandler for AutotoolServer {
@@ -357,7 +299,7 @@ impl ServerHandler for AutotoolServer {
                 .build(),
         )
         .with_server_info(Implementation::new("autotool", env!("CARGO_PKG_VERSION")))
-        .with_instructions(self.app.instructions())
+        .with_instructions(self.surface.instructions())
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -365,8 +307,23 @@ impl ServerHandler for AutotoolServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Only hosts of the older eras initialize: they hear of changes on this peer.
-        self.app.set_legacy_peer(context.peer.clone());
+        // Only hosts of the older eras initialize: they hear of changes on this peer, for as
+        // long as it is connected.
+        let peer = context.peer.clone();
+        let mut changes = self.library().subscribe_changes();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if peer.is_transport_closed() {
+                    return;
+                }
+                if let Err(e) = peer.notify_tool_list_changed().await {
+                    tracing::debug!("list_changed not delivered: {e}");
+                    if peer.is_transport_closed() {
+                        return;
+                    }
+                }
+            }
+        });
     }
 
     fn accepted_subscription_filter(
@@ -377,7 +334,7 @@ impl ServerHandler for AutotoolServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let mut changes = self.app.subscribe_changes();
+        let mut changes = self.library().subscribe_changes();
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
@@ -403,7 +360,7 @@ impl ServerHandler for AutotoolServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult {
-            tools: self.app.mounted().list.clone(),
+            tools: self.surface.tools().as_ref().clone(),
             ..Default::default()
         })
     }
@@ -491,18 +448,18 @@ impl ServerHandler for AutotoolServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        let mounted = self.app.mounted();
-        if let Ok(i) = mounted.list.binary_search_by(|t| t.name.as_ref().cmp(name)) {
-            return mounted.list.get(i).cloned();
+        let list = self.surface.tools();
+        if let Ok(i) = list.binary_search_by(|t| t.name.as_ref().cmp(name)) {
+            return list.get(i).cloned();
         }
         // A listed tool that the list limit leaves out is still called by its name.
-        let (tool, function) = name.split_once(SEPARATOR)?;
-        let t = mounted.tools.get(tool)?;
-        if !t.state.listed() {
-            return None;
-        }
-        let f = t.functions.iter().find(|f| f.name == function)?;
-        Some(mounted_tool(t, &f.spec(), &self.app.secrets()))
+        let snapshot = self.library().snapshot();
+        let (t, mounted) = snapshot.resolve(name)?;
+        let f = t.functions.get(mounted.function().as_str())?.spec();
+        let secrets = self.library().secrets();
+        self.surface
+            .renderer(&secrets)
+            .value(&listing::mounted_tool(t, &f))
     }
 
     async fn call_tool(
@@ -510,60 +467,12 @@ impl ServerHandler for AutotoolServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.to_string();
-        let args = args_of(&request);
-        // Consent comes before anything runs with a key, verification included.
-        if let Some(subject) = self.consent_subject(&name, &args)
-            && let Err(answer) =
-                crate::consent::obtain(&self.app, &subject, &request, &context).await
-        {
-            return Ok(answer);
-        }
-        let result = match name.as_str() {
-            "create_tool" => self.app.create_tool(args).await,
-            "synthesize_tool" => {
-                let progress = progress_reporter(&context);
-                self.app.synthesize_tool(args, &progress).await
-            }
-            "search_tools" => self.app.search_tools(&args),
-            "run_tool" => {
-                let tool = args.get("tool").and_then(Value::as_str);
-                let function = args.get("function").and_then(Value::as_str);
-                let arguments = match args.get("arguments") {
-                    None | Some(Value::Null) => Some(JsonObject::new()),
-                    Some(Value::Object(o)) => Some(o.clone()),
-                    Some(_) => None,
-                };
-                match (tool, function, arguments) {
-                    (Some(t), Some(f), Some(a)) => {
-                        let force = args.get("force").and_then(Value::as_bool).unwrap_or(false);
-                        self.app.call_function(t, f, a, force).await
-                    }
-                    _ => error_result(
-                        "run_tool needs {\"tool\": string, \"function\": string, \"arguments\": object}",
-                    ),
-                }
-            }
-            other => match self.app.resolve_mounted(other) {
-                Some((tool, function)) => {
-                    self.app.call_function(&tool, &function, args, false).await
-                }
-                None => {
-                    if let Some((tool, _)) = other.split_once(SEPARATOR)
-                        && let Some(message) = self.app.off_list(tool)
-                    {
-                        return Ok(CallToolResponse::Complete(error_result(message)));
-                    }
-                    return Err(McpError::invalid_params(
-                        format!(
-                            "unknown tool {other:?}; call tools/list (or run_tool) to see the tools \
-                             autotool has mounted"
-                        ),
-                        None,
-                    ));
-                }
-            },
-        };
-        Ok(CallToolResponse::Complete(result))
+        self.call(request, context).await
+    }
+}
+
+impl From<CallError> for CallToolResult {
+    fn from(e: CallError) -> Self {
+        render::error_result(e.to_string())
     }
 }

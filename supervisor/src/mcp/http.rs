@@ -15,8 +15,9 @@
 //!   a request carrying an `Origin` must come from a loopback origin. Both are rmcp's checks,
 //!   configured here; with `--allow-remote` the `Host` check is off and the token carries it.
 
-use crate::app::App;
-use crate::mcp::handler::AutotoolServer;
+use crate::library::Library;
+use crate::mcp::Rendered;
+use crate::mcp::handler::Surface;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
@@ -247,24 +248,43 @@ fn rmcp_config(options: &HttpOptions, stop: CancellationToken) -> StreamableHttp
     config
 }
 
-/// Serve `app` over HTTP until `stop` is cancelled. `ready` is called with each address it
-/// listens on, once all are bound.
+/// Who a request authenticated as: what a consent question asked over HTTP is bound to, with
+/// the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Principal {
+    /// It carried the service token.
+    Token,
+    /// The server runs without the token (`--no-auth`, a 0600 unix socket only).
+    Unauthenticated,
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Principal::Token => "token",
+            Principal::Unauthenticated => "no-auth",
+        })
+    }
+}
+
+/// Serve `surface` over HTTP until `stop` is cancelled. `ready` is called with each address
+/// it listens on, once all are bound.
 pub async fn serve(
-    app: Arc<App>,
+    surface: Arc<Surface>,
     options: HttpOptions,
     stop: CancellationToken,
     ready: impl Fn(&Listen),
 ) -> anyhow::Result<()> {
     options.check().map_err(anyhow::Error::msg)?;
+    let app: Arc<Library> = surface.library.clone();
     let token = if options.auth {
         Some(Arc::<str>::from(ensure_token(&app.home)?))
     } else {
         None
     };
     let token_file = Arc::new(token_path(&app.home));
-    let factory_app = app.clone();
     let mcp = StreamableHttpService::new(
-        move || Ok(AutotoolServer::new(factory_app.clone())),
+        move || Ok(Rendered::new(surface.clone(), "http")),
         Arc::new(LocalSessionManager::default()),
         rmcp_config(&options, stop.clone()),
     );
@@ -273,11 +293,15 @@ pub async fn serve(
         let token = token.clone();
         let token_file = token_file.clone();
         async move {
-            if let Some(t) = &token
-                && !authorized(&req, t)
-            {
-                return Ok::<_, Infallible>(unauthorized(&token_file));
-            }
+            let mut req = req;
+            let principal = match &token {
+                Some(t) if !authorized(&req, t) => {
+                    return Ok::<_, Infallible>(unauthorized(&token_file));
+                }
+                Some(_) => Principal::Token,
+                None => Principal::Unauthenticated,
+            };
+            req.extensions_mut().insert(principal);
             if req.uri().path() != MCP_PATH {
                 return Ok(plain(
                     StatusCode::NOT_FOUND,

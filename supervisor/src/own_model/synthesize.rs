@@ -9,8 +9,8 @@
 //!   instructions and one tool, `create_tool` (the same schema the host sees). Each round its
 //!   call goes through the same `create` path as a host's: lint, declarations, launch confined,
 //!   list, smoke test, then mounted. A failure (already redacted) goes back to the model as the
-//!   call's result, and it tries again, for at most [`DEFAULT_ROUNDS`] rounds and
-//!   [`DEFAULT_TIME_BOUND`] in all (the settings `synthesize_rounds` and `synthesize_timeout`).
+//!   call's result, and it tries again, for at most [`DEFAULT_ROUNDS`](crate::library::settings::DEFAULT_ROUNDS) rounds and
+//!   [`DEFAULT_TIME_BOUND`](crate::library::settings::DEFAULT_TIME_BOUND) in all (the settings `synthesize_rounds` and `synthesize_timeout`).
 //!
 //! Keys: no consent is asked while synthesizing, since there is no code to ask about until the model
 //! has written it. A synthesized tool gets the keys it declares only where the user already
@@ -18,7 +18,6 @@
 //! notes say what the user can run (`autotool tools approve TOOL KEY`), and the first call of
 //! the tool asks for consent like any other call.
 
-use crate::app::App;
 use crate::own_model::agent::{Item, Provider, ToolCall, ToolDef};
 use crate::redact::Redactor;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
@@ -29,25 +28,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Rounds of write → verify → repair before giving up.
-pub const DEFAULT_ROUNDS: usize = 3;
-/// Bound on one `synthesize_tool` call, model requests and verification together. A round that
-/// has begun verifying is finished; no model request starts after the bound.
-pub const DEFAULT_TIME_BOUND: Duration = Duration::from_secs(600);
-/// The variable of the `synthesize` setting (`crate::config`): `off` never offers
-/// `synthesize_tool`, whatever the `.env` holds (`autotool run` sets it: its agent writes its
-/// own tools with the same model).
-pub const SWITCH_VAR: &str = "AUTOTOOL_SYNTHESIZE";
-
-/// What `synthesize_tool` tells the host it does.
-pub const DESCRIPTION: &str = "\
-Describe a tool you need in plain words (what it should do, which API or service, which key it \
-needs if any) and autotool writes it with its own model: it verifies the tool, feeds each \
-failure back for repair, and mounts it as `<tool>__<function>`. Returns what was mounted (or the \
-last failure). Use it instead of create_tool when you would rather not write the code yourself.";
-
 /// The words after `create_tool`'s own description in the model's instructions.
-const INSTRUCTIONS: &str = "\
+pub const INSTRUCTIONS: &str = "\
 You are autotool's tool writer. A host agent needs a tool; its need is the user message. Write \
 the tool and call create_tool with it: a short snake_case name, the whole code, a one-line \
 description, and a smoke_test calling one function with realistic arguments. A key the user has \
@@ -104,10 +86,9 @@ impl OwnModel {
     pub fn off() -> OwnModel {
         OwnModel {
             stamp: Some(None),
-            why_not: format!(
-                "synthesize_tool is switched off here (the setting synthesize = off, or \
-                 {SWITCH_VAR}=off)"
-            ),
+            why_not: "synthesize_tool is switched off here (the setting `synthesize` is off: \
+                      `autotool config --get synthesize` says where)"
+                .to_string(),
             ..OwnModel::default()
         }
     }
@@ -166,7 +147,8 @@ impl OwnModel {
         &self.why_not
     }
 
-    fn redact(&self, text: &str) -> String {
+    /// `text` with the `.env`'s own key-like values replaced.
+    pub fn redact(&self, text: &str) -> String {
         match &self.redactor {
             Some(r) => r.redact(text).into_owned(),
             None => text.to_string(),
@@ -174,37 +156,32 @@ impl OwnModel {
     }
 }
 
-impl App {
-    /// autotool's own model as last read.
-    pub fn own_model(&self) -> Arc<OwnModel> {
-        self.own_model
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+/// autotool's own model as last read, shared by every connection of one serve.
+#[derive(Debug, Default)]
+pub struct ModelSlot(std::sync::RwLock<Arc<OwnModel>>);
+
+impl ModelSlot {
+    /// The model as last read.
+    pub fn current(&self) -> Arc<OwnModel> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Whether `synthesize_tool` is offered now.
-    pub fn synthesize_offered(&self) -> bool {
-        self.own_model().provider.is_some()
-    }
-
-    /// Reread `$AUTOTOOL_HOME/.env` if it changed since the last read (a `stat` when it did
-    /// not). Returns whether `synthesize_tool` came or went.
-    pub fn refresh_model(&self) -> bool {
-        let old = self.own_model();
-        if !self.settings.synthesize {
+    /// Reread `path` (`$AUTOTOOL_HOME/.env`) if it changed since the last read (a `stat` when
+    /// it did not); with `enabled` false, synthesis stays off. Returns whether
+    /// `synthesize_tool` came or went.
+    pub fn refresh(&self, enabled: bool, path: &Path) -> bool {
+        let old = self.current();
+        if !enabled {
             if old.stamp.is_none() {
-                *self.own_model.write().unwrap_or_else(|p| p.into_inner()) =
-                    Arc::new(OwnModel::off());
+                *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(OwnModel::off());
             }
             return false;
         }
-        let path = self.home.env_file();
-        let now = stamp(&path);
+        let now = stamp(path);
         if old.stamp == Some(now) {
             return false;
         }
-        let new = OwnModel::read(&path);
+        let new = OwnModel::read(path);
         match (&new.provider, &old.provider) {
             (Some(p), _) => tracing::info!(
                 "autotool's own model: {}; synthesize_tool is offered",
@@ -219,102 +196,8 @@ impl App {
             (None, None) => {}
         }
         let flipped = new.provider.is_some() != old.provider.is_some();
-        *self.own_model.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
         flipped
-    }
-
-    /// The `synthesize_tool` call; `progress` hears each step (for the host's progress
-    /// notifications).
-    pub async fn synthesize_tool(
-        &self,
-        args: JsonObject,
-        progress: &(dyn Fn(String) + Send + Sync),
-    ) -> CallToolResult {
-        let Some(need) = args
-            .get("need")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-        else {
-            return CallToolResult::error(vec![ContentBlock::text(
-                "synthesize_tool needs `need`: what the tool should do, in plain words",
-            )]);
-        };
-        let model = self.own_model();
-        let Some(provider) = model.provider() else {
-            return CallToolResult::error(vec![ContentBlock::text(format!(
-                "synthesize_tool is not available: {}. Write the tool with create_tool instead.",
-                model.why_not()
-            ))]);
-        };
-        let secrets = self.secrets();
-        let Some(create_tool) =
-            crate::mcp::handler::builtin_tools(&secrets.names, self.settings.list_limit)
-                .iter()
-                .find(|t| t.name == "create_tool")
-                .map(ToolDef::from)
-        else {
-            return CallToolResult::error(vec![ContentBlock::text(
-                "synthesize_tool: create_tool is missing from the built-in tools",
-            )]);
-        };
-        let mounted = self.mounted();
-        let names: Vec<&str> = mounted.tools.keys().map(String::as_str).collect();
-        let system = format!(
-            "{}\n\n{INSTRUCTIONS}\n\nTools mounted now (choose a new name unless the need is \
-             to change one of them): {}.",
-            create_tool.description,
-            if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            }
-        );
-        let bounds = Bounds {
-            rounds: self.settings.synthesize_rounds.max(1),
-            time: self.settings.synthesize_time,
-        };
-        tracing::info!(model = provider.describe(), "synthesize_tool: {need:?}");
-        let outcome = synthesize(
-            provider.as_ref(),
-            need,
-            &system,
-            create_tool,
-            bounds,
-            |args| self.create_tool(args),
-            progress,
-        )
-        .await;
-        let need_shown: String = need.chars().take(300).collect();
-        let (tool, kind, detail) = match &outcome {
-            Outcome::Mounted { round, result } => (
-                result
-                    .structured_content
-                    .as_ref()
-                    .and_then(|s| s["tool"].as_str())
-                    .map(str::to_string),
-                crate::ledger::kind::SYNTHESIZED,
-                format!("by {} in round {round}: {need_shown}", provider.describe()),
-            ),
-            _ => (
-                None,
-                crate::ledger::kind::SYNTHESIS_FAILED,
-                format!("by {}: {need_shown}", provider.describe()),
-            ),
-        };
-        let detail = self.secrets().redact(&model.redact(&detail));
-        if let Err(e) = self.registry.event(tool.as_deref(), kind, &detail) {
-            tracing::warn!("recording the synthesis: {e}");
-        }
-        let result = outcome.into_result(&provider.describe(), bounds);
-        // Everything bound for the host: tool keys and the model's own key kept out.
-        let mut result = self.secrets().redact_result(result);
-        for block in &mut result.content {
-            if let ContentBlock::Text(t) = block {
-                t.text = model.redact(&t.text);
-            }
-        }
-        result
     }
 }
 

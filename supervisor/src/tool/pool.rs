@@ -13,8 +13,8 @@
 //! call reaches it.
 
 use crate::pin::{Break, FileState};
-use crate::registry::{FunctionSpec, StoredFunction};
 use crate::tool::process::{ToolProcError, ToolProcess, ToolSpec};
+use crate::version::{FunctionSpec, Functions};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct Launchable {
     pub version: u32,
-    /// A fingerprint of the keys granted, their values and allowlists ([`crate::app`]).
+    /// A fingerprint of the keys granted, their values and allowlists ([`crate::library`]).
     pub grants: u64,
     pub spec: ToolSpec,
     /// What a new process must match; `None` starts it unchecked.
@@ -38,7 +38,7 @@ pub struct PinCheck {
     pub file: PathBuf,
     pub code_hash: String,
     pub description: String,
-    pub functions: Arc<[StoredFunction]>,
+    pub functions: Functions,
 }
 
 impl PinCheck {
@@ -58,7 +58,7 @@ impl PinCheck {
             .into_iter()
             .map(FunctionSpec::from)
             .collect();
-        let pinned: Vec<FunctionSpec> = self.functions.iter().map(StoredFunction::spec).collect();
+        let pinned: Vec<FunctionSpec> = self.functions.specs();
         let differences = crate::pin::differences(&pinned, &reported);
         if differences.is_empty() {
             return Ok(Ok(()));

@@ -287,6 +287,19 @@ impl From<Tool> for ToolInfo {
     }
 }
 
+impl From<ToolInfo> for crate::version::FunctionSpec {
+    fn from(t: ToolInfo) -> Self {
+        crate::version::FunctionSpec {
+            name: t.name,
+            title: t.title,
+            description: t.description,
+            input_schema: t.input_schema,
+            output_schema: t.output_schema,
+            annotations: t.annotations,
+        }
+    }
+}
+
 /// The answer to one `tools/call`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallOutcome {

@@ -23,6 +23,8 @@
 //! The keys a tool receives are fixed when it is launched, so changing the list at run time could
 //! never grant more; the refusals keep the declaration honest and the reader simple.
 
+use autotool_policy::names::{KeyName, MAX_KEY_NAME};
+
 /// Refusals end with this, so an agent can rewrite the line in one go.
 pub const EXPECTED_FORM: &str = "Declare the keys the tool needs once, at the top level of the \
 file, as a list of string literals: REQUIRED_ENV = [\"TAVILY_API_KEY\", \"OTHER_KEY\"] (names \
@@ -30,8 +32,6 @@ match ^[A-Z][A-Z0-9_]*$); leave REQUIRED_ENV out if the tool needs no keys.";
 
 /// The declared name, as Python spells it.
 const NAME: &str = "REQUIRED_ENV";
-/// Longest accepted environment variable name.
-const MAX_NAME: usize = 128;
 /// Methods that change a list in place.
 const MUTATORS: [&str; 8] = [
     "append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
@@ -43,10 +43,10 @@ const BINDING_KEYWORDS: [&str; 9] = [
 
 /// The names a tool declares in `REQUIRED_ENV`, in order, without repeats; `Err` says what is
 /// wrong, on which line, and what form is expected.
-pub fn required_env(code: &str) -> Result<Vec<String>, String> {
+pub fn required_env(code: &str) -> Result<Vec<KeyName>, String> {
     let tokens = tokenize(code).map_err(|e| format!("{e}. {EXPECTED_FORM}"))?;
     let context = Context::new(&tokens);
-    let mut declarations: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut declarations: Vec<(usize, Vec<KeyName>)> = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         if token.kind != Kind::Name || token.text != NAME {
             continue;
@@ -95,7 +95,7 @@ pub fn required_env(code: &str) -> Result<Vec<String>, String> {
 }
 
 /// Parse the declaration whose name token is `tokens[at]`.
-fn declaration(tokens: &[Token], at: usize) -> Result<Vec<String>, String> {
+fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
     let mut i = at + 1;
     if tokens[i].is_op(":") {
         // An annotation: skip to the `=` of this line.
@@ -131,7 +131,7 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<String>, String> {
         );
     }
     i += 1;
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<KeyName> = Vec::new();
     let mut elements = 0usize;
     let mut trailing_comma = false;
     loop {
@@ -183,7 +183,7 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<String>, String> {
             rest.describe()
         ));
     }
-    let mut unique: Vec<String> = Vec::with_capacity(names.len());
+    let mut unique: Vec<KeyName> = Vec::with_capacity(names.len());
     for name in names {
         if !unique.contains(&name) {
             unique.push(name);
@@ -193,7 +193,7 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<String>, String> {
 }
 
 /// One element of the list: a plain string literal holding an environment variable name.
-fn element(t: &Token) -> Result<String, String> {
+fn element(t: &Token) -> Result<KeyName, String> {
     let line = t.line;
     if t.kind != Kind::Str {
         let what = match t.kind {
@@ -217,19 +217,12 @@ fn element(t: &Token) -> Result<String, String> {
             t.text
         ));
     }
-    let name = t.body.as_str();
-    let valid = name.len() <= MAX_NAME
-        && name.starts_with(|c: char| c.is_ascii_uppercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-    if !valid {
-        return Err(format!(
-            "line {line}: {} is not an environment variable name autotool accepts (upper-case letters, digits and `_`, starting with a letter, at most {MAX_NAME} characters)",
+    KeyName::parse(t.body.as_str()).map_err(|_| {
+        format!(
+            "line {line}: {} is not an environment variable name autotool accepts (upper-case letters, digits and `_`, starting with a letter, at most {MAX_KEY_NAME} characters)",
             t.text
-        ));
-    }
-    Ok(name.to_string())
+        )
+    })
 }
 
 /// Facts about each token's surroundings, computed in linear passes so that a file naming

@@ -152,7 +152,7 @@ pub fn plan(
             runtime_dir.display().to_string(),
         ),
         (
-            crate::own_model::synthesize::SWITCH_VAR.to_string(),
+            crate::library::settings::SWITCH_VAR.to_string(),
             "off".to_string(),
         ),
     ];
