@@ -26,8 +26,9 @@
 //! 7. [`seccomp`]: the system-call allow-list;
 //! 8. [`exec`]: exec of the interpreter.
 //!
-//! Every privileged or process-changing call of stages 1 to 6 goes through [`sys::Sys`], so the
-//! logic is unit-tested with its recording twin.
+//! Every privileged or process-changing call of the namespace, init, mount, limit, process and
+//! privilege stages goes through [`sys::Sys`], so their logic is unit-tested with its recording
+//! twin; Landlock, seccomp, the network namespace's sockets and exec are checked end to end.
 
 pub mod error;
 pub mod exec;
