@@ -141,6 +141,16 @@ fn unneeded_socket_families_fail() {
         ("AF_PACKET", "SOCK_RAW", 0, false),
         ("AF_INET", "SOCK_RAW", 1, false),
         ("AF_INET6", "SOCK_RAW", 58, false),
+        // IPv4 and IPv6 with a protocol other than TCP or UDP: MPTCP (which Landlock's TCP
+        // rules do not cover), UDP-Lite, SCTP, ICMP ping sockets.
+        ("AF_INET", "SOCK_STREAM", 262, true),
+        ("AF_INET6", "SOCK_STREAM", 262, true),
+        ("AF_INET", "SOCK_DGRAM", 136, true),
+        ("AF_INET6", "SOCK_DGRAM", 136, true),
+        ("AF_INET", "SOCK_STREAM", 132, true),
+        ("AF_INET", "SOCK_SEQPACKET", 132, true),
+        // Ping sockets need the group in net.ipv4.ping_group_range, root's included.
+        ("AF_INET", "SOCK_DGRAM", 1, false),
     ];
     let mut confined = start(Mode::Confined);
     let mut control = start(Mode::Control);
@@ -154,10 +164,63 @@ fn unneeded_socket_families_fail() {
         let verdict = attack_on(&mut control, "open_socket", args);
         if verdict.contains("Address family not supported") {
             eprintln!("note: the host kernel has no {family}: no control for it");
-        } else if root || unprivileged {
+        } else if verdict.contains("Protocol not supported")
+            || verdict.contains("Socket type not supported")
+        {
+            eprintln!("note: the host kernel has no protocol {protocol}: no control for {what}");
+        } else if (root && protocol != 1) || unprivileged {
             assert_escaped(&verdict, &what);
         }
     }
+    // TCP and UDP still open confined, by protocol 0 or by number (as getaddrinfo gives them).
+    for (family, kind, protocol) in [
+        ("AF_INET", "SOCK_STREAM", 0),
+        ("AF_INET", "SOCK_STREAM", 6),
+        ("AF_INET6", "SOCK_STREAM", 6),
+        ("AF_INET", "SOCK_DGRAM", 17),
+        ("AF_INET6", "SOCK_DGRAM", 0),
+    ] {
+        let args = json!({"family": family, "kind": kind, "protocol": protocol});
+        let verdict = attack_on(&mut confined, "open_socket", args);
+        assert!(
+            verdict.starts_with("ESCAPED: opened"),
+            "socket({family}, {kind}, {protocol}) must work confined: {verdict}"
+        );
+    }
+}
+
+#[test]
+fn mptcp_cannot_go_around_landlocks_tcp_rules() {
+    if skip() {
+        return;
+    }
+    // Confined: no MPTCP socket at all, so no listener or connection Landlock does not see.
+    let confined = attack(Mode::Confined, "mptcp_past_landlock", json!({}));
+    assert_blocked(&confined, "MPTCP loopback round trip");
+    assert!(
+        confined.contains(r#""mptcp": "PermissionError"#),
+        "refused for another reason: {confined}"
+    );
+    // Control: the tool restricts itself with Landlock's TCP rules as the launcher does; plain
+    // TCP is refused, MPTCP goes through.
+    let control = attack(
+        Mode::Control,
+        "mptcp_past_landlock",
+        json!({"apply_landlock": true}),
+    );
+    if control.contains("Protocol not supported") || control.contains("Protocol not available") {
+        autotool_tests::print_skip(
+            "mptcp_cannot_go_around_landlocks_tcp_rules control",
+            &format!("MPTCP is not enabled on this host (net.mptcp.enabled): {control}"),
+        );
+        return;
+    }
+    assert_escaped(&control, "MPTCP past Landlock");
+    assert!(
+        control.contains(r#""landlock": "applied""#)
+            && control.contains(r#""tcp": "PermissionError"#),
+        "CONTROL: Landlock did not refuse plain TCP, so the control shows nothing: {control}"
+    );
 }
 
 #[test]
