@@ -31,8 +31,8 @@ pub const TOOL_NAME_PATTERN: &str = "^[a-z](_?[a-z0-9])*$";
 pub enum NameError {
     #[error(
         "invalid tool name {0:?}: it must be 1 to {MAX_TOOL_NAME} characters of a-z, 0-9 and \
-         single underscores, start with a letter and not end with an underscore (for example \
-         `weather` or `hacker_news`)"
+         single underscores, start with a letter and not end with an underscore \
+         ({TOOL_NAME_PATTERN}; for example `weather` or `hacker_news`)"
     )]
     Tool(String),
     #[error(
