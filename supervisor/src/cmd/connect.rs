@@ -68,3 +68,29 @@ pub async fn bridge(socket: &Path, token: Option<String>) -> anyhow::Result<()> 
     let _ = service.close().await;
     Ok(())
 }
+
+/// `autotool connect`.
+pub fn main() -> std::process::ExitCode {
+    let home = match crate::home::Home::from_env() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("autotool connect: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    // Logs only to stderr: stdout is the host's JSON-RPC channel.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AUTOTOOL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    let token = std::fs::read_to_string(crate::mcp::http::token_path(&home))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
+    let socket = crate::mcp::http::service_socket(&home);
+    super::cli::block_on("connect", bridge(&socket, token))
+}

@@ -301,3 +301,10 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
     say("✔ every step of the demo happened".into());
     Ok(m)
 }
+
+/// `autotool demo`.
+pub fn main(keep: bool) -> std::process::ExitCode {
+    let out: std::sync::Arc<std::sync::Mutex<dyn std::io::Write + Send>> =
+        std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    super::cli::block_on("demo", run(out, keep))
+}

@@ -553,3 +553,22 @@ pub fn run(launcher: Option<&Path>) -> Report {
     }
     Report { checks }
 }
+
+/// `autotool doctor [--json]`: the report on stdout; a failing exit when tools cannot be
+/// confined.
+pub fn main(json: bool, out: &mut dyn std::io::Write) -> std::process::ExitCode {
+    let config = crate::config::Inputs::from_process(Default::default())
+        .and_then(|inputs| crate::config::resolve(&inputs));
+    let report = run_all(&config);
+    let text = if json {
+        serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+    } else {
+        report.render()
+    };
+    let _ = out.write_all(text.as_bytes());
+    if report.worst() == Status::Fail {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}

@@ -1,5 +1,7 @@
 //! The `autotool` command line, one module per verb.
 
+pub mod cli;
+pub mod config;
 pub mod connect;
 #[cfg(feature = "own-model")]
 pub mod demo;

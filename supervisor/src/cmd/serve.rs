@@ -192,3 +192,11 @@ async fn wait_for_stop_signal() {
         }
     }
 }
+
+/// Where `serve --transport http` listens when not told.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
+
+/// `autotool serve`, on a multi-threaded runtime.
+pub fn main(config: Config, transport: Transport) -> std::process::ExitCode {
+    super::cli::block_on("serve", run(config, transport))
+}

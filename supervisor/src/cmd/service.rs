@@ -264,6 +264,45 @@ pub fn render(s: &Status, out: &mut impl Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `autotool service …`.
+pub fn main(cmd: super::cli::ServiceCmd, out: &mut impl Write) -> std::process::ExitCode {
+    let home = match crate::home::Home::from_env() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("autotool service: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = match cmd {
+        super::cli::ServiceCmd::Install { listen, no_start } => {
+            crate::cmd::service::install(&home, &listen, !no_start, out)
+        }
+        super::cli::ServiceCmd::Uninstall => crate::cmd::service::uninstall(out),
+        super::cli::ServiceCmd::Status { json } => {
+            crate::cmd::service::status(&home).and_then(|s| {
+                if json {
+                    serde_json::to_writer_pretty(&mut *out, &s)?;
+                    writeln!(out)?;
+                } else {
+                    crate::cmd::service::render(&s, out)?;
+                }
+                if s.answering {
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!("the service is not answering"))
+                }
+            })
+        }
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool service: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

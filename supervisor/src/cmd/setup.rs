@@ -128,6 +128,35 @@ pub fn install_launcher(yes: bool, dry_run: bool, out: &mut dyn Write) -> Result
     Ok(())
 }
 
+/// `autotool setup` without `--launcher`: exits non-zero when a config found could not be read
+/// or written.
+pub fn hosts(
+    apps: Vec<crate::host_apps::App>,
+    dry_run: bool,
+    service: bool,
+    out: &mut dyn Write,
+) -> std::process::ExitCode {
+    use crate::host_apps;
+    let run = || -> Result<host_apps::Summary, host_apps::HostsError> {
+        let env = host_apps::HostEnv::from_process()?;
+        let mut entry = host_apps::Entry::current()?;
+        if service {
+            // Every app gets the stdio bridge: it works in all of them, and the service's
+            // token stays in $AUTOTOOL_HOME instead of being copied into app configs.
+            entry.args = vec!["connect".to_string()];
+        }
+        host_apps::run(&host_apps::Options { apps, dry_run }, &env, &entry, out)
+    };
+    match run() {
+        Ok(summary) if summary.failed == 0 => std::process::ExitCode::SUCCESS,
+        Ok(_) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("autotool setup: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
