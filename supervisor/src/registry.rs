@@ -518,7 +518,7 @@ impl Registry {
         Ok(self.ledger.recent_calls(name, limit)?)
     }
 
-    /// Append an audit event (`verified`, `verification_failed`, …; see [`ledger::kind`]).
+    /// Append an audit event (`verified`, `verification_failed`, …; see [`ledger::Event`]).
     /// `detail` must already be redacted.
     pub fn event(
         &self,

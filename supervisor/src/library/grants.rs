@@ -1,7 +1,7 @@
 //! What a tool may be given: the keys autotool holds ([`Secrets`]: their names, offered to the
 //! agent; their values; their allowlists; the redactor that keeps every value from the model),
 //! which of them a tool version is granted (consent on record, [`Library::granted`]), and the
-//! process a version runs as: its environment and egress proxy ([`Library::spec`]).
+//! process a version runs as: its environment and egress proxy (`Library::spec`).
 
 use super::Library;
 use crate::consent::{self, Ask};

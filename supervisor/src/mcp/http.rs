@@ -3,7 +3,7 @@
 //!
 //! - rmcp's streamable HTTP service, both eras: legacy sessions on, so hosts of the 2025
 //!   revisions keep elicitation (consent) and list-change notifications; 2026-07-28 requests are
-//!   served statelessly, as that revision wants. One [`App`] is shared by every session, so a
+//!   served statelessly, as that revision wants. One [`crate::library::Library`] is shared by every session, so a
 //!   tool created through one host is mounted for all, and calls from different hosts run in
 //!   parallel.
 //! - Where: `--listen 127.0.0.1:PORT`, `[::1]:PORT`, or `unix:PATH`. Only loopback unless
