@@ -102,6 +102,16 @@ impl Secrets {
     }
 }
 
+/// What a tool version may hold, as of one read of the approvals ([`Library::grants`]).
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// The keys the user must still be asked for, and why.
+    pub asks: Vec<Ask>,
+    /// The keys it is given, with their values (never formatted: see `Debug` of the map's
+    /// callers; values are only ever put into the tool's environment).
+    pub keys: BTreeMap<KeyName, String>,
+}
+
 impl Library {
     /// What autotool knows of the keys right now.
     pub fn secrets(&self) -> Arc<Secrets> {
@@ -218,18 +228,19 @@ impl Library {
         )
     }
 
-    /// The keys `subject` is granted, with their values: those it declares, holds a value
-    /// for, and is approved for (all of them under `--dangerously-allow-all-tools`). The
-    /// approvals are read once.
-    pub fn granted(&self, subject: Subject<'_>) -> BTreeMap<KeyName, String> {
+    /// What `subject` may hold now, the approvals on record read once: the keys still to be
+    /// asked for, and those granted with their values (declared, holding a value, approved;
+    /// all of them under `--dangerously-allow-all-tools`).
+    pub fn grants(&self, subject: Subject<'_>) -> Grants {
         let secrets = self.secrets();
         let asks = self.consent_asks(subject);
-        subject
+        let keys = subject
             .declared
             .iter()
             .filter(|k| !asks.iter().any(|a| &a.key == *k))
             .filter_map(|k| secrets.value(k).map(|v| (k.clone(), v.to_string())))
-            .collect()
+            .collect();
+        Grants { asks, keys }
     }
 
     /// Record the user's yes to `keys` of `subject`.
