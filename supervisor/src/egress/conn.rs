@@ -203,7 +203,7 @@ fn check_allowed(state: &State, host: &Host, port: u16) -> Result<(), Stop> {
     // Borrowed only for the decision: the lists are read for every new connection, and never
     // held across an await.
     let lists = state.config.lists.borrow();
-    match hosts::decide(host, port, &lists) {
+    match hosts::decide(host, port, &lists, &state.config.api_base_ports) {
         Decision::Allow => Ok(()),
         Decision::Deny(denial) => Err(Stop::Refused {
             target: host.with_port(port),
@@ -276,18 +276,23 @@ async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStream, Stop> 
                 });
             }
         }
-        if loopback_class(addr) && state.reserved(port) {
-            return Err(Stop::Refused {
-                target: target(),
-                refusal: Refusal::OwnListener { port },
-            });
-        }
+    }
+    if addrs.iter().any(|&a| loopback_class(a))
+        && let Some(what) = state.known_owner(port)
+    {
+        return Err(Stop::Refused {
+            target: target(),
+            refusal: Refusal::OwnListener { port, what },
+        });
     }
     let mut failures = Vec::new();
     for &addr in addrs.iter().take(MAX_ADDRESSES) {
         let sockaddr = SocketAddr::new(addr, port);
         match tokio::time::timeout_at(deadline, state.config.dialer.dial(sockaddr)).await {
             Ok(Ok(stream)) => {
+                if loopback_class(addr) {
+                    check_listener(state, port, target()).await?;
+                }
                 let _ = stream.set_nodelay(true);
                 return Ok(stream);
             }
@@ -314,6 +319,28 @@ async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStream, Stop> 
             failures.join("; ")
         ),
     ))
+}
+
+/// Connected to `port` on the host's loopback, before a byte goes through: the socket that
+/// accepted must not be held by an autotool process. Skipped for the `*_API_BASE` ports, which
+/// the user named as APIs (the records still apply to them).
+async fn check_listener(state: &State, port: u16, target: String) -> Result<(), Stop> {
+    if state.config.api_base_ports.contains(port) {
+        return Ok(());
+    }
+    let checked = tokio::task::spawn_blocking(move || super::own::listening_owner(port))
+        .await
+        .map_err(|e| io::Error::other(e.to_string()))
+        .and_then(|r| r);
+    let refusal = match checked {
+        Ok(None) => return Ok(()),
+        Ok(Some(what)) => Refusal::OwnListener { port, what },
+        Err(e) => Refusal::Unchecked {
+            port,
+            why: e.to_string(),
+        },
+    };
+    Err(Stop::Refused { target, refusal })
 }
 
 // ---------------------------------------------------------------------------------------------
