@@ -269,7 +269,8 @@ impl fmt::Display for EgressEvent {
                 f,
                 "{tool} may not reach {target}: it is {addr}, {class}. autotool's egress proxy \
                  never connects to private, link-local, metadata or other internal addresses; \
-                 a service on this machine is reachable as `localhost`."
+                 a service on this machine is reachable as `localhost:PORT` once the user allowed that \
+                 port."
             ),
             Refusal::OwnListener { port, what } => write!(
                 f,
