@@ -1413,17 +1413,15 @@ mod tests {
     fn a_loopback_port_needs_every_list_or_an_api_base() {
         let a = KeyAllowlist::parse("A_KEY", Some(&["api.x.com", "localhost:8080"][..])).unwrap();
         let b = KeyAllowlist::parse("B_KEY", Some(&["api.x.com"][..])).unwrap();
-        let b_too =
-            KeyAllowlist::parse("B_KEY", Some(&["api.x.com", "[::1]:8080"][..])).unwrap();
+        let b_too = KeyAllowlist::parse("B_KEY", Some(&["api.x.com", "[::1]:8080"][..])).unwrap();
         let free = KeyAllowlist::unrestricted("FREE_KEY");
         let tool = |keys: &[&KeyAllowlist]| {
             keys.iter()
                 .fold(KeyLists::new("t"), |l, k| l.with_key((*k).clone()))
         };
         let api = ApiBasePorts::from_vars([("LOCAL_API_BASE", "http://127.0.0.1:9000/v1")]);
-        let allowed = |lists: &KeyLists, h: &str, port| {
-            decide(&host(h), port, lists, &api).is_allowed()
-        };
+        let allowed =
+            |lists: &KeyLists, h: &str, port| decide(&host(h), port, lists, &api).is_allowed();
         for h in ["localhost", "127.0.0.1", "[::1]", "127.0.0.2"] {
             // A alone: its list names the port; others stay closed.
             assert!(allowed(&tool(&[&a]), h, 8080), "{h}");
@@ -1471,7 +1469,10 @@ mod tests {
         assert!(d.keys.is_empty() && d.commands().is_empty(), "{d:?}");
         let text = d.to_string();
         assert!(text.starts_with("t may not reach localhost:80: "), "{text}");
-        assert!(text.contains("LOCAL_API_BASE=http://localhost:80"), "{text}");
+        assert!(
+            text.contains("LOCAL_API_BASE=http://localhost:80"),
+            "{text}"
+        );
         assert!(!text.contains("keys allow"), "{text}");
         let free = KeyLists::new("t").with_key(KeyAllowlist::unrestricted("FREE_KEY"));
         let Decision::Deny(d) = decide(&host("localhost"), 5432, &free, &none()) else {
@@ -1517,7 +1518,10 @@ mod tests {
             ("HN_API_BASE", "http://localhost:9000"),
         ]);
         assert_eq!(ports.ports().collect::<Vec<_>>(), [8080, 9000]);
-        assert_eq!(ports.variables(8080), ["WEATHER_API_BASE", "OTHER_API_BASE"]);
+        assert_eq!(
+            ports.variables(8080),
+            ["WEATHER_API_BASE", "OTHER_API_BASE"]
+        );
         assert!(ports.contains(9000) && !ports.contains(7000) && !ports.contains(443));
     }
 

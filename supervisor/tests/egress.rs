@@ -512,7 +512,10 @@ async fn the_loopback_is_reached_by_any_spelling_only_on_an_allowed_port() {
     let refusing = [
         (lists(&["api.example.test", &listed]), "WEATHER_KEY"),
         (lists(&["api.example.test"]), "WEATHER_KEY"),
-        (KeyLists::new("free_tool").with_key(KeyAllowlist::unrestricted("FREE_KEY")), "FREE_KEY"),
+        (
+            KeyLists::new("free_tool").with_key(KeyAllowlist::unrestricted("FREE_KEY")),
+            "FREE_KEY",
+        ),
         (unrestricted(), ""),
     ];
     for (tool, key) in refusing {
@@ -527,7 +530,8 @@ async fn the_loopback_is_reached_by_any_spelling_only_on_an_allowed_port() {
             assert!(answer.starts_with("HTTP/1.1 403 "), "{target}: {answer}");
             assert!(body(&answer).contains(&want), "{target}: {answer}");
             assert!(
-                body(&answer).contains(&format!("LOCAL_API_BASE=http://localhost:{}", other.port())),
+                body(&answer)
+                    .contains(&format!("LOCAL_API_BASE=http://localhost:{}", other.port())),
                 "{answer}"
             );
             if !key.is_empty() {
@@ -822,7 +826,10 @@ impl Drop for Listening {
 async fn a_port_held_by_an_autotool_process_is_refused_without_any_record() {
     let own = Listening::start("autotool");
     let foreign = Listening::start("python3");
-    let listed = [format!("localhost:{}", own.port), format!("localhost:{}", foreign.port)];
+    let listed = [
+        format!("localhost:{}", own.port),
+        format!("localhost:{}", foreign.port),
+    ];
     let p = Proxy::start(
         lists(&[&listed[0], &listed[1]]),
         FakeResolver::default(),
@@ -847,12 +854,7 @@ async fn a_port_held_by_an_autotool_process_is_refused_without_any_record() {
         assert!(!answer.contains("hello from the listener"), "{answer}");
     }
     // The connection was opened, and closed before a byte went through.
-    assert_eq!(
-        p.dialer.dialed().len(),
-        3,
-        "{:?}",
-        p.dialer.dialed()
-    );
+    assert_eq!(p.dialer.dialed().len(), 3, "{:?}", p.dialer.dialed());
     let events = p.events();
     assert!(
         events

@@ -428,8 +428,10 @@ fn listening_inodes(port: u16) -> io::Result<Vec<u32>> {
             let n = socket.recv(&mut buf, 0).map_err(kernel)?;
             let mut at = 0;
             while at < n.min(buf.len()) {
-                let message = <NetlinkMessage<SockDiagMessage>>::deserialize(&buf[at..])
-                    .map_err(|e| io::Error::other(format!("sock_diag: an answer did not parse: {e}")))?;
+                let message =
+                    <NetlinkMessage<SockDiagMessage>>::deserialize(&buf[at..]).map_err(|e| {
+                        io::Error::other(format!("sock_diag: an answer did not parse: {e}"))
+                    })?;
                 let len = message.header.length as usize;
                 match message.payload {
                     NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
