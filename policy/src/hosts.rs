@@ -974,6 +974,9 @@ fn v6_class(a: Ipv6Addr) -> Option<ForbiddenAddress> {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
