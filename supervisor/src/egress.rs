@@ -229,7 +229,7 @@ pub struct EgressEvent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// A key the tool holds may not be sent there.
-    NotAllowed(Denial),
+    NotAllowed(Box<Denial>),
     /// The target is, or resolves to, an address the proxy never dials.
     Address {
         addr: IpAddr,

@@ -207,7 +207,7 @@ fn check_allowed(state: &State, host: &Host, port: u16) -> Result<(), Stop> {
         Decision::Allow => Ok(()),
         Decision::Deny(denial) => Err(Stop::Refused {
             target: host.with_port(port),
-            refusal: Refusal::NotAllowed(denial),
+            refusal: Refusal::NotAllowed(Box::new(denial)),
         }),
     }
 }

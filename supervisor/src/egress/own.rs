@@ -434,12 +434,11 @@ fn listening_inodes(port: u16) -> io::Result<Vec<u32>> {
                     })?;
                 let len = message.header.length as usize;
                 match message.payload {
-                    NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
+                    NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r))
                         if message.header.sequence_number == seq
-                            && r.header.socket_id.source_port == port
-                        {
-                            inodes.push(r.header.inode);
-                        }
+                            && r.header.socket_id.source_port == port =>
+                    {
+                        inodes.push(r.header.inode);
                     }
                     NetlinkPayload::Done(_) => break 'dump,
                     NetlinkPayload::Error(e) => {
