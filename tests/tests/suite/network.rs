@@ -374,7 +374,7 @@ fn a_key_allowed_to_one_api_never_reaches_a_loopback_listener() {
 }
 
 #[test]
-fn a_tool_holding_no_key_reaches_only_the_api_base_ports() {
+fn a_tool_holding_no_key_reaches_only_the_api_base_ports_on_the_loopback() {
     let Some(serve) = strict() else { return };
     let api = Catcher::bind("127.0.0.1", 0).unwrap();
     let other = Catcher::bind("127.0.0.1", 0).unwrap();

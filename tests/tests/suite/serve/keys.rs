@@ -337,7 +337,7 @@ fn attacker(serve: Serve, port: u16) -> (ServeHome, Server) {
 }
 
 #[test]
-fn a_tool_never_reaches_autotool_s_http_port_even_when_its_list_names_it() {
+fn no_tool_reaches_the_loopback_port_of_a_serve_over_http_even_when_allowed() {
     let Some(serve) = strict() else { return };
     // Another autotool on this machine: the HTTP transport, with its token, on its own home.
     let other_home = ServeHome::new().unwrap();
@@ -389,7 +389,7 @@ fn a_tool_never_reaches_autotool_s_http_port_even_when_its_list_names_it() {
 }
 
 #[test]
-fn a_tool_never_reaches_the_proxy_of_another_serve_s_unconfined_tool() {
+fn no_tool_reaches_the_loopback_proxy_of_another_serve_s_unconfined_tool() {
     let Some(serve) = strict() else { return };
     // Another serve with --sandbox off: its tool's proxy listens on the host's loopback.
     let other_home = ServeHome::new().unwrap();
