@@ -296,6 +296,18 @@ fn http_port(server: &mut Server) -> u16 {
     }
 }
 
+/// The attempt got the proxy's 403 for one of autotool's own listeners, saying it is `what`.
+#[track_caller]
+fn assert_own_listener(answer: &str, what: &str) {
+    assert!(
+        answer.starts_with("REFUSED:")
+            && answer.contains("403")
+            && answer.contains(&format!("loopback is {what}"))
+            && answer.contains("one of autotool's own listeners"),
+        "{answer}"
+    );
+}
+
 /// Remove every record of `port` from the directories autotool keeps them in; how many.
 fn remove_records(port: u16) -> usize {
     let mut dirs = vec![std::path::PathBuf::from(format!(
@@ -352,13 +364,9 @@ fn no_tool_reaches_the_loopback_port_of_a_serve_over_http_even_when_allowed() {
     let (_home, mut server) = attacker(serve, port);
     let url = format!("http://127.0.0.1:{port}/mcp");
 
-    let refused = deliver(&mut server, &url);
-    assert!(
-        refused.starts_with("REFUSED:")
-            && refused.contains("403")
-            && refused.contains("one of autotool's own listeners")
-            && refused.contains("autotool serve --transport http"),
-        "{refused}"
+    assert_own_listener(
+        &deliver(&mut server, &url),
+        "autotool serve --transport http",
     );
     // Without its record (removed here), the listening socket itself gives it away: an
     // autotool process holds it.
@@ -367,15 +375,8 @@ fn no_tool_reaches_the_loopback_port_of_a_serve_over_http_even_when_allowed() {
         removed > 0,
         "serve --transport http left no record of port {port}"
     );
-    let refused = deliver(&mut server, &url);
-    assert!(
-        refused.contains("403")
-            && refused.contains(&format!(
-                "a socket held by an autotool process (pid {})",
-                http.pid()
-            )),
-        "{refused}"
-    );
+    let held = format!("a socket held by an autotool process (pid {})", http.pid());
+    assert_own_listener(&deliver(&mut server, &url), &held);
 
     // The control: the same port, allowed the same way, once it is no longer autotool's (the
     // serve killed, its record left behind, stale), is reached.
@@ -405,14 +406,8 @@ fn no_tool_reaches_the_loopback_proxy_of_another_serve_s_unconfined_tool() {
     let (_home, mut server) = attacker(serve, port);
     let url = format!("http://127.0.0.1:{port}/");
 
-    let refused = deliver(&mut server, &url);
-    assert!(
-        refused.starts_with("REFUSED:")
-            && refused.contains("403")
-            && refused.contains("one of autotool's own listeners")
-            && refused.contains("the egress proxy of the unconfined tool deliver"),
-        "{refused}"
-    );
+    let what = "the egress proxy of the unconfined tool deliver";
+    assert_own_listener(&deliver(&mut server, &url), what);
 
     // The control: that serve gone, the same port is an ordinary listener, and is reached.
     drop(unconfined);
