@@ -527,7 +527,8 @@ pub struct KeyLists {
 }
 
 impl KeyLists {
-    /// A tool holding no keys (it may go anywhere the address checks let it).
+    /// A tool holding no keys: it may go anywhere public the address checks let it, and on
+    /// the host's loopback only to the `*_API_BASE` ports ([`ApiBasePorts`]).
     pub fn new(tool: impl Into<String>) -> Self {
         KeyLists {
             tool: tool.into(),

@@ -44,8 +44,7 @@ mod head;
 mod own;
 mod tls;
 
-pub use own::{OwnListener, record_dirs, register as register_own_listener_as};
-pub use own::{register_own_listener, unit_listen_ports};
+pub use own::{OwnListener, register as register_own_listener_as, register_own_listener};
 
 use autotool_policy::hosts::{self, ApiBasePorts, Denial, ForbiddenAddress, HostError, KeyLists};
 use std::collections::{BTreeMap, BTreeSet};

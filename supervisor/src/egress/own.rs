@@ -43,6 +43,8 @@ const MAX_RECORDS: usize = 4096;
 const MAX_FDS: usize = 1 << 16;
 /// Most socket inodes whose owner is remembered.
 const MAX_CACHED: usize = 4096;
+/// Longest description read from a record.
+const MAX_RECORD_TEXT: u64 = 512;
 /// Longest unit file read.
 const MAX_UNIT: u64 = 64 << 10;
 /// The executable name of an autotool process.
@@ -123,7 +125,7 @@ fn registered_here(port: u16) -> Option<String> {
 /// The directories records live in, the preferred first: `$XDG_RUNTIME_DIR/autotool` (when
 /// that variable is an absolute path) and `/tmp/autotool-<uid>`. Both are read, since two
 /// processes of one user may not agree on `XDG_RUNTIME_DIR`.
-pub fn record_dirs() -> Vec<PathBuf> {
+pub(super) fn record_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
         && xdg.is_absolute()
@@ -235,7 +237,11 @@ fn recorded(port: u16) -> Option<String> {
                 let _ = fs::remove_file(entry.path());
                 continue;
             }
-            let what = fs::read_to_string(entry.path()).unwrap_or_default();
+            let mut what = String::new();
+            let _ = fs::File::open(entry.path()).and_then(|f| {
+                use std::io::Read;
+                f.take(MAX_RECORD_TEXT).read_to_string(&mut what)
+            });
             let what: String = what.trim().chars().take(200).collect();
             return Some(if what.is_empty() {
                 format!("an autotool listener (pid {pid})")
@@ -251,7 +257,7 @@ fn recorded(port: u16) -> Option<String> {
 // The service's unit
 
 /// The TCP ports of the `--listen` arguments on the `ExecStart=` lines of a systemd unit.
-pub fn unit_listen_ports(unit: &str) -> BTreeSet<u16> {
+pub(super) fn unit_listen_ports(unit: &str) -> BTreeSet<u16> {
     let mut ports = BTreeSet::new();
     for line in unit.lines() {
         let Some(exec) = line.trim_start().strip_prefix("ExecStart=") else {
