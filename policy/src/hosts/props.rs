@@ -25,9 +25,10 @@ fn hostish() -> impl Strategy<Value = String> {
     vec(piece, 0..10).prop_map(|p| p.concat())
 }
 
-/// A label of a DNS name that is not all digits (so the name stays a name).
+/// A label of a DNS name: not all digits (so the name stays a name), and no `--` (so never an
+/// `xn--` label or one IDNA reserves).
 fn label() -> impl Strategy<Value = String> {
-    "[a-z][a-z0-9-]{0,10}[a-z0-9]|[a-z]"
+    "[a-z]([a-z0-9]|-[a-z0-9]){0,8}"
 }
 
 fn dns_name() -> impl Strategy<Value = String> {
