@@ -328,10 +328,17 @@ async fn check_listener(state: &State, port: u16, target: String) -> Result<(), 
     if state.config.api_base_ports.contains(port) {
         return Ok(());
     }
-    let checked = tokio::task::spawn_blocking(move || super::own::listening_owner(port))
-        .await
-        .map_err(|e| io::Error::other(e.to_string()))
-        .and_then(|r| r);
+    // The kernel's answer comes at once; only a listener never seen before needs the walk of
+    // `/proc`, on the blocking pool.
+    let checked = match super::own::lookup(port) {
+        Ok(super::own::Lookup::Known(owner)) => Ok(owner),
+        Ok(super::own::Lookup::Unknown(inodes)) => {
+            tokio::task::spawn_blocking(move || super::own::walk(&inodes))
+                .await
+                .map_err(|e| io::Error::other(e.to_string()))
+        }
+        Err(e) => Err(e),
+    };
     let refusal = match checked {
         Ok(None) => return Ok(()),
         Ok(Some(what)) => Refusal::OwnListener { port, what },

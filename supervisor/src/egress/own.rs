@@ -346,37 +346,60 @@ pub(super) fn known_owner(port: u16, reserved: &BTreeSet<u16>) -> Option<String>
 /// user may inspect).
 static OWNERS: Mutex<Option<HashMap<u32, Option<u32>>>> = Mutex::new(None);
 
-/// Check 5: whether an autotool process holds the socket listening on `port` of the host's
-/// loopback (or on every address). An error means the kernel could not be asked.
-pub(super) fn listening_owner(port: u16) -> io::Result<Option<String>> {
+/// What the kernel's listener table and the remembered owners say about a port.
+pub(super) enum Lookup {
+    /// Every socket listening there has a known owner: this one, if any is autotool's.
+    Known(Option<String>),
+    /// These socket inodes were never looked up: walk `/proc` for them ([`walk`]).
+    Unknown(Vec<u32>),
+}
+
+/// Check 5, its quick half: the sockets listening on `port` of the host's loopback (or on
+/// every address) from the kernel, and what is remembered of their owners. A few system calls,
+/// no `/proc` walk. An error means the kernel could not be asked.
+pub(super) fn lookup(port: u16) -> io::Result<Lookup> {
     let inodes = listening_inodes(port)?;
+    let cache = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
     let mut unknown = Vec::new();
-    {
-        let cache = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
-        for &inode in &inodes {
-            match cache.as_ref().and_then(|c| c.get(&inode)) {
-                Some(Some(pid)) => return Ok(Some(describe_pid(*pid))),
-                Some(None) => {}
-                None => unknown.push(inode),
-            }
+    for &inode in &inodes {
+        match cache.as_ref().and_then(|c| c.get(&inode)) {
+            Some(Some(pid)) => return Ok(Lookup::Known(Some(describe_pid(*pid)))),
+            Some(None) => {}
+            None => unknown.push(inode),
         }
     }
-    if unknown.is_empty() {
-        return Ok(None);
-    }
-    let found = autotool_holders(&unknown);
+    Ok(if unknown.is_empty() {
+        Lookup::Known(None)
+    } else {
+        Lookup::Unknown(unknown)
+    })
+}
+
+/// Check 5, its slow half: whether an autotool process holds one of `inodes`, from `/proc`;
+/// the answer for each is remembered.
+pub(super) fn walk(unknown: &[u32]) -> Option<String> {
+    let found = autotool_holders(unknown);
     let mut cache = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
     let cache = cache.get_or_insert_with(HashMap::new);
     if cache.len() + unknown.len() > MAX_CACHED {
         cache.clear();
     }
     let mut owner = None;
-    for inode in unknown {
+    for &inode in unknown {
         let pid = found.get(&inode).copied();
         cache.insert(inode, pid);
         owner = owner.or(pid);
     }
-    Ok(owner.map(describe_pid))
+    owner.map(describe_pid)
+}
+
+/// Check 5 whole: whether an autotool process holds the socket listening on `port`.
+#[cfg(test)]
+pub(super) fn listening_owner(port: u16) -> io::Result<Option<String>> {
+    Ok(match lookup(port)? {
+        Lookup::Known(owner) => owner,
+        Lookup::Unknown(inodes) => walk(&inodes),
+    })
 }
 
 fn describe_pid(pid: u32) -> String {
