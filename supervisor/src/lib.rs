@@ -46,6 +46,7 @@ pub mod home;
 pub mod host_apps;
 pub mod ledger;
 pub mod library;
+pub mod listen;
 pub mod logging;
 pub mod mcp;
 #[cfg(feature = "own-model")]

@@ -306,7 +306,9 @@ impl Library {
     }
 
     /// The egress proxy for `tool` holding `keys`: where it may go is the intersection of their
-    /// allowlists; refusals are audit events.
+    /// allowlists; the host's loopback only on the ports those lists name and the ports of
+    /// serve's own `*_API_BASE` variables, never one of autotool's listeners; refusals are
+    /// audit events.
     fn egress(&self, tool: &str, keys: &BTreeMap<KeyName, String>) -> crate::egress::EgressConfig {
         let mut lists = autotool_policy::hosts::KeyLists::new(tool);
         let secrets = self.secrets();
@@ -316,7 +318,7 @@ impl Library {
                 rules: secrets.allowlists().get(key).cloned(),
             });
         }
-        let mut config = crate::egress::EgressConfig::new(lists);
+        let mut config = crate::egress::EgressConfig::new(lists).with_api_bases(&self.api_bases);
         let registry = self.registry.clone();
         let tool_name = tool.to_string();
         config.events = Some(Arc::new(move |event: crate::egress::EgressEvent| {
