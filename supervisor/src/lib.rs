@@ -47,6 +47,7 @@ pub mod egress;
 pub mod home;
 pub mod host_apps;
 pub mod ledger;
+pub mod logging;
 pub mod mcp;
 pub mod own_model;
 pub mod pin;

@@ -406,14 +406,7 @@ fn connect() -> ExitCode {
         }
     };
     // Logs only to stderr: stdout is the host's JSON-RPC channel.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AUTOTOOL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    autotool::logging::init_stderr("warn");
     let token = std::fs::read_to_string(autotool::mcp::http::token_path(&home))
         .ok()
         .map(|t| t.trim().to_string())
