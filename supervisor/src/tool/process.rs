@@ -217,7 +217,9 @@ pub enum ToolProcError {
         stderr_tail: String,
     },
     #[error(
-        "{misuse} (during `{operation}`). It was stopped.{}",
+        "during `{operation}`, {}, so the tool was stopped. {}{}",
+        misuse.what(),
+        misuse.advice(),
         stderr_section(stderr_tail)
     )]
     Misused {

@@ -137,88 +137,105 @@ pub enum Misuse {
     StdinStalled { after: Duration },
 }
 
-impl fmt::Display for Misuse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Misuse {
+    /// What the tool did.
+    pub fn what(&self) -> String {
         match self {
             Misuse::TooLarge {
                 limit,
                 max_output_bytes,
                 answer: true,
-            } => write!(
-                f,
-                "the tool's answer was too large: it wrote more than {} in one message, and \
-                 autotool takes answers of at most `max_output_bytes` ({}) of output, twice \
-                 (text and structuredContent) plus {} of framing. Return less: cut, page or \
-                 summarise the result inside the function (or raise `max_output_bytes`)",
+            } => format!(
+                "the tool's answer was too large: more than {} in one message, where an answer \
+                 carries at most `max_output_bytes` ({}) of output, twice (text and \
+                 structuredContent), plus {} of framing",
                 size(*limit),
                 size(*max_output_bytes),
                 size(FRAMING)
             ),
-            Misuse::TooLarge { limit, .. } => write!(
-                f,
-                "the tool wrote a message of more than {} that was not an answer (a \
-                 notification or a request of its own), larger than any answer may be; log to \
-                 stderr instead",
+            Misuse::TooLarge { limit, .. } => format!(
+                "the tool wrote a message of more than {} that was not an answer (a notification \
+                 or a request of its own), larger than any answer may be",
                 size(*limit)
             ),
             Misuse::TooComplex {
                 limit,
                 max_output_bytes,
-            } => write!(
-                f,
+            } => format!(
                 "the tool's answer was too large: it holds more than {limit} JSON values, more \
-                 than an answer of `max_output_bytes` ({}) needs. Return less: cut, page or \
-                 summarise the result inside the function",
+                 than an answer of `max_output_bytes` ({}) needs",
                 size(*max_output_bytes)
             ),
-            Misuse::BadId { long: true } => write!(
-                f,
-                "the tool sent a message whose id is longer than {MAX_ID} bytes; an id is a \
-                 short string or an integer"
-            ),
-            Misuse::BadId { long: false } => write!(
-                f,
-                "the tool sent a message whose id is neither a string nor an integer, which \
-                 MCP does not allow"
-            ),
-            Misuse::LongMethod => write!(
-                f,
+            Misuse::BadId { long: true } => {
+                format!("the tool sent a message whose id is longer than {MAX_ID} bytes")
+            }
+            Misuse::BadId { long: false } => "the tool sent a message whose id is neither a \
+                                              string nor an integer, which MCP does not allow"
+                .to_string(),
+            Misuse::LongMethod => format!(
                 "the tool sent a message whose method name is longer than {MAX_METHOD} bytes"
             ),
             Misuse::Requests { count, methods } => {
-                write!(f, "the tool sent {count} requests to autotool")?;
-                if !methods.is_empty() {
-                    write!(f, " ({})", methods.join(", "))?;
-                }
-                write!(
-                    f,
-                    ", which serves none to tools: each was refused, and past {REQUEST_BUDGET} \
-                     it was stopped as abusive. A tool answers autotool's requests and sends \
-                     none of its own (no ping, roots/list, sampling or elicitation); take what \
-                     the function needs as its arguments"
+                let named = if methods.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", methods.join(", "))
+                };
+                format!(
+                    "the tool sent {count} requests to autotool{named}, which serves none to \
+                     tools: each was refused, and a tool that sends more than {REQUEST_BUDGET} is \
+                     stopped as abusive"
                 )
             }
-            Misuse::Flood { messages, bytes } => write!(
-                f,
-                "the tool flooded autotool with notifications: {messages} messages ({}), \
-                 more than autotool takes (bursts of {} messages or {}, then {}/s and {}/s); \
-                 autotool uses no notifications from tools: log to stderr (`logging`, \
-                 `print(..., file=sys.stderr)`)",
+            Misuse::Flood { messages, bytes } => format!(
+                "the tool flooded autotool with notifications: {messages} messages ({}), more \
+                 than autotool takes (bursts of {NOISE_BURST} messages or {}, then {NOISE_RATE} \
+                 and {} a second)",
                 size(*bytes as usize),
-                NOISE_BURST,
                 size(NOISE_BURST_BYTES as usize),
-                NOISE_RATE,
                 size(NOISE_RATE_BYTES as usize)
             ),
-            Misuse::StdinStalled { after } => write!(
-                f,
-                "the tool stopped reading its stdin: autotool could not write to it for {} s. \
-                 A tool must keep reading requests while it works: an `async def` function \
-                 that blocks (sleeps, computes, waits on I/O without `await`) stops it; make \
-                 it a plain `def`, or await instead of blocking",
+            Misuse::StdinStalled { after } => format!(
+                "the tool stopped reading its stdin: autotool could not write to it for {} s",
                 after.as_secs()
             ),
         }
+    }
+
+    /// What to do about it.
+    pub fn advice(&self) -> &'static str {
+        match self {
+            Misuse::TooLarge { answer: true, .. } => {
+                "Return less: cut, page or summarise the result inside the function, or raise \
+                 `max_output_bytes`."
+            }
+            Misuse::TooComplex { .. } => {
+                "Return less: cut, page or summarise the result inside the function."
+            }
+            Misuse::TooLarge { answer: false, .. } | Misuse::Flood { .. } => {
+                "autotool uses no notifications from tools: log to stderr (`logging`, \
+                 `print(..., file=sys.stderr)`)."
+            }
+            Misuse::BadId { .. } | Misuse::LongMethod => {
+                "Write MCP messages only through the SDK (`mcp.run()`), never by hand."
+            }
+            Misuse::Requests { .. } => {
+                "A tool answers autotool's requests and sends none of its own (no ping, \
+                 roots/list, sampling or elicitation): take what the function needs as its \
+                 arguments."
+            }
+            Misuse::StdinStalled { .. } => {
+                "A tool must keep reading requests while it works: an `async def` function that \
+                 blocks (sleeps, computes, waits on I/O without `await`) stops it; make it a \
+                 plain `def`, or await instead of blocking."
+            }
+        }
+    }
+}
+
+impl fmt::Display for Misuse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}. {}", self.what(), self.advice())
     }
 }
 
