@@ -646,10 +646,12 @@ pub(super) async fn guard_stdout(
     let mut reader = BufReader::new(stdout);
     let mut line = Vec::new();
     let stop = loop {
-        line.clear();
+        // A buffer a long line grew is given back once the line is dealt with, so a tool that
+        // answered large and went quiet holds nothing here.
         if line.capacity() > KEEP_CAPACITY {
             line = Vec::new();
         }
+        line.clear();
         match (&mut reader).take(take).read_until(b'\n', &mut line).await {
             Ok(0) => break None,
             Ok(_) => {}
@@ -662,7 +664,8 @@ pub(super) async fn guard_stdout(
         if body.is_empty() {
             continue;
         }
-        match inspector.inspect(body, Instant::now()) {
+        let verdict = inspector.inspect(body, Instant::now());
+        match verdict {
             Verdict::Forward => {
                 let written = async {
                     to.write_all(body).await?;
@@ -680,6 +683,9 @@ pub(super) async fn guard_stdout(
                 let _ = replies.try_send(reply);
             }
             Verdict::Stop(stop) => break Some(stop),
+        }
+        if line.capacity() > KEEP_CAPACITY {
+            line = Vec::new();
         }
     };
     drop(line);
