@@ -10,54 +10,28 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod link;
 use anyhow::{Context, Result, ensure};
 use autotool::redact::Redactor;
 use autotool::tool::process::{Misuse, SandboxMode, ToolProcError, ToolProcess, ToolSpec};
 use common::{launcher_for, runtime};
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
-};
-use rmcp::service::RunningService;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tempfile::TempDir;
 
 /// The key the attacking tool holds, and tries to get into the logs.
 const KEY: &str = "lk-7f3a9c0e51d2-link-attack-value";
 const BOUND: Duration = Duration::from_secs(120);
 const CALL: Duration = Duration::from_secs(60);
 
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/serve/link_attacks.py")
-}
-
-/// A directory holding the fixture as `tool.py`.
-fn tool_dir() -> TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("autotool-toollink-")
-        .tempdir()
-        .unwrap();
-    std::fs::copy(fixture(), dir.path().join("tool.py")).unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
-
-fn environment() -> BTreeMap<String, String> {
-    let keys = BTreeMap::from([("LINK_API_KEY".to_string(), KEY.to_string())]);
-    autotool_policy::launch::tool_environment(&keys, &BTreeMap::new(), None)
-}
-
 fn spec(dir: &Path, mode: SandboxMode, launcher: Option<PathBuf>) -> ToolSpec {
     let mut spec = ToolSpec::new(dir, "tool.py", runtime(), mode);
     spec.launcher = launcher;
-    spec.env = environment();
+    spec.env = link::environment(KEY);
     spec
 }
 
@@ -128,47 +102,18 @@ fn on_thread<T>(
     }
 }
 
-/// The control: the tool run directly, spoken to by a plain rmcp client.
-struct Plain {
-    client: RunningService<RoleClient, ClientConfig>,
-    _child: tokio::process::Child,
-    _dir: TempDir,
-}
+/// The control, and a way to call it.
+struct Plain(link::Plain);
 
 impl Plain {
     async fn start() -> Result<Plain> {
-        let dir = tool_dir();
-        let mut child = tokio::process::Command::new(&runtime().interpreter)
-            .args(["-I", "-B", "tool.py"])
-            .current_dir(dir.path())
-            .env_clear()
-            .envs(environment())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdout = child.stdout.take().context("stdout")?;
-        let stdin = child.stdin.take().context("stdin")?;
-        // The client as it was: rmcp's default handler, rmcp's own line bound.
-        let client = ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("autotool", "control"),
-        )
-        .with_protocol_version(ProtocolVersion::V_2025_11_25)
-        .serve_with_lifecycle((stdout, stdin), ClientLifecycleMode::Initialize)
-        .await?;
-        Ok(Plain {
-            client,
-            _child: child,
-            _dir: dir,
-        })
+        Ok(Plain(link::Plain::start(KEY).await?))
     }
 
     /// The text of a call's answer.
     async fn call(&self, name: &str, arguments: Value) -> Result<String> {
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(args(arguments));
-        let result = tokio::time::timeout(CALL, self.client.peer().call_tool(params))
+        let result = tokio::time::timeout(CALL, self.0.client.peer().call_tool(params))
             .await
             .context("no answer")??;
         Ok(result
@@ -237,7 +182,7 @@ fn control_a_log_flood_goes_into_the_log_with_the_key() {
 fn a_log_flood_reaches_no_log_and_is_stopped(mode: SandboxMode, launcher: Option<PathBuf>) {
     // At the default level nothing the tool sends is logged, whatever the redactor knows.
     let logs = Captured::default();
-    let dir = tool_dir();
+    let dir = link::tool_dir();
     let error = on_thread(serve_logging(&logs, "info"), async {
         let tool = ToolProcess::start(spec(dir.path(), mode, launcher.clone())).await?;
         let started = Instant::now();
@@ -328,7 +273,7 @@ fn requests_to_autotool_are_refused_then_the_tool_is_stopped(
     launcher: Option<PathBuf>,
 ) {
     let logs = Captured::default();
-    let dir = tool_dir();
+    let dir = link::tool_dir();
     let error = on_thread(serve_logging(&logs, "info"), async {
         let tool = ToolProcess::start(spec(dir.path(), mode, launcher)).await?;
         for kind in ["ping", "roots", "sampling", "elicitation"] {
@@ -386,7 +331,7 @@ fn an_answer_over_the_cap_stops_the_tool_with_a_clear_message(
     mode: SandboxMode,
     launcher: Option<PathBuf>,
 ) {
-    let dir = tool_dir();
+    let dir = link::tool_dir();
     let (fits, error) = on_thread(serve_logging(&Captured::default(), "info"), async {
         let mut spec = spec(dir.path(), mode, launcher);
         spec.max_output_bytes = 16 << 10;
@@ -451,7 +396,7 @@ fn control_a_plain_client_waits_without_bound_for_a_tool_that_stopped_reading() 
 }
 
 fn a_tool_that_stops_reading_its_stdin_is_stopped(mode: SandboxMode, launcher: Option<PathBuf>) {
-    let dir = tool_dir();
+    let dir = link::tool_dir();
     let (error, took) = on_thread(serve_logging(&Captured::default(), "info"), async {
         let tool = Arc::new(ToolProcess::start(spec(dir.path(), mode, launcher)).await?);
         let blocker = tool.clone();

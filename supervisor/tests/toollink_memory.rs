@@ -9,17 +9,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod link;
 use anyhow::{Context, Result, ensure};
 use autotool::tool::process::{Misuse, SandboxMode, ToolProcError, ToolProcess, ToolSpec};
 use common::{confining_launcher, runtime};
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
-};
-use rmcp::{ClientLifecycleMode, ClientServiceExt};
+use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Pings the tool sends, and the size of each id.
@@ -46,22 +41,7 @@ fn status(field: &str) -> u64 {
         / 1024
 }
 
-fn tool_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/tools/serve/link_attacks.py");
-    std::fs::copy(fixture, dir.path().join("tool.py")).unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
-
-fn environment() -> BTreeMap<String, String> {
-    let keys = BTreeMap::from([(
-        "LINK_API_KEY".to_string(),
-        "lk-memory-test-value".to_string(),
-    )]);
-    autotool_policy::launch::tool_environment(&keys, &BTreeMap::new(), None)
-}
+const KEY: &str = "lk-memory-test-value";
 
 fn attack() -> Map<String, Value> {
     match json!({"count": PINGS, "id_mib": ID_MIB, "hold": 30}) {
@@ -94,10 +74,10 @@ async fn scenario() -> Result<()> {
             (SandboxMode::Off, None)
         }
     };
-    let dir = tool_dir();
+    let dir = link::tool_dir();
     let mut spec = ToolSpec::new(dir.path(), "tool.py", runtime(), mode);
     spec.launcher = launcher;
-    spec.env = environment();
+    spec.env = link::environment(KEY);
     let tool = ToolProcess::start(spec).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (rss0, peak0) = (status("VmRSS:"), status("VmHWM:"));
@@ -140,26 +120,8 @@ async fn scenario() -> Result<()> {
     );
 
     // The control: a plain rmcp client on the same tool, run directly.
-    let dir = tool_dir();
-    let mut child = tokio::process::Command::new(&runtime().interpreter)
-        .args(["-I", "-B", "tool.py"])
-        .current_dir(dir.path())
-        .env_clear()
-        .envs(environment())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child.stdout.take().context("stdout")?;
-    let stdin = child.stdin.take().context("stdin")?;
-    let client = ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("autotool", "control"),
-    )
-    .with_protocol_version(ProtocolVersion::V_2025_11_25)
-    .serve_with_lifecycle((stdout, stdin), ClientLifecycleMode::Initialize)
-    .await?;
+    let mut plain = link::Plain::start(KEY).await?;
+    let client = &plain.client;
     let rss_before = status("VmRSS:");
     let peer = client.peer().clone();
     let call = tokio::spawn(async move {
@@ -180,8 +142,8 @@ async fn scenario() -> Result<()> {
     }
     eprintln!("control: RSS {rss_before} MiB, grew by {grown} MiB");
     call.abort();
-    let _ = child.kill().await;
-    drop(client);
+    let _ = plain.child.kill().await;
+    drop(plain);
     ensure!(
         grown >= CONTROL_AT_LEAST_MIB,
         "the plain client grew by only {grown} MiB"

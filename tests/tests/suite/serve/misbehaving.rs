@@ -319,6 +319,17 @@ fn attacked(strict: Serve) -> Serve {
         .env("LINK_API_KEY", LINK_KEY)
 }
 
+/// A server under attack: the healthy tool and the attacking one created, the attacker warm;
+/// and the attacker's instance id.
+fn attacked_server(strict: Serve) -> (ServeHome, Server, String) {
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&attacked(strict), &home);
+    create_healthy(&mut server);
+    create_link(&mut server);
+    let first = link_instance(&mut server);
+    (home, server, first)
+}
+
 /// Create the attacking tool (quick verification: its functions misbehave on purpose).
 fn create_link(server: &mut Server) {
     let code = autotool_tests::serve::fixture(LINK_FILE).unwrap();
@@ -425,11 +436,7 @@ fn a_log_flood_carrying_the_key_reaches_neither_serve_log_nor_stderr() {
     );
     drop(raw);
 
-    let home = ServeHome::new().unwrap();
-    let mut server = start(&attacked(strict), &home);
-    create_healthy(&mut server);
-    create_link(&mut server);
-    let first = link_instance(&mut server);
+    let (home, mut server, first) = attacked_server(strict);
     let (log_before, stderr_before) = (log_size(&home), server.stderr_bytes());
 
     let r = attack(&mut server, "log_flood", json!({"megabytes": 64}));
@@ -484,11 +491,7 @@ fn pings_with_huge_ids_while_not_reading_stdin_stop_the_tool_and_cost_serve_litt
     assert_eq!(pings.len(), 4, "the control got {} huge pings", pings.len());
     drop(raw);
 
-    let home = ServeHome::new().unwrap();
-    let mut server = start(&attacked(strict), &home);
-    create_healthy(&mut server);
-    create_link(&mut server);
-    let first = link_instance(&mut server);
+    let (home, mut server, first) = attacked_server(strict);
     let (rss_before, peak_before) = memory(server.pid());
 
     // The tool blocks its event loop (so nothing reads its stdin) and sends 30 pings of 8 MiB;
@@ -564,11 +567,7 @@ fn requests_to_autotool_are_refused_counted_and_the_tool_stopped() {
     }
     drop(raw);
 
-    let home = ServeHome::new().unwrap();
-    let mut server = start(&attacked(strict), &home);
-    create_healthy(&mut server);
-    create_link(&mut server);
-    let first = link_instance(&mut server);
+    let (_home, mut server, first) = attacked_server(strict);
 
     // Through the SDK, as a tool would ask: each refused, the tool told so.
     for kind in ["sampling", "roots", "elicitation", "ping"] {
