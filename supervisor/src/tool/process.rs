@@ -636,7 +636,7 @@ impl ToolProcess {
         // with the guard's refusals between rmcp's messages.
         let outstanding = link::Outstanding::default();
         let (refusals, replies) = mpsc::channel(link::REPLIES);
-        let (rmcp_out, pump_in) = tokio::io::duplex(stdio::STDIN_PIPE);
+        let (rmcp_out, pump_in) = tokio::io::duplex(stdio::LINK_PIPE);
         let (stdin, pump) = link::stdin_link(link::StdinPump {
             from_rmcp: pump_in,
             replies,
@@ -653,7 +653,7 @@ impl ToolProcess {
             egress: std::sync::Mutex::new(EgressSlot::Empty),
         });
         let stderr_pump = tokio::spawn(stdio::pump_stderr(spawned.stderr, shared.stderr.clone()));
-        let (guarded, guard_out) = tokio::io::simplex(stdio::STDIN_PIPE);
+        let (guarded, guard_out) = tokio::io::simplex(stdio::LINK_PIPE);
         let on_stop = {
             let shared = shared.clone();
             move |stop: link::Stop| {

@@ -40,7 +40,7 @@
 //! requests in flight. Nothing is queued between the pipe and rmcp but the 64 KiB pipe, and
 //! nothing outlives the process.
 
-use super::stdio::STDIN_PIPE;
+use super::stdio::LINK_PIPE;
 use crate::logging::redact_cut_str;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
@@ -751,7 +751,7 @@ impl<R: AsyncRead + Unpin> StdinPumpTask<R> {
             mut stdin,
             outstanding,
         } = pump;
-        let mut reader = BufReader::with_capacity(STDIN_PIPE, from_rmcp);
+        let mut reader = BufReader::with_capacity(LINK_PIPE, from_rmcp);
         let mut line = Vec::new();
         let mut replies_open = true;
         loop {
@@ -1387,7 +1387,7 @@ mod tests {
         let mut stdout = child.stdout.take().unwrap();
         let outstanding = Outstanding::default();
         let (replies_tx, replies) = mpsc::channel(REPLIES);
-        let (mut rmcp, from_rmcp) = tokio::io::duplex(STDIN_PIPE);
+        let (mut rmcp, from_rmcp) = tokio::io::duplex(LINK_PIPE);
         let (link, task) = stdin_link(StdinPump {
             from_rmcp,
             replies,
@@ -1417,7 +1417,7 @@ mod tests {
         assert!(outstanding.remove(5));
         assert!(!outstanding.remove(6));
         // Closed: rmcp's next write fails rather than waits.
-        assert!(rmcp.write_all(&[b'x'; 2 * STDIN_PIPE]).await.is_err());
+        assert!(rmcp.write_all(&[b'x'; 2 * LINK_PIPE]).await.is_err());
     }
 
     #[tokio::test]
@@ -1432,7 +1432,7 @@ mod tests {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let (_replies_tx, replies) = mpsc::channel(REPLIES);
-        let (mut rmcp, from_rmcp) = tokio::io::duplex(STDIN_PIPE);
+        let (mut rmcp, from_rmcp) = tokio::io::duplex(LINK_PIPE);
         let (_link, task) = stdin_link(StdinPump {
             from_rmcp,
             replies,

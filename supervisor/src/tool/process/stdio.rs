@@ -12,7 +12,7 @@ pub(super) const STDERR_RING: usize = 64 << 10;
 /// Bytes of stderr quoted in an error message (the newest, from a line start when possible).
 pub(super) const STDERR_IN_ERRORS: usize = 16 << 10;
 /// Capacity of each in-memory pipe between the tool link and rmcp.
-pub(super) const STDIN_PIPE: usize = 64 << 10;
+pub(super) const LINK_PIPE: usize = 64 << 10;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
