@@ -483,6 +483,18 @@ fn split(e: ToolProcError) -> (String, String) {
             format!("the tool process ended ({exit}) before answering `{operation}`"),
             stderr_tail,
         ),
+        ToolProcError::Misused {
+            operation,
+            misuse,
+            stderr_tail,
+        } => (
+            format!(
+                "during `{operation}`, {}, so the tool was stopped. {}",
+                misuse.what(),
+                misuse.advice()
+            ),
+            stderr_tail,
+        ),
         ToolProcError::Protocol {
             operation,
             what,

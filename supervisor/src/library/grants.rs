@@ -179,7 +179,9 @@ impl Library {
             }
         };
         let changed = names != old.names;
-        crate::logging::set_redactor(redactor.clone());
+        if let Some(r) = &redactor {
+            crate::logging::set_redactor(r.clone());
+        }
         *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Secrets {
             stamp: Some(stamp),
             names,
@@ -371,6 +373,7 @@ impl Library {
         spec.env = self.environment(tool, keys);
         spec.egress = Some(self.egress(tool, keys));
         spec.limits = self.settings.limits;
+        spec.max_output_bytes = self.settings.max_output_bytes;
         spec.launcher = self.settings.launcher.clone();
         spec
     }
