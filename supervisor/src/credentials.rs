@@ -29,9 +29,9 @@
 //! The keychain calls block (D-Bus round trips): from async code, call them in
 //! `spawn_blocking`.
 //!
-//! Layout: [`store`] (sources, listing, get, add, remove), [`keychain`] (the OS keychain and its
-//! test twin), [`env`] (which variables count as keys), [`allowlists`] (where a key may be
-//! sent), [`files`] (the lock, the index, the credentials file, atomic writes); names, values,
+//! Layout: `store` (sources, listing, get, add, remove), `keychain` (the OS keychain and its
+//! test twin), `env` (which variables count as keys), `allowlists` (where a key may be
+//! sent), `files` (the lock, the index, the credentials file, atomic writes); names, values,
 //! [`Source`], [`Secret`] and [`CredError`] here.
 
 mod allowlists;
