@@ -120,7 +120,7 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
 
 fn egress_error(e: std::io::Error) -> ToolProcError {
     ToolProcError::Egress {
-        what: e.to_string(),
+        what: e.into(),
         stderr_tail: String::new(),
     }
 }
