@@ -9,7 +9,7 @@ pub(super) struct Chunked {
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ChunkState {
+enum ChunkState {
     /// Hex digits of a chunk size.
     #[default]
     Size,
@@ -31,7 +31,7 @@ pub(super) enum ChunkState {
 }
 
 /// Longest chunk-size or trailer line accepted.
-pub(super) const MAX_CHUNK_LINE: usize = 4096;
+const MAX_CHUNK_LINE: usize = 4096;
 
 impl Chunked {
     /// Follow `data`; `Some(n)` when the body ends after its first `n` bytes.

@@ -118,7 +118,7 @@ pub(super) async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStr
 /// Connected to `port` on the host's loopback, before a byte goes through: the socket that
 /// accepted must not be held by an autotool process. Skipped for the `*_API_BASE` ports, which
 /// the user named as APIs (the records still apply to them).
-pub(super) async fn check_listener(state: &State, port: u16, target: String) -> Result<(), Stop> {
+async fn check_listener(state: &State, port: u16, target: String) -> Result<(), Stop> {
     if state.config.api_base_ports.contains(port) {
         return Ok(());
     }

@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Header fields that belong to one hop and are not forwarded (`Connection` also names more).
-pub(super) const HOP_BY_HOP: [&str; 7] = [
+const HOP_BY_HOP: [&str; 7] = [
     "connection",
     "proxy-connection",
     "keep-alive",
@@ -25,7 +25,7 @@ pub(super) const HOP_BY_HOP: [&str; 7] = [
 
 /// How the request body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Body {
+enum Body {
     None,
     Length(u64),
     Chunked,
@@ -183,14 +183,14 @@ pub(super) async fn forward(
     Ok(())
 }
 
-pub(super) fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
     let head = s.get(..prefix.len())?;
     head.eq_ignore_ascii_case(prefix)
         .then(|| &s[prefix.len()..])
 }
 
 /// The request's body framing; ambiguous framing (the stuff of request smuggling) is refused.
-pub(super) fn body_framing(head: &Head) -> Result<Body, Stop> {
+fn body_framing(head: &Head) -> Result<Body, Stop> {
     let bad = |what: &str| answer(400, "Bad Request", what.to_owned());
     let codings: Vec<&[u8]> = head.values("transfer-encoding").collect();
     let lengths: Vec<&[u8]> = head.values("content-length").collect();
@@ -221,7 +221,7 @@ pub(super) fn body_framing(head: &Head) -> Result<Body, Stop> {
 
 /// Send exactly the request's body upstream (what came with the head first), and nothing after
 /// it: a second request on the same connection never reaches this upstream unchecked.
-pub(super) async fn send_body<R, W>(
+async fn send_body<R, W>(
     client: &mut R,
     upstream: &mut W,
     body: Body,
@@ -270,7 +270,7 @@ where
 }
 
 /// Read and drop what the client sends after its request, until it ends its side (or fails).
-pub(super) async fn discard_until_end<R: AsyncRead + Unpin>(client: &mut R) {
+async fn discard_until_end<R: AsyncRead + Unpin>(client: &mut R) {
     let mut buf = [0u8; 4096];
     while let Ok(n) = client.read(&mut buf).await {
         if n == 0 {

@@ -117,7 +117,7 @@ pub(super) fn secs(d: Duration) -> String {
     }
 }
 
-pub(super) fn stderr_section(tail: &str) -> String {
+fn stderr_section(tail: &str) -> String {
     if tail.is_empty() {
         " It wrote nothing to stderr.".to_string()
     } else {
@@ -125,7 +125,7 @@ pub(super) fn stderr_section(tail: &str) -> String {
     }
 }
 
-pub(super) fn signal_name(sig: i32) -> String {
+fn signal_name(sig: i32) -> String {
     match sig {
         6 => "SIGABRT".into(),
         9 => "SIGKILL".into(),

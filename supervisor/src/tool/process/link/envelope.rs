@@ -101,7 +101,7 @@ impl<'de> Visitor<'de> for EnvelopeSeed<'_> {
 
 /// Walks any JSON value without keeping it, counting values; past `limit` it fails.
 #[derive(Clone, Copy)]
-pub(super) struct Counter<'c> {
+struct Counter<'c> {
     pub(super) counted: &'c Cell<usize>,
     pub(super) limit: usize,
 }

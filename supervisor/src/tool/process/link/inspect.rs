@@ -16,7 +16,7 @@ use super::envelope::{EnvelopeSeed, Field, Id};
 
 /// A token bucket: `capacity` at once, refilled at `rate` a second.
 #[derive(Debug)]
-pub(super) struct Bucket {
+struct Bucket {
     capacity: f64,
     rate: f64,
     level: f64,
@@ -76,7 +76,7 @@ pub(in crate::tool::process) struct Inspector {
 }
 
 /// MCP's request methods a tool might send a client, named in a [`Misuse::Requests`].
-pub(super) const KNOWN_REQUESTS: &[&str] = &[
+const KNOWN_REQUESTS: &[&str] = &[
     "ping",
     "roots/list",
     "sampling/createMessage",
@@ -288,7 +288,7 @@ impl Inspector {
     }
 }
 
-pub(super) enum IdText {
+enum IdText {
     Number(i64),
     Text(String),
 }

@@ -111,7 +111,7 @@ impl<R: AsyncRead + Unpin> StdinPumpTask<R> {
 }
 
 /// If `line` (one of rmcp's messages) is a request, remember its id: an answer must match one.
-pub(super) fn note_request(line: &[u8], outstanding: &Outstanding) {
+fn note_request(line: &[u8], outstanding: &Outstanding) {
     #[derive(serde::Deserialize)]
     struct Outgoing {
         id: Option<u64>,
