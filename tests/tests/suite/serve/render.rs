@@ -75,7 +75,10 @@ fn every_string_of_every_block_reaches_the_host_redacted() {
     let got = answer(&mut server, "render__blocks", json!({}));
     let text = got.to_string();
     assert!(!text.contains(KEY), "the key reached the host: {text}");
-    assert!(!text.contains(&KEY[..10]), "a piece of the key reached the host: {text}");
+    assert!(
+        !text.contains(&KEY[..10]),
+        "a piece of the key reached the host: {text}"
+    );
     assert!(
         text.matches("[REDACTED:RENDER_API_KEY]").count() >= 14,
         "{text}"
@@ -84,16 +87,30 @@ fn every_string_of_every_block_reaches_the_host_redacted() {
     let types: Vec<&str> = blocks.iter().filter_map(|b| b["type"].as_str()).collect();
     assert_eq!(
         types,
-        ["text", "image", "audio", "resource", "resource", "resource_link"],
+        [
+            "text",
+            "image",
+            "audio",
+            "resource",
+            "resource",
+            "resource_link"
+        ],
         "{text}"
     );
     // The string answer's structured copy too.
-    let got = answer(&mut server, "render__at_offset", json!({"offset": 3, "after": 3}));
+    let got = answer(
+        &mut server,
+        "render__at_offset",
+        json!({"offset": 3, "after": 3}),
+    );
     assert!(got.get("structuredContent").is_some(), "{got}");
     assert!(!got.to_string().contains(KEY), "{got}");
     // And the tool list the host sees holds no value (its schemas and descriptions are the
     // tool's own).
-    let listed = server.request_ok("tools/list", json!({})).unwrap().to_string();
+    let listed = server
+        .request_ok("tools/list", json!({}))
+        .unwrap()
+        .to_string();
     assert!(!listed.contains(KEY), "{listed}");
 }
 
@@ -117,13 +134,29 @@ fn the_cap_counts_the_whole_serialised_answer() {
     assert!(sent.len() > 150_000, "control: {} bytes", sent.len());
     drop(control);
 
-    let got = answer(&mut server, "render__big_resource", json!({"size": 150_000}));
+    let got = answer(
+        &mut server,
+        "render__big_resource",
+        json!({"size": 150_000}),
+    );
     let size = got.to_string().len();
     assert!(size <= CAP, "a {size}-byte answer passed a {CAP}-byte cap");
     let text = got.to_string();
-    assert!(text.contains("a large resource follows"), "{}", &text[..text.len().min(500)]);
-    assert!(text.contains("an embedded resource of"), "{}", &text[..text.len().min(500)]);
-    assert!(text.contains("[output truncated: "), "{}", &text[..text.len().min(500)]);
+    assert!(
+        text.contains("a large resource follows"),
+        "{}",
+        &text[..text.len().min(500)]
+    );
+    assert!(
+        text.contains("an embedded resource of"),
+        "{}",
+        &text[..text.len().min(500)]
+    );
+    assert!(
+        text.contains("[output truncated: "),
+        "{}",
+        &text[..text.len().min(500)]
+    );
     assert!(!text.contains(KEY));
 }
 
@@ -142,7 +175,10 @@ fn a_key_where_the_cap_cuts_leaves_nothing_behind() {
             json!({"offset": offset, "after": 30_000}),
         );
         let text = got.to_string();
-        assert!(!text.contains(piece), "offset {offset}: a piece of the key arrived");
+        assert!(
+            !text.contains(piece),
+            "offset {offset}: a piece of the key arrived"
+        );
         assert!(text.len() <= CAP, "offset {offset}: {} bytes", text.len());
         // Control: where the cut falls inside the key with eight or more of its bytes before it,
         // cutting the tool's text there (before redacting) would hand them over.
@@ -177,11 +213,18 @@ fn a_function_named_with_a_key_is_refused_and_the_refusal_is_redacted() {
             json!({"name": "named", "code": fixture(NAMED).unwrap(), "verify": "quick"}),
         )
         .unwrap();
-    assert!(r.is_error, "a function named with a key was mounted: {}", r.text);
+    assert!(
+        r.is_error,
+        "a function named with a key was mounted: {}",
+        r.text
+    );
     assert!(r.text.contains("holds the value of a key"), "{}", r.text);
     assert!(r.text.contains("[REDACTED:NAME_API_KEY]"), "{}", r.text);
     assert!(!r.text.contains(NAME_KEY), "{}", r.text);
-    let listed = server.request_ok("tools/list", json!({})).unwrap().to_string();
+    let listed = server
+        .request_ok("tools/list", json!({}))
+        .unwrap()
+        .to_string();
     assert!(!listed.contains(NAME_KEY), "{listed}");
     assert!(!listed.contains("named__"), "{listed}");
 }
