@@ -4,6 +4,8 @@
 //! their reason. The checker is tested on small synthetic trees first, so it is known to fail
 //! on a cycle and on a long file.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
