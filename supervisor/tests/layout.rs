@@ -64,12 +64,23 @@ fn module_of(rel: &str) -> Option<Vec<String>> {
     }
 }
 
-/// The text before the file's test module (`#[cfg(test)]` followed by `mod tests`).
+/// The text before the file's test module: `#[cfg(test)]`, maybe more attributes, then
+/// `mod tests`.
 fn non_test(text: &str) -> &str {
-    match text.find("#[cfg(test)]\nmod tests") {
-        Some(at) => &text[..at],
-        None => text,
+    for (at, _) in text.match_indices("#[cfg(test)]\n") {
+        let mut rest = text[at..].lines().skip(1);
+        let opens_tests = loop {
+            match rest.next() {
+                Some(l) if l.starts_with("#[") => continue,
+                Some(l) => break l.starts_with("mod tests"),
+                None => break false,
+            }
+        };
+        if opens_tests {
+            return &text[..at];
+        }
     }
+    text
 }
 
 /// Lines of non-test code.
@@ -317,9 +328,14 @@ fn the_checker_finds_a_long_module_and_a_stale_allowance() {
         "//! Short, long tests.\n#[cfg(test)]\nmod tests {{\n{}}}\n",
         "fn t() {}\n".repeat(50)
     );
+    let with_allowed_tests = format!(
+        "//! Short.\n#[cfg(test)]\nfn helper() {{}}\n#[cfg(test)]\n#[allow(dead_code)]\nmod tests {{\n{}}}\n",
+        "fn t() {}\n".repeat(50)
+    );
     let tree = synthetic(&[
         ("long.rs", &long),
         ("short.rs", &with_tests),
+        ("short_too.rs", &with_allowed_tests),
         ("also/tests.rs", &"x\n".repeat(50)),
     ]);
     assert_eq!(
