@@ -24,7 +24,7 @@ pub const DEFAULT_TCP: &str = "127.0.0.1:8765";
 
 /// `$XDG_CONFIG_HOME/systemd/user/autotool.service` (default `~/.config/…`).
 pub fn unit_path() -> anyhow::Result<PathBuf> {
-    Ok(crate::listen::service_unit_path()?)
+    crate::listen::service_unit_path().map_err(anyhow::Error::msg)
 }
 
 /// Quote one `ExecStart=` word the way systemd reads it: in double quotes, with `\` and `"`
@@ -118,7 +118,7 @@ fn systemctl(args: &[&str]) -> Result<String, String> {
 
 /// `service install`: write the unit and (unless `start` is false) enable and start it.
 pub fn install(home: &Home, tcp: &str, start: bool, out: &mut impl Write) -> anyhow::Result<()> {
-    crate::mcp::http::Listen::parse(tcp)?;
+    crate::mcp::http::Listen::parse(tcp).map_err(anyhow::Error::msg)?;
     home.ensure()?;
     crate::mcp::http::ensure_token(home)?;
     let binary = std::env::current_exe()?;
