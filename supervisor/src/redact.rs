@@ -36,10 +36,10 @@
 //! start of the next) are replaced together, under the leftmost one's name. Before it, a
 //! sampling q-gram [`prefilter`] over one *anchor* per value finds the few places worth the
 //! walk: over the text where it lies when it holds no `%` and no `\` (the common case), over
-//! its decoded view where it does. About 2.5 GB/s with 100 keys on JSON-ish text, 0.4 GB/s on
-//! text made only of escapes, on the 2-core development machine (`cargo test --release --test
-//! redact -- --nocapture throughput`; `docs/benchmark.md`). Time and memory are linear in the
-//! text: the decoded view is built 64 KiB at a time, escapes never decode to more than they
+//! its decoded view where it does. With 100 keys, 1.2 to 2.3 GB/s on JSON answers and log
+//! lines, 0.3 GB/s on text made only of escapes, on the 2-core development machine (`redact-bench`
+//! in `bench/`; figures in `docs/keys.md`). Time and memory are linear in the
+//! text: the decoded view is never built, escapes never decode to more than they
 //! take, and the walk holds at most one state per automaton state at each of 64 positions.
 //!
 //! Three ways in: [`Redactor::redact`] for a whole string, [`Redactor::redact_json`] for a JSON
