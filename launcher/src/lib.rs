@@ -5,24 +5,34 @@
 //! carries a `// SAFETY:` comment. It is single-threaded by design: Landlock (before ABI 8) and
 //! seccomp apply to the calling thread, and `fork` is only sound in a single-threaded process.
 //!
-//! Processes: the launcher (`outer`) stays outside the tool's PID namespace as a small waiter
-//! that relays the exit status and dies with its parent; the tool is PID 1 of its own PID
-//! namespace and dies with the launcher. A short-lived helper writes the user namespace's id
-//! maps from the parent namespace.
+//! Processes, outermost first:
+//! - the launcher (`outer`), started by the supervisor, stays outside the tool's PID namespace
+//!   as a small waiter that relays the exit status; it dies with its parent;
+//! - the [`init`] of the tool's PID namespace (PID 1), the launcher's own code, dies with the
+//!   outer launcher, and its death takes every process of the namespace with it;
+//! - the tool (PID 2), which confines itself and execs the interpreter.
+//!
+//! A short-lived helper writes the user namespace's id maps from the parent namespace.
 //!
 //! Stages and their modules, in order:
 //! 1. [`namespaces`]: user namespace (or file capabilities), then network, mount, PID, IPC, UTS and
 //!    cgroup namespaces;
 //! 2. [`net`]: loopback up, the egress listener bound and passed to the parent;
-//! 3. [`mounts`]: the fresh root and `pivot_root`;
+//! 3. [`init`]: the namespace's PID 1, which builds the root ([`mounts`], `pivot_root`) and
+//!    forks the tool;
 //! 4. [`limits`]: resource limits;
-//! 5. [`process`]: session, descriptors, parent-death signal;
+//! 5. [`process`]: session, descriptors;
 //! 6. [`privileges`] and [`landlock`]: no new privileges, capabilities, Landlock;
 //! 7. [`seccomp`]: the system-call allow-list;
 //! 8. [`exec`]: exec of the interpreter.
+//!
+//! Every privileged or process-changing call of the namespace, init, mount, limit, process and
+//! privilege stages goes through [`sys::Sys`], so their logic is unit-tested with its recording
+//! twin; Landlock, seccomp, the network namespace's sockets and exec are checked end to end.
 
 pub mod error;
 pub mod exec;
+pub mod init;
 pub mod landlock;
 pub mod limits;
 pub mod mounts;
@@ -39,6 +49,7 @@ pub use error::LaunchError;
 use autotool_policy::{LaunchPolicy, Plan};
 use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd};
+use sys::{Forked, RealSys, Sys};
 
 /// Exit status of the launcher when it, not the tool, failed.
 pub const LAUNCHER_FAILED: u8 = 125;
@@ -97,60 +108,72 @@ fn read_policy(fd: i32) -> Result<LaunchPolicy, LaunchError> {
     Ok(LaunchPolicy::from_json(&buf)?)
 }
 
+/// Say on stderr why the launcher failed, and what to do about it.
+pub fn report(err: &LaunchError) {
+    eprintln!("autotool-launcher: {err}");
+    if let Some(hint) = err.hint() {
+        eprintln!("autotool-launcher: fix: {hint}");
+    }
+}
+
 /// Confine and exec according to `plan`. Returns the tool's exit status (as the outer waiter).
 pub fn run(plan: &Plan) -> Result<u8, LaunchError> {
-    let parent = process::die_with_parent()?;
-    privileges::set_no_new_privs()?;
+    let sys = &mut RealSys;
+    let parent = process::die_with_parent(sys)?;
+    privileges::set_no_new_privs(sys)?;
     landlock::check_abi(plan.min_landlock_abi)?;
     seccomp::check_available()?;
-    let entered = namespaces::enter(plan)?;
+    let entered = namespaces::enter(sys, plan)?;
     let sources = mounts::HostSources::open(plan)?;
-    namespaces::become_tool_user(plan, entered)?;
-    let shared_tasks = match entered.mode {
-        namespaces::Mode::UserNamespace => 0,
-        // SAFETY: getuid has no preconditions.
-        namespaces::Mode::FileCapabilities => limits::tasks_of_user(unsafe { libc::getuid() }),
-    };
-    process::recheck_parent(parent)?;
+    namespaces::become_tool_user(sys, plan, entered)?;
+    let shared_tasks = shared_tasks(sys, entered.mode);
+    process::recheck_parent(sys, parent)?;
     net::setup(plan)?;
-    let life = process::LifeLine::new()?;
-    match process::fork()? {
-        process::Forked::Child => {
-            let err = confine_and_exec(plan, &sources, &life, entered.mode, shared_tasks);
-            eprintln!("autotool-launcher: {err}");
-            if let Some(hint) = err.hint() {
-                eprintln!("autotool-launcher: fix: {hint}");
-            }
-            process::exit_now(i32::from(LAUNCHER_FAILED))
+    let mut life = process::LifeLine::new()?;
+    match sys.fork().map_err(|source| LaunchError::Io {
+        what: "fork of the tool's init",
+        source,
+    })? {
+        Forked::Child => {
+            let code = init::run(sys, plan, &sources, &mut life, entered.mode, |sys| {
+                confine_and_exec(sys, plan, entered.mode, shared_tasks)
+            });
+            process::exit_now(code)
         }
-        process::Forked::Parent(child) => {
+        Forked::Parent(init) => {
             drop(sources);
-            process::wait_as_outer(child, life)
+            process::wait_as_outer(sys, init, life)
         }
     }
 }
 
-/// Everything the tool process does to itself after the namespaces exist. Returns only on error.
+/// Tasks that share the tool's user id and count against its thread limit: its init, and
+/// without a user namespace every task of the invoking user on the machine.
+fn shared_tasks(sys: &mut dyn Sys, mode: namespaces::Mode) -> u64 {
+    let init = 1;
+    match mode {
+        namespaces::Mode::UserNamespace => init,
+        namespaces::Mode::FileCapabilities => init + limits::tasks_of_user(sys.uid()),
+    }
+}
+
+/// Everything the tool process does to itself in its new root, as the init's child. Returns
+/// only on error.
 fn confine_and_exec(
+    sys: &mut dyn Sys,
     plan: &Plan,
-    sources: &mounts::HostSources,
-    life: &process::LifeLine,
     mode: namespaces::Mode,
     shared_tasks: u64,
 ) -> LaunchError {
     let result = (|| -> Result<std::convert::Infallible, LaunchError> {
-        mounts::build_root(plan, sources, &mut sys::RealSys)?;
-        limits::apply(&plan.rlimits, shared_tasks)?;
-        process::new_session()?;
+        limits::apply(sys, &plan.rlimits, shared_tasks)?;
+        process::new_session(sys)?;
         let target = exec::Target::prepare(plan)?;
-        let mut keep: Vec<i32> = plan.keep_fds.clone();
-        keep.extend(life.child_fds());
-        process::close_inherited(&keep, &plan.keep_fds)?;
+        process::close_inherited(&plan.keep_fds, &plan.keep_fds)?;
         process::chdir(&plan.working_dir)?;
-        privileges::refuse_exec_gain()?;
-        privileges::drop_capabilities(mode)?;
+        privileges::refuse_exec_gain(sys)?;
+        privileges::drop_capabilities(sys, mode)?;
         landlock::restrict(plan)?;
-        life.arm()?;
         let cookie = exec::Cookie::new()?;
         let filter = seccomp::build(&cookie)?;
         seccomp::install(&filter)?;

@@ -1,42 +1,37 @@
 //! Resource limits: address space, threads, open files, file size, CPU seconds, no core dumps.
 //! Soft and hard limits are set alike, so the tool cannot raise them again.
 
-use crate::error::{LaunchError, last};
+use crate::error::LaunchError;
+use crate::sys::Sys;
 use autotool_policy::{Rlimit, RlimitResource};
 
-fn resource(r: RlimitResource) -> (libc::__rlimit_resource_t, &'static str) {
+fn describe(r: RlimitResource) -> &'static str {
     match r {
-        RlimitResource::AddressSpace => (libc::RLIMIT_AS, "RLIMIT_AS (memory)"),
-        RlimitResource::Threads => (libc::RLIMIT_NPROC, "RLIMIT_NPROC (threads)"),
-        RlimitResource::OpenFiles => (libc::RLIMIT_NOFILE, "RLIMIT_NOFILE (open files)"),
-        RlimitResource::FileSize => (libc::RLIMIT_FSIZE, "RLIMIT_FSIZE (file size)"),
-        RlimitResource::Cpu => (libc::RLIMIT_CPU, "RLIMIT_CPU (CPU seconds)"),
-        RlimitResource::Core => (libc::RLIMIT_CORE, "RLIMIT_CORE (core dumps)"),
+        RlimitResource::AddressSpace => "RLIMIT_AS (memory)",
+        RlimitResource::Threads => "RLIMIT_NPROC (threads)",
+        RlimitResource::OpenFiles => "RLIMIT_NOFILE (open files)",
+        RlimitResource::FileSize => "RLIMIT_FSIZE (file size)",
+        RlimitResource::Cpu => "RLIMIT_CPU (CPU seconds)",
+        RlimitResource::Core => "RLIMIT_CORE (core dumps)",
     }
 }
 
 /// Set every limit of the plan. `shared_tasks` is the number of tasks that already count
-/// against the thread limit because the tool shares its user id with them (only without a user
-/// namespace: there the limit counts every task of the invoking user on the machine).
-pub fn apply(limits: &[Rlimit], shared_tasks: u64) -> Result<(), LaunchError> {
+/// against the thread limit because they share the tool's user id: the tool's init, and
+/// without a user namespace every task of the invoking user on the machine (there the limit
+/// counts them all).
+pub fn apply(sys: &mut dyn Sys, limits: &[Rlimit], shared_tasks: u64) -> Result<(), LaunchError> {
     for l in limits {
-        let (res, what) = resource(l.resource);
         let value = if l.resource == RlimitResource::Threads {
             l.value.saturating_add(shared_tasks)
         } else {
             l.value
         };
-        let lim = libc::rlimit {
-            rlim_cur: value as libc::rlim_t,
-            rlim_max: value as libc::rlim_t,
-        };
-        // SAFETY: lim is a valid rlimit for setrlimit to read.
-        if unsafe { libc::setrlimit(res, &lim) } != 0 {
-            return Err(LaunchError::Rlimit {
-                what,
-                source: last(),
-            });
-        }
+        sys.set_rlimit(l.resource, value)
+            .map_err(|source| LaunchError::Rlimit {
+                what: describe(l.resource),
+                source,
+            })?;
     }
     Ok(())
 }
@@ -68,3 +63,6 @@ pub fn tasks_of_user(uid: u32) -> u64 {
     }
     total
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,8 @@
 //! order, each failing closed with an error that names the missing feature and the fix:
 //!
 //! 1. namespaces: new user (or file capabilities), network, mount, PID, IPC, UTS and cgroup
-//!    namespaces; the launcher stays outside as a waiter, the tool becomes PID 1 inside;
+//!    namespaces; the launcher stays outside as a waiter, its own init becomes PID 1 inside
+//!    (when it dies, the kernel kills the whole namespace) and the tool its only child;
 //! 2. network: only `lo`, up; the egress listener bound on 127.0.0.1 and ::1 and its descriptors
 //!    sent to the parent;
 //! 3. mounts: a fresh read-only root of bind mounts, private tmpfs for `/tmp` and the home, a
@@ -27,10 +28,7 @@ fn main() -> ExitCode {
     match autotool_launcher::cli(&args) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("autotool-launcher: {err}");
-            if let Some(hint) = err.hint() {
-                eprintln!("autotool-launcher: fix: {hint}");
-            }
+            autotool_launcher::report(&err);
             ExitCode::from(autotool_launcher::LAUNCHER_FAILED)
         }
     }

@@ -5,9 +5,14 @@
 //! invoking user's full view of the host; the binds then go through those descriptors. This is
 //! what lets a launcher started by root run the tool as `nobody` and still mount a runtime that
 //! lives under `/root`.
+//!
+//! The fresh `/proc` is read-only, and the host-wide files and directories the plan masks are
+//! hidden behind an empty read-only view of `/dev/null` or an empty read-only tmpfs (those the
+//! kernel lacks are skipped). The four device nodes are read-only binds: a device node opens for
+//! writing on a read-only mount, but its timestamps and mode cannot be changed through one.
 
 use crate::error::LaunchError;
-use crate::sys::{Attrs, Fs, MountSys, Source};
+use crate::sys::{Attrs, Fs, Source, Sys};
 use autotool_policy::{Mount, Plan};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -21,6 +26,10 @@ pub const STAGE: &str = "/tmp";
 const ROOT_BYTES: u64 = 1 << 20;
 /// Size of the `/dev` tmpfs.
 const DEV_BYTES: u64 = 64 << 10;
+/// Size of the empty tmpfs that hides a directory of `/proc`.
+const MASK_DIR_BYTES: u64 = 4096;
+/// The host node a masked file is replaced by: an empty read-only view of it reads as nothing.
+pub const MASK_SOURCE: &str = "/dev/null";
 
 /// Largest host file that is copied into the root rather than bind-mounted.
 const COPY_LIMIT: u64 = 1 << 20;
@@ -113,24 +122,32 @@ impl HostSources {
                 }
                 Mount::Dev { target: _, nodes } => {
                     for node in nodes {
-                        let p = Path::new("/dev").join(node);
-                        match open_path(&p).map_err(fail(&p))? {
-                            Some(h) => {
-                                me.opened.insert(p, h);
-                            }
-                            None => {
-                                return Err(LaunchError::OpenSource {
-                                    path: p,
-                                    source: io::Error::from_raw_os_error(libc::ENOENT),
-                                });
-                            }
-                        }
+                        me.open_required(&Path::new("/dev").join(node))?;
                     }
                 }
+                Mount::MaskFile { .. } => me.open_required(Path::new(MASK_SOURCE))?,
                 _ => {}
             }
         }
         Ok(me)
+    }
+
+    /// Open a host object that must exist, once.
+    fn open_required(&mut self, path: &Path) -> Result<(), LaunchError> {
+        if self.opened.contains_key(path) {
+            return Ok(());
+        }
+        let fail = |source| LaunchError::OpenSource {
+            path: path.to_path_buf(),
+            source,
+        };
+        match open_path(path).map_err(fail)? {
+            Some(h) => {
+                self.opened.insert(path.to_path_buf(), h);
+                Ok(())
+            }
+            None => Err(fail(io::Error::from_raw_os_error(libc::ENOENT))),
+        }
     }
 
     /// For tests: pretend `dirs` are directories, `files` files and `links` symlinks.
@@ -187,11 +204,26 @@ fn inside(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
+/// How the device nodes and the masks over `/proc` files are mounted: read-only (so neither
+/// `utime` nor `chmod` reaches the host's node; a device node on a read-only mount still opens
+/// for writing), noexec, nosuid, device access kept.
+pub const DEVICE: Attrs = Attrs {
+    read_only: true,
+    noexec: true,
+    nosuid: true,
+    nodev: false,
+};
+
+/// Whether a mount failed only because its target does not exist (an optional mask).
+fn absent(err: &io::Error) -> bool {
+    err.raw_os_error() == Some(libc::ENOENT)
+}
+
 /// Build the root below [`STAGE`] and pivot into it.
 pub fn build_root(
     plan: &Plan,
     sources: &HostSources,
-    sys: &mut dyn MountSys,
+    sys: &mut dyn Sys,
 ) -> Result<(), LaunchError> {
     let root = Path::new(STAGE);
     let step = |step: &'static str, target: &Path| {
@@ -283,8 +315,41 @@ pub fn build_root(
             Mount::Proc { target } => {
                 let t = inside(root, target);
                 sys.mkdir_all(&t).map_err(step("mount point", target))?;
-                sys.mount(&Fs::Proc, &t, sealed)
-                    .map_err(step("proc", target))?;
+                let ro = Attrs {
+                    read_only: true,
+                    ..sealed
+                };
+                sys.mount(&Fs::Proc, &t, ro).map_err(step("proc", target))?;
+            }
+            Mount::MaskFile { target } => {
+                let Some((_, src)) = sources.get(Path::new(MASK_SOURCE)) else {
+                    return Err(LaunchError::OpenSource {
+                        path: MASK_SOURCE.into(),
+                        source: io::Error::from_raw_os_error(libc::ENOENT),
+                    });
+                };
+                let t = inside(root, target);
+                match sys.bind(&src, &t) {
+                    Err(e) if absent(&e) => continue,
+                    other => other.map_err(step("mask", target))?,
+                }
+                sys.set_attrs(&t, DEVICE, false)
+                    .map_err(step("mask read-only", target))?;
+            }
+            Mount::MaskDir { target } => {
+                let t = inside(root, target);
+                let fs = Fs::Tmpfs {
+                    size_bytes: MASK_DIR_BYTES,
+                    mode: 0o555,
+                };
+                let ro = Attrs {
+                    read_only: true,
+                    ..sealed
+                };
+                match sys.mount(&fs, &t, ro) {
+                    Err(e) if absent(&e) => continue,
+                    other => other.map_err(step("mask", target))?,
+                }
             }
             Mount::Dev { target, nodes } => {
                 let t = inside(root, target);
@@ -307,13 +372,7 @@ pub fn build_root(
                     sys.create_file(&n, b"")
                         .map_err(step("device node", &host))?;
                     sys.bind(&src, &n).map_err(step("device bind", &host))?;
-                    let attrs = Attrs {
-                        read_only: false,
-                        noexec: true,
-                        nosuid: true,
-                        nodev: false,
-                    };
-                    sys.set_attrs(&n, attrs, false)
+                    sys.set_attrs(&n, DEVICE, false)
                         .map_err(step("device flags", &host))?;
                 }
                 for (name, to) in [

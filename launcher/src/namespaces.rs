@@ -6,8 +6,10 @@
 //! started by root holds no root-owned file. The id maps are written by a short-lived helper
 //! that stays in the parent namespace: only there may root map another id.
 
-use crate::error::{LaunchError, last};
-use crate::process::{self, Forked};
+use crate::error::LaunchError;
+use crate::privileges;
+use crate::process;
+use crate::sys::{CapSet, Forked, Prctl, Sys};
 use autotool_policy::Plan;
 use std::io::{Read, Write};
 
@@ -20,22 +22,29 @@ pub enum Mode {
     FileCapabilities,
 }
 
-const OTHER_NAMESPACES: libc::c_int = libc::CLONE_NEWNS
+/// Every namespace but the user namespace, made in one `unshare`.
+pub const OTHER_NAMESPACES: libc::c_int = libc::CLONE_NEWNS
     | libc::CLONE_NEWNET
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWCGROUP;
 
+/// `nobody`: who the tool is outside when the launcher runs as root.
+pub const NOBODY: u32 = 65534;
+
 /// The id the tool's user maps to outside.
-fn outside_ids() -> (u32, u32) {
-    // SAFETY: geteuid/getegid have no preconditions.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    if uid == 0 { (65534, 65534) } else { (uid, gid) }
+fn outside_ids(sys: &mut dyn Sys) -> (u32, u32) {
+    let (uid, gid) = (sys.euid(), sys.egid());
+    if uid == 0 {
+        (NOBODY, NOBODY)
+    } else {
+        (uid, gid)
+    }
 }
 
 /// The namespaces entered, and who entered them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entered {
     pub mode: Mode,
     /// The launcher was started by root (its ids are switched away from root afterwards).
@@ -45,21 +54,20 @@ pub struct Entered {
 /// Enter every namespace. On return the caller is inside all of them but the PID namespace,
 /// which only its children enter, and still has its original ids: host objects to bind are
 /// opened now, in the new mount namespace, before [`become_tool_user`].
-pub fn enter(plan: &Plan) -> Result<Entered, LaunchError> {
-    // SAFETY: geteuid has no preconditions.
-    let was_root = unsafe { libc::geteuid() } == 0;
+pub fn enter(sys: &mut dyn Sys, plan: &Plan) -> Result<Entered, LaunchError> {
+    let was_root = sys.euid() == 0;
     // A launcher holding file capabilities is not dumpable, so no helper of the same user could
     // write its id maps; it builds the sandbox with those capabilities instead. Root prefers a
     // user namespace (the tool then maps to `nobody`).
-    let mode = if !was_root && crate::privileges::has_build_capabilities() {
-        crate::privileges::raise_build_capabilities()?;
+    let mode = if !was_root && privileges::has_build_capabilities(sys) {
+        privileges::raise_build_capabilities(sys)?;
         Mode::FileCapabilities
     } else {
-        match enter_user_namespace(plan)? {
+        match enter_user_namespace(sys, plan)? {
             UserNs::Entered => Mode::UserNamespace,
             UserNs::Unavailable(err) => {
-                if crate::privileges::has_build_capabilities() {
-                    crate::privileges::raise_build_capabilities()?;
+                if privileges::has_build_capabilities(sys) {
+                    privileges::raise_build_capabilities(sys)?;
                     Mode::FileCapabilities
                 } else {
                     return Err(LaunchError::UserNamespace(err));
@@ -67,10 +75,8 @@ pub fn enter(plan: &Plan) -> Result<Entered, LaunchError> {
             }
         }
     };
-    // SAFETY: unshare with namespace flags only changes this process's namespaces.
-    if unsafe { libc::unshare(OTHER_NAMESPACES) } != 0 {
-        return Err(LaunchError::Namespaces(last()));
-    }
+    sys.unshare(OTHER_NAMESPACES)
+        .map_err(LaunchError::Namespaces)?;
     Ok(Entered { mode, was_root })
 }
 
@@ -78,122 +84,149 @@ pub fn enter(plan: &Plan) -> Result<Entered, LaunchError> {
 /// to the invoking user, or to `nobody` for root); with file capabilities, `nobody` when started
 /// by root and the invoking user otherwise. The capabilities that build the sandbox stay
 /// effective until [`crate::privileges::drop_capabilities`].
-pub fn become_tool_user(plan: &Plan, entered: Entered) -> Result<(), LaunchError> {
+pub fn become_tool_user(
+    sys: &mut dyn Sys,
+    plan: &Plan,
+    entered: Entered,
+) -> Result<(), LaunchError> {
     match entered.mode {
-        Mode::UserNamespace => switch_ids(plan.uid, plan.gid, entered.was_root),
+        Mode::UserNamespace => switch_ids(sys, plan.uid, plan.gid, entered.was_root),
         Mode::FileCapabilities if entered.was_root => {
-            switch_ids(65534, 65534, true)?;
-            crate::privileges::raise_build_capabilities()
+            switch_ids(sys, NOBODY, NOBODY, true)?;
+            privileges::raise_build_capabilities(sys)
         }
         Mode::FileCapabilities => Ok(()),
     }
 }
 
 /// Outcome of trying a user namespace.
+#[derive(Debug)]
 enum UserNs {
     Entered,
     /// `unshare(CLONE_NEWUSER)` itself failed; nothing changed, another way may be tried.
     Unavailable(std::io::Error),
 }
 
-fn enter_user_namespace(plan: &Plan) -> Result<UserNs, LaunchError> {
-    let (outer_uid, outer_gid) = outside_ids();
-    // SAFETY: getpid/geteuid have no preconditions.
-    let (me, euid) = unsafe { (libc::getpid(), libc::geteuid()) };
+/// What the launcher tells the id-map helper.
+const GO: u8 = b'u';
+
+fn enter_user_namespace(sys: &mut dyn Sys, plan: &Plan) -> Result<UserNs, LaunchError> {
+    let (outer_uid, outer_gid) = outside_ids(sys);
+    let me = sys.pid();
+    let root = sys.euid() == 0;
     let (mut go_read, mut go_write) = pipe()?;
-    let helper = match process::fork()? {
+    let helper = match sys.fork().map_err(|source| LaunchError::Io {
+        what: "fork of the id-map helper",
+        source,
+    })? {
         Forked::Child => {
             drop(go_write);
-            let mut byte = [0u8; 1];
-            let code = match go_read.read(&mut byte) {
-                Ok(1) if byte[0] == b'u' => {
-                    match write_maps(me, euid == 0, plan.uid, plan.gid, outer_uid, outer_gid) {
-                        Ok(()) => 0,
-                        Err(err) => {
-                            eprintln!("autotool-launcher: {err}");
-                            1
-                        }
-                    }
-                }
-                // The launcher gave up on a user namespace.
-                _ => 2,
+            let maps = IdMaps {
+                pid: me,
+                root,
+                uid: plan.uid,
+                gid: plan.gid,
+                outer_uid,
+                outer_gid,
             };
-            process::exit_now(code)
+            process::exit_now(id_map_helper(sys, &mut go_read, &maps))
         }
         Forked::Parent(pid) => pid,
     };
-    drop(go_read);
-    // SAFETY: unshare(CLONE_NEWUSER) only changes this process's user namespace.
-    let unshared = unsafe { libc::unshare(libc::CLONE_NEWUSER) } == 0;
-    let unshare_err = last();
-    if unshared {
+    let unshared = sys.unshare(libc::CLONE_NEWUSER);
+    if unshared.is_ok() {
         go_write
-            .write_all(b"u")
+            .write_all(&[GO])
             .map_err(|source| LaunchError::IdMap {
                 what: "signalling the helper",
                 source,
             })?;
     }
+    // The helper reads end-of-file once our write end is gone: the sign to give up.
     drop(go_write);
-    let status = wait(helper)?;
-    if !unshared {
-        return Ok(UserNs::Unavailable(unshare_err));
+    drop(go_read);
+    let status = sys.wait(helper).map_err(|source| LaunchError::Io {
+        what: "waiting for the id-map helper",
+        source,
+    })?;
+    if let Err(err) = unshared {
+        return Ok(UserNs::Unavailable(err));
     }
-    if status != 0 {
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
         return Err(LaunchError::IdMap {
             what: "helper failed",
-            source: std::io::Error::other(format!("exit status {status}")),
+            source: std::io::Error::other(format!("wait status {status}")),
         });
     }
     Ok(UserNs::Entered)
 }
 
-fn write_maps(
+/// The maps the helper writes for the launcher's new user namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IdMaps {
+    /// The launcher, whose user namespace it is.
     pid: i32,
+    /// The launcher runs as root (then no `setgroups` deny is needed, and root's groups are
+    /// dropped later instead).
     root: bool,
     uid: u32,
     gid: u32,
     outer_uid: u32,
     outer_gid: u32,
-) -> Result<(), LaunchError> {
-    let put = |what: &'static str, file: &str, contents: String| {
-        std::fs::write(format!("/proc/{pid}/{file}"), contents)
+}
+
+/// The helper's whole life: wait for the word, write the maps. Returns its exit status: 0 when
+/// the maps are written, 1 when writing failed, 2 when the launcher gave up.
+fn id_map_helper(sys: &mut dyn Sys, go: &mut impl Read, maps: &IdMaps) -> i32 {
+    let mut byte = [0u8; 1];
+    match go.read(&mut byte) {
+        Ok(1) if byte[0] == GO => match write_maps(sys, maps) {
+            Ok(()) => 0,
+            Err(err) => {
+                eprintln!("autotool-launcher: {err}");
+                1
+            }
+        },
+        _ => 2,
+    }
+}
+
+fn write_maps(sys: &mut dyn Sys, m: &IdMaps) -> Result<(), LaunchError> {
+    let mut put = |what: &'static str, file: &'static str, contents: String| {
+        sys.write_id_map(m.pid, file, &contents)
             .map_err(|source| LaunchError::IdMap { what, source })
     };
-    if !root {
+    if !m.root {
         // Required before an unprivileged process may write gid_map.
         put("setgroups", "setgroups", "deny".into())?;
     }
-    put("uid_map", "uid_map", format!("{uid} {outer_uid} 1\n"))?;
-    put("gid_map", "gid_map", format!("{gid} {outer_gid} 1\n"))?;
+    put(
+        "uid_map",
+        "uid_map",
+        format!("{} {} 1\n", m.uid, m.outer_uid),
+    )?;
+    put(
+        "gid_map",
+        "gid_map",
+        format!("{} {} 1\n", m.gid, m.outer_gid),
+    )?;
     Ok(())
 }
 
 /// Switch ids, keeping the capabilities for building the sandbox (all dropped before exec).
-fn switch_ids(uid: u32, gid: u32, was_root: bool) -> Result<(), LaunchError> {
+fn switch_ids(sys: &mut dyn Sys, uid: u32, gid: u32, was_root: bool) -> Result<(), LaunchError> {
     if was_root {
         // Root's supplementary groups (group 0 among them) must not follow the tool.
-        // SAFETY: an empty group list with a null pointer is valid for setgroups.
-        if unsafe { libc::setgroups(0, std::ptr::null()) } != 0 {
-            return Err(LaunchError::SetIds(last()));
-        }
+        sys.clear_groups().map_err(LaunchError::SetIds)?;
     }
-    // SAFETY: plain id-setting calls with valid ids; PR_SET_KEEPCAPS keeps the permitted set.
-    unsafe {
-        if libc::setresgid(gid, gid, gid) != 0 {
-            return Err(LaunchError::SetIds(last()));
-        }
-        if libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 {
-            return Err(LaunchError::SetIds(last()));
-        }
-        if libc::setresuid(uid, uid, uid) != 0 {
-            return Err(LaunchError::SetIds(last()));
-        }
-    }
-    let permitted = caps::read(None, caps::CapSet::Permitted)
-        .map_err(|e| LaunchError::SetIds(std::io::Error::other(e.to_string())))?;
-    caps::set(None, caps::CapSet::Effective, &permitted)
-        .map_err(|e| LaunchError::SetIds(std::io::Error::other(e.to_string())))?;
+    sys.set_gid(gid).map_err(LaunchError::SetIds)?;
+    sys.prctl(Prctl::KeepCaps).map_err(LaunchError::SetIds)?;
+    sys.set_uid(uid).map_err(LaunchError::SetIds)?;
+    let permitted = sys
+        .caps_read(CapSet::Permitted)
+        .map_err(LaunchError::SetIds)?;
+    sys.caps_set(CapSet::Effective, &permitted)
+        .map_err(LaunchError::SetIds)?;
     Ok(())
 }
 
@@ -202,11 +235,5 @@ fn pipe() -> Result<(std::fs::File, std::fs::File), LaunchError> {
     Ok((r.into(), w.into()))
 }
 
-fn wait(pid: i32) -> Result<i32, LaunchError> {
-    let status = process::wait_for(pid, "waiting for the id-map helper")?;
-    Ok(if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    })
-}
+#[cfg(test)]
+mod tests;

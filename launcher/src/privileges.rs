@@ -5,9 +5,10 @@
 //! ([`BUILD_CAPABILITIES`]). The tool never holds any: bounding, ambient, inheritable, permitted
 //! and effective sets are all emptied before exec.
 
-use crate::error::{LaunchError, last};
+use crate::error::LaunchError;
 use crate::namespaces::Mode;
-use caps::{CapSet, Capability};
+use crate::sys::{CapSet, Prctl, Sys};
+use caps::Capability;
 
 /// What building the sandbox needs without a user namespace: namespaces, mounts and
 /// `pivot_root` (`CAP_SYS_ADMIN`), bringing up `lo` (`CAP_NET_ADMIN`), emptying the bounding set
@@ -20,49 +21,41 @@ pub const BUILD_CAPABILITIES: [Capability; 3] = [
 
 /// `PR_SET_NO_NEW_PRIVS`: nothing exec'd from here on gains privileges (setuid bits, file
 /// capabilities), and Landlock and seccomp may be applied without privileges.
-pub fn set_no_new_privs() -> Result<(), LaunchError> {
-    // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(LaunchError::NoNewPrivs(last()));
-    }
-    Ok(())
+pub fn set_no_new_privs(sys: &mut dyn Sys) -> Result<(), LaunchError> {
+    sys.prctl(Prctl::NoNewPrivs)
+        .map_err(LaunchError::NoNewPrivs)
 }
-
-const PR_SET_MDWE: libc::c_int = 65;
-const PR_MDWE_REFUSE_EXEC_GAIN: libc::c_ulong = 1;
 
 /// `PR_SET_MDWE`: memory that was ever writable can never become executable, and no mapping is
 /// created writable and executable at once. Kept across exec.
-pub fn refuse_exec_gain() -> Result<(), LaunchError> {
-    // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) } != 0 {
-        return Err(LaunchError::Mdwe(last()));
-    }
-    Ok(())
+pub fn refuse_exec_gain(sys: &mut dyn Sys) -> Result<(), LaunchError> {
+    sys.prctl(Prctl::RefuseExecGain).map_err(LaunchError::Mdwe)
 }
 
 /// Whether this process holds the file capabilities that replace a user namespace.
-pub fn has_build_capabilities() -> bool {
-    BUILD_CAPABILITIES
-        .iter()
-        .all(|c| caps::has_cap(None, CapSet::Permitted, *c).unwrap_or(false))
+pub fn has_build_capabilities(sys: &mut dyn Sys) -> bool {
+    let Ok(permitted) = sys.caps_read(CapSet::Permitted) else {
+        return false;
+    };
+    BUILD_CAPABILITIES.iter().all(|c| permitted.contains(c))
 }
 
 /// Make the build capabilities effective.
-pub fn raise_build_capabilities() -> Result<(), LaunchError> {
-    let err = |e: caps::errors::CapsError| LaunchError::DropCaps(e.to_string());
+pub fn raise_build_capabilities(sys: &mut dyn Sys) -> Result<(), LaunchError> {
     for c in BUILD_CAPABILITIES {
-        caps::raise(None, CapSet::Effective, c).map_err(err)?;
+        sys.caps_raise(CapSet::Effective, c)
+            .map_err(|e| LaunchError::DropCaps(format!("raising {c}: {e}")))?;
     }
     Ok(())
 }
 
 /// Empty every capability set. After this and `no_new_privs`, exec grants none back.
-pub fn drop_capabilities(mode: Mode) -> Result<(), LaunchError> {
-    let err = |e: caps::errors::CapsError| LaunchError::DropCaps(e.to_string());
+pub fn drop_capabilities(sys: &mut dyn Sys, mode: Mode) -> Result<(), LaunchError> {
+    let err = |what: String| move |e: std::io::Error| LaunchError::DropCaps(format!("{what}: {e}"));
     // The bounding set first: dropping from it needs CAP_SETPCAP, still held here.
-    for c in caps::runtime::thread_all_supported() {
-        caps::drop(None, CapSet::Bounding, c).map_err(err)?;
+    for c in sys.caps_supported() {
+        sys.caps_drop(CapSet::Bounding, c)
+            .map_err(err(format!("dropping {c} from the bounding set")))?;
     }
     for set in [
         CapSet::Ambient,
@@ -70,13 +63,21 @@ pub fn drop_capabilities(mode: Mode) -> Result<(), LaunchError> {
         CapSet::Effective,
         CapSet::Permitted,
     ] {
-        caps::clear(None, set).map_err(err)?;
+        sys.caps_clear(set)
+            .map_err(err(format!("clearing the {set:?} set")))?;
     }
-    let left = caps::read(None, CapSet::Permitted).map_err(err)?;
+    let left = sys
+        .caps_read(CapSet::Permitted)
+        .map_err(err("reading the permitted set".into()))?;
     if !left.is_empty() {
+        let mut left: Vec<Capability> = left.into_iter().collect();
+        left.sort_by_key(Capability::index);
         return Err(LaunchError::DropCaps(format!(
             "still permitted after clearing ({mode:?}): {left:?}"
         )));
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

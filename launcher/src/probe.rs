@@ -2,19 +2,19 @@
 //! stdout, for `autotool doctor`. Every probe runs in a throw-away child process, so nothing
 //! here changes the launcher itself.
 
-use crate::process::{self, Forked};
+use crate::process;
+use crate::sys::{Forked, RealSys, Sys};
 
 /// Run `f` in a forked child; `Ok(())` when it exits 0, else the errno it exited with.
 fn in_child(f: impl FnOnce() -> Result<(), i32>) -> Result<(), String> {
-    match process::fork() {
+    match RealSys.fork() {
         Err(e) => Err(e.to_string()),
         Ok(Forked::Child) => process::exit_now(match f() {
             Ok(()) => 0,
             Err(errno) => errno.clamp(1, 255),
         }),
         Ok(Forked::Parent(pid)) => {
-            let status =
-                process::wait_for(pid, "waiting for a probe").map_err(|e| e.to_string())?;
+            let status = RealSys.wait(pid).map_err(|e| e.to_string())?;
             if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
                 Ok(())
             } else if libc::WIFEXITED(status) {
@@ -26,19 +26,10 @@ fn in_child(f: impl FnOnce() -> Result<(), i32>) -> Result<(), String> {
     }
 }
 
-fn errno() -> i32 {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
 fn unshare(flags: libc::c_int) -> Result<(), i32> {
-    // SAFETY: unshare only changes the calling (throw-away) process's namespaces.
-    if unsafe { libc::unshare(flags) } == 0 {
-        Ok(())
-    } else {
-        Err(errno())
-    }
+    RealSys
+        .unshare(flags)
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 fn outcome(r: &Result<(), String>) -> serde_json::Value {
@@ -64,7 +55,7 @@ pub fn run() -> u8 {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     // Root holds every capability anyway; only a non-root launcher can hold them from its file.
-    let file_caps = !root && crate::privileges::has_build_capabilities();
+    let file_caps = !root && crate::privileges::has_build_capabilities(&mut RealSys);
     // Each other namespace inside a new user namespace, or with the file capabilities.
     let ns: Vec<(&str, Result<(), String>)> = others
         .iter()

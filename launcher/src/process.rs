@@ -1,80 +1,35 @@
-//! Process plumbing: dying with the parent, forking the tool, the outer waiter, sessions and
-//! descriptors.
+//! Process plumbing: dying with the parent, the life line, the outer waiter and the status it
+//! relays, sessions and descriptors.
 
 use crate::error::{LaunchError, last};
+use crate::sys::{Prctl, Sys};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Ask for SIGKILL when the parent dies, and make sure it has not died already. Returns the
 /// parent's pid for [`recheck_parent`].
-pub fn die_with_parent() -> Result<i32, LaunchError> {
-    // SAFETY: getppid has no preconditions.
-    let parent = unsafe { libc::getppid() };
-    set_pdeathsig()?;
-    recheck_parent(parent)?;
+pub fn die_with_parent(sys: &mut dyn Sys) -> Result<i32, LaunchError> {
+    let parent = sys.parent_pid();
+    recheck_parent(sys, parent)?;
     Ok(parent)
-}
-
-fn set_pdeathsig() -> Result<(), LaunchError> {
-    // SAFETY: PR_SET_PDEATHSIG takes a signal number; the remaining arguments are unused.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) } != 0 {
-        return Err(LaunchError::ParentDeath(last()));
-    }
-    Ok(())
 }
 
 /// Credential changes clear the parent-death signal: set it again and check the parent is still
 /// the one we started with.
-pub fn recheck_parent(parent: i32) -> Result<(), LaunchError> {
-    set_pdeathsig()?;
-    // SAFETY: getppid has no preconditions.
-    if unsafe { libc::getppid() } != parent {
+pub fn recheck_parent(sys: &mut dyn Sys, parent: i32) -> Result<(), LaunchError> {
+    sys.prctl(Prctl::ParentDeathSignal(libc::SIGKILL))
+        .map_err(LaunchError::ParentDeath)?;
+    if sys.parent_pid() != parent {
         return Err(LaunchError::ParentGone);
     }
     Ok(())
-}
-
-/// Result of [`fork`].
-#[derive(Debug)]
-pub enum Forked {
-    Parent(i32),
-    Child,
-}
-
-/// Fork. Sound here because the launcher is single-threaded.
-pub fn fork() -> Result<Forked, LaunchError> {
-    // SAFETY: the launcher never starts a thread, so the child inherits a consistent address
-    // space; glibc's fork keeps its own bookkeeping (tid, locks) right.
-    match unsafe { libc::fork() } {
-        -1 => Err(LaunchError::Io {
-            what: "fork",
-            source: last(),
-        }),
-        0 => Ok(Forked::Child),
-        pid => Ok(Forked::Parent(pid)),
-    }
 }
 
 /// Leave at once, without unwinding or flushing anything shared with the parent.
 pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit has no preconditions and does not return.
     unsafe { libc::_exit(code) }
-}
-
-/// Wait for `pid`, retrying on EINTR. Returns the raw wait status.
-pub fn wait_for(pid: i32, what: &'static str) -> Result<i32, LaunchError> {
-    let mut status = 0;
-    loop {
-        // SAFETY: status is a valid int for waitpid to fill.
-        if unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
-            return Ok(status);
-        }
-        let err = last();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(LaunchError::Io { what, source: err });
-        }
-    }
 }
 
 /// A close-on-exec pipe: (read end, write end).
@@ -91,32 +46,45 @@ pub fn pipe() -> Result<(OwnedFd, OwnedFd), LaunchError> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// A pipe whose write end only the outer launcher holds: when the launcher dies the tool sees
-/// the pipe hang up. It closes the race between forking the tool and its parent-death signal.
+/// A pipe whose write end only the outer launcher holds: when the launcher dies the pipe hangs
+/// up. It closes the race between forking the init and arming its parent-death signal: the
+/// init arms the signal, then looks at the pipe, so the launcher's death is noticed either way.
 #[derive(Debug)]
 pub struct LifeLine {
     read: OwnedFd,
-    write: OwnedFd,
+    write: Option<OwnedFd>,
 }
 
 impl LifeLine {
     pub fn new() -> Result<Self, LaunchError> {
         let (read, write) = pipe()?;
-        Ok(LifeLine { read, write })
+        Ok(LifeLine {
+            read,
+            write: Some(write),
+        })
     }
 
-    /// Descriptors the tool side must keep until exec (they are close-on-exec).
-    pub fn child_fds(&self) -> [RawFd; 2] {
-        [self.read.as_raw_fd(), self.write.as_raw_fd()]
+    /// For tests: a copy of the outer end, standing for a launcher that is still alive.
+    #[cfg(test)]
+    pub(crate) fn outer_end(&self) -> std::io::Result<OwnedFd> {
+        self.write
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("the outer end is gone"))?
+            .try_clone()
     }
 
-    /// In the tool: drop our copy of the write end, set the parent-death signal, then make sure
-    /// the launcher is still alive (its write end is the only one left).
-    pub fn arm(&self) -> Result<(), LaunchError> {
-        // SAFETY: closing our own copy of the write end; the OwnedFd is not used again in this
-        // process (we exec or exit next) and never closed twice because exec discards it.
-        unsafe { libc::close(self.write.as_raw_fd()) };
-        set_pdeathsig()?;
+    /// The descriptor the child keeps while it holds the life line.
+    pub fn read_fd(&self) -> RawFd {
+        self.read.as_raw_fd()
+    }
+
+    /// In the child: drop our copy of the write end, set the parent-death signal, then make sure
+    /// the launcher is still alive (its write end is the only one left). Calling it again
+    /// re-arms the signal (a credential change clears it) and looks again.
+    pub fn arm(&mut self, sys: &mut dyn Sys) -> Result<(), LaunchError> {
+        self.write = None;
+        sys.prctl(Prctl::ParentDeathSignal(libc::SIGKILL))
+            .map_err(LaunchError::ParentDeath)?;
         let mut pfd = libc::pollfd {
             fd: self.read.as_raw_fd(),
             events: libc::POLLIN,
@@ -144,8 +112,9 @@ extern "C" fn forward_kill(_sig: libc::c_int) {
     }
 }
 
-/// The outer launcher: forward termination to the tool, wait for it, relay its status.
-pub fn wait_as_outer(child: i32, life: LifeLine) -> Result<u8, LaunchError> {
+/// The outer launcher: forward termination to the init (whose death ends the tool's whole PID
+/// namespace), wait for it, relay its status.
+pub fn wait_as_outer(sys: &mut dyn Sys, child: i32, life: LifeLine) -> Result<u8, LaunchError> {
     drop(life.read);
     CHILD.store(child, Ordering::SeqCst);
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
@@ -164,8 +133,17 @@ pub fn wait_as_outer(child: i32, life: LifeLine) -> Result<u8, LaunchError> {
         libc::close(0);
         libc::close(1);
     }
-    let status = wait_for(child, "waiting for the tool")?;
+    let status = sys.wait(child).map_err(|source| LaunchError::Io {
+        what: "waiting for the tool's init",
+        source,
+    })?;
     drop(life.write);
+    exit_code(status)
+}
+
+/// The exit status a raw wait status is relayed as: the exit code, or 128+N for death by
+/// signal N.
+pub fn exit_code(status: i32) -> Result<u8, LaunchError> {
     if libc::WIFEXITED(status) {
         Ok(libc::WEXITSTATUS(status) as u8)
     } else if libc::WIFSIGNALED(status) {
@@ -176,41 +154,44 @@ pub fn wait_as_outer(child: i32, life: LifeLine) -> Result<u8, LaunchError> {
 }
 
 /// A new session: the tool has no controlling terminal to inject input into.
-pub fn new_session() -> Result<(), LaunchError> {
-    // SAFETY: setsid has no preconditions; PID 1 of a new namespace is not a group leader.
-    if unsafe { libc::setsid() } < 0 {
-        return Err(LaunchError::Setsid(last()));
-    }
-    Ok(())
+pub fn new_session(sys: &mut dyn Sys) -> Result<(), LaunchError> {
+    // A child of the init is never a process-group leader, so this cannot fail with EPERM.
+    sys.setsid().map_err(LaunchError::Setsid)
 }
 
 /// Close every descriptor above stderr except `keep`; clear close-on-exec on `inherit` (those the
 /// policy hands to the tool).
 pub fn close_inherited(keep: &[RawFd], inherit: &[RawFd]) -> Result<(), LaunchError> {
-    let mut keep: Vec<u32> = keep
-        .iter()
-        .filter(|&&fd| fd > 2)
-        .map(|&fd| fd as u32)
-        .collect();
-    keep.sort_unstable();
-    keep.dedup();
-    let mut lo: u32 = 3;
-    for &fd in keep.iter().chain(std::iter::once(&u32::MAX)) {
-        if fd > lo {
-            let hi = if fd == u32::MAX { u32::MAX } else { fd - 1 };
-            // SAFETY: close_range closes descriptors only; none of the closed ones is used again
-            // (the kept ones are excluded).
-            if unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0) } != 0 {
-                return Err(LaunchError::CloseFds(last()));
-            }
-        }
-        lo = fd.saturating_add(1);
-    }
+    close_all_but(3, keep).map_err(LaunchError::CloseFds)?;
     for &fd in inherit {
         // SAFETY: F_SETFD with 0 clears close-on-exec on a descriptor the policy names.
         if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
             return Err(LaunchError::CloseFds(last()));
         }
+    }
+    Ok(())
+}
+
+/// Close every descriptor from `from` up, except `keep`.
+pub(crate) fn close_all_but(from: u32, keep: &[RawFd]) -> std::io::Result<()> {
+    let mut keep: Vec<u32> = keep
+        .iter()
+        .filter_map(|&fd| u32::try_from(fd).ok())
+        .filter(|&fd| fd >= from)
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut lo: u32 = from;
+    for &fd in keep.iter().chain(std::iter::once(&u32::MAX)) {
+        if fd > lo {
+            let hi = if fd == u32::MAX { u32::MAX } else { fd - 1 };
+            // SAFETY: close_range closes descriptors only. The callers use none of the closed
+            // ones again and drop none of their owners: they exec or `_exit` next.
+            if unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0) } != 0 {
+                return Err(last());
+            }
+        }
+        lo = fd.saturating_add(1);
     }
     Ok(())
 }
@@ -222,3 +203,6 @@ pub fn chdir(path: &Path) -> Result<(), LaunchError> {
         source,
     })
 }
+
+#[cfg(test)]
+mod tests;

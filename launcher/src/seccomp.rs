@@ -7,8 +7,9 @@
 //! after the launcher's own, `memfd_create`, executable anonymous memory and `mprotect` to
 //! executable, System V shared memory, io_uring, ptrace and `process_vm_*`, the keyring, bpf,
 //! perf events, userfaultfd, every mount and namespace call, `personality`,
-//! `open_by_handle_at`, kexec and modules; sockets other than IPv4/IPv6 and unix stream
-//! socketpairs; the `TIOCSTI` and `TIOCLINUX` ioctls.
+//! `open_by_handle_at`, kexec and modules; sockets other than TCP and UDP over IPv4/IPv6 (no
+//! MPTCP, UDP-Lite, SCTP, ICMP or raw) and unix stream socketpairs; setting a parent-death
+//! signal; the `TIOCSTI` and `TIOCLINUX` ioctls.
 //!
 //! The launcher's own exec is let through by a 128-bit random cookie passed in two of `execve`'s
 //! unused argument registers: the filter allows `execve` only when both match, and the cookie
@@ -234,12 +235,13 @@ const PLAIN_X86_64: &[libc::c_long] = &[
 const PLAIN_X86_64: &[libc::c_long] = &[];
 
 /// `prctl` options a tool may use: naming threads and anonymous memory, and reading state.
+/// `PR_SET_PDEATHSIG` is not among them: the tool dies with its init (see `crate::init`),
+/// holds no parent-death signal, and has no use for one.
 const PRCTL_OPTIONS: &[u64] = &[
     libc::PR_SET_NAME as u64,
     libc::PR_GET_NAME as u64,
     libc::PR_GET_DUMPABLE as u64,
     libc::PR_GET_PDEATHSIG as u64,
-    libc::PR_SET_PDEATHSIG as u64,
     libc::PR_GET_SECCOMP as u64,
     libc::PR_GET_NO_NEW_PRIVS as u64,
     libc::PR_CAPBSET_READ as u64,
@@ -248,6 +250,10 @@ const PRCTL_OPTIONS: &[u64] = &[
     66,          // PR_GET_MDWE
     0x5356_4d41, // PR_SET_VMA (glibc names its anonymous mappings)
 ];
+
+/// The bits of `socket`'s type argument that name the type (the rest are `SOCK_NONBLOCK` and
+/// `SOCK_CLOEXEC`).
+const SOCK_TYPE_MASK: u64 = 0xf;
 
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541c;
@@ -309,18 +315,35 @@ pub fn rules(cookie: &Cookie) -> Result<BTreeMap<i64, Vec<SeccompRule>>, LaunchE
             thread,
         )?])?],
     );
-    map.insert(
-        libc::SYS_socket,
-        vec![
-            rule(vec![cond(0, Len::Dword, Op::Eq, libc::AF_INET as u64)?])?,
-            rule(vec![cond(0, Len::Dword, Op::Eq, libc::AF_INET6 as u64)?])?,
-        ],
-    );
+    // IPv4 and IPv6, as TCP or UDP only: a stream with protocol 0 or IPPROTO_TCP, a datagram
+    // with 0 or IPPROTO_UDP. MPTCP (a stream with IPPROTO_MPTCP) escapes Landlock's TCP rules;
+    // UDP-Lite, SCTP, ICMP and raw sockets are nothing a tool needs.
+    let mut sockets = Vec::new();
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        for (kind, protocol) in [
+            (libc::SOCK_STREAM, 0),
+            (libc::SOCK_STREAM, libc::IPPROTO_TCP),
+            (libc::SOCK_DGRAM, 0),
+            (libc::SOCK_DGRAM, libc::IPPROTO_UDP),
+        ] {
+            sockets.push(rule(vec![
+                cond(0, Len::Dword, Op::Eq, family as u64)?,
+                cond(1, Len::Dword, Op::MaskedEq(SOCK_TYPE_MASK), kind as u64)?,
+                cond(2, Len::Dword, Op::Eq, protocol as u64)?,
+            ])?);
+        }
+    }
+    map.insert(libc::SYS_socket, sockets);
     map.insert(
         libc::SYS_socketpair,
         vec![rule(vec![
             cond(0, Len::Dword, Op::Eq, libc::AF_UNIX as u64)?,
-            cond(1, Len::Dword, Op::MaskedEq(0xf), libc::SOCK_STREAM as u64)?,
+            cond(
+                1,
+                Len::Dword,
+                Op::MaskedEq(SOCK_TYPE_MASK),
+                libc::SOCK_STREAM as u64,
+            )?,
         ])?],
     );
     // The kernel reads the ioctl command as 32 bits: compare those.

@@ -1,10 +1,22 @@
-//! The privileged filesystem calls of the mount stage, behind a trait: [`RealSys`] performs them,
-//! [`Recorder`] writes them down so the stage's logic is unit-tested without privileges.
+//! The launcher's privileged and process-changing system calls, behind one trait: [`RealSys`]
+//! performs them, [`Recorder`] writes them down (and answers queries from a small model of the
+//! process), so the logic of the namespace, mount, limit, privilege and init stages is
+//! unit-tested without privileges. The real thing is tested end to end by the escape suite.
+//!
+//! What stays outside the trait, on purpose: the calls whose only logic is the call itself and
+//! that the escape suite checks directly (Landlock, seccomp, the network namespace's sockets,
+//! closing descriptors, exec).
 
-use crate::error::last;
-use std::ffi::CString;
+mod real;
+mod recorder;
+
+pub use real::RealSys;
+pub use recorder::Recorder;
+
+use autotool_policy::RlimitResource;
+use caps::Capability;
+use std::collections::HashSet;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Mount attributes set with `mount_setattr`.
@@ -23,7 +35,43 @@ pub enum Fs {
     Proc,
 }
 
-/// One call the mount stage makes; what [`Recorder`] records.
+/// A capability set of the calling thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CapSet {
+    Bounding,
+    Ambient,
+    Inheritable,
+    Effective,
+    Permitted,
+}
+
+/// A set of capabilities.
+pub type Caps = HashSet<Capability>;
+
+/// The `prctl` options the launcher sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prctl {
+    /// `PR_SET_NO_NEW_PRIVS`.
+    NoNewPrivs,
+    /// `PR_SET_MDWE` with `PR_MDWE_REFUSE_EXEC_GAIN`.
+    RefuseExecGain,
+    /// `PR_SET_KEEPCAPS`: keep the permitted set across the switch away from uid 0.
+    KeepCaps,
+    /// `PR_SET_PDEATHSIG`: the signal this process gets when its parent dies.
+    ParentDeathSignal(i32),
+    /// `PR_SET_DUMPABLE` 0: no core dumps, and `/proc/<pid>` and ptrace closed to the same user.
+    NotDumpable,
+}
+
+/// Result of [`Sys::fork`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forked {
+    Parent(i32),
+    Child,
+}
+
+/// One call that changes something; what [`Recorder`] records. Queries (ids, capability
+/// reads) are answered, not recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     MakePrivate,
@@ -51,6 +99,36 @@ pub enum Op {
         recursive: bool,
     },
     PivotRoot(String),
+    /// `unshare` with these `CLONE_NEW*` flags.
+    Unshare(i32),
+    /// A write of `/proc/<pid>/<file>` (`setgroups`, `uid_map`, `gid_map`).
+    IdMap {
+        pid: i32,
+        file: &'static str,
+        contents: String,
+    },
+    /// `setgroups(0, NULL)`.
+    ClearGroups,
+    /// `setresgid(gid, gid, gid)`.
+    SetGid(u32),
+    /// `setresuid(uid, uid, uid)`.
+    SetUid(u32),
+    Prctl(Prctl),
+    CapRaise(CapSet, Capability),
+    CapDrop(CapSet, Capability),
+    CapClear(CapSet),
+    /// Set a whole capability set; the capabilities sorted by number.
+    CapSetTo(CapSet, Vec<Capability>),
+    Rlimit(RlimitResource, u64),
+    Setsid,
+    Fork,
+    /// `waitpid(pid, 0)`.
+    Wait(i32),
+    /// `waitpid(-1, 0)`.
+    WaitAny,
+    Kill(i32, i32),
+    /// Close every descriptor but these.
+    CloseFds(Vec<i32>),
 }
 
 /// A host object to bind: its original path (for messages and recording) and an `O_PATH`
@@ -61,8 +139,10 @@ pub struct Source<'a> {
     pub fd: i32,
 }
 
-/// The mount stage's system calls.
-pub trait MountSys {
+/// The launcher's system calls. Each returns the OS error unchanged; the stages turn it into a
+/// [`crate::LaunchError`] naming the step.
+pub trait Sys {
+    // Mounts.
     fn make_private(&mut self) -> io::Result<()>;
     fn mount(&mut self, fs: &Fs, target: &Path, attrs: Attrs) -> io::Result<()>;
     fn mkdir_all(&mut self, path: &Path) -> io::Result<()>;
@@ -71,235 +151,41 @@ pub trait MountSys {
     fn bind(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()>;
     fn set_attrs(&mut self, target: &Path, attrs: Attrs, recursive: bool) -> io::Result<()>;
     fn pivot_root(&mut self, new_root: &Path) -> io::Result<()>;
-}
 
-fn cstr(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::other("path holds a NUL"))
-}
+    // Identity (queries).
+    fn euid(&mut self) -> u32;
+    fn egid(&mut self) -> u32;
+    fn uid(&mut self) -> u32;
+    fn pid(&mut self) -> i32;
+    fn parent_pid(&mut self) -> i32;
 
-fn check(rc: libc::c_long) -> io::Result<()> {
-    if rc < 0 { Err(last()) } else { Ok(()) }
-}
+    // Namespaces and ids.
+    fn unshare(&mut self, flags: i32) -> io::Result<()>;
+    fn write_id_map(&mut self, pid: i32, file: &'static str, contents: &str) -> io::Result<()>;
+    fn clear_groups(&mut self) -> io::Result<()>;
+    fn set_gid(&mut self, gid: u32) -> io::Result<()>;
+    fn set_uid(&mut self, uid: u32) -> io::Result<()>;
 
-/// Performs the calls.
-#[derive(Debug, Default)]
-pub struct RealSys;
+    // Process attributes and capabilities.
+    fn prctl(&mut self, option: Prctl) -> io::Result<()>;
+    fn caps_read(&mut self, set: CapSet) -> io::Result<Caps>;
+    fn caps_raise(&mut self, set: CapSet, cap: Capability) -> io::Result<()>;
+    fn caps_drop(&mut self, set: CapSet, cap: Capability) -> io::Result<()>;
+    fn caps_clear(&mut self, set: CapSet) -> io::Result<()>;
+    fn caps_set(&mut self, set: CapSet, caps: &Caps) -> io::Result<()>;
+    /// Every capability this kernel knows (for emptying the bounding set).
+    fn caps_supported(&mut self) -> Vec<Capability>;
+    fn set_rlimit(&mut self, resource: RlimitResource, value: u64) -> io::Result<()>;
 
-impl RealSys {
-    fn flags(attrs: Attrs) -> libc::c_ulong {
-        let mut f = 0;
-        if attrs.read_only {
-            f |= libc::MS_RDONLY;
-        }
-        if attrs.noexec {
-            f |= libc::MS_NOEXEC;
-        }
-        if attrs.nosuid {
-            f |= libc::MS_NOSUID;
-        }
-        if attrs.nodev {
-            f |= libc::MS_NODEV;
-        }
-        f
-    }
-}
-
-/// `struct mount_attr` of `mount_setattr(2)`.
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-const MOUNT_ATTR_NOEXEC: u64 = 0x8;
-
-impl MountSys for RealSys {
-    fn make_private(&mut self) -> io::Result<()> {
-        // SAFETY: every pointer is a valid C string or null, as mount(2) allows for a
-        // propagation change.
-        check(unsafe {
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
-        } as libc::c_long)
-    }
-
-    fn mount(&mut self, fs: &Fs, target: &Path, attrs: Attrs) -> io::Result<()> {
-        let t = cstr(target)?;
-        let (ty, data) = match fs {
-            Fs::Tmpfs { size_bytes, mode } => {
-                (c"tmpfs", format!("size={size_bytes},mode={mode:o}"))
-            }
-            Fs::Proc => (c"proc", String::new()),
-        };
-        let data = CString::new(data).map_err(|_| io::Error::other("mount data holds a NUL"))?;
-        // SAFETY: all pointers are valid NUL-terminated strings that outlive the call.
-        check(unsafe {
-            libc::mount(
-                ty.as_ptr(),
-                t.as_ptr(),
-                ty.as_ptr(),
-                Self::flags(attrs),
-                data.as_ptr().cast(),
-            )
-        } as libc::c_long)
-    }
-
-    fn mkdir_all(&mut self, path: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(path)
-    }
-
-    fn create_file(&mut self, path: &Path, contents: &[u8]) -> io::Result<()> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, contents)
-    }
-
-    fn symlink(&mut self, target: &Path, link: &Path) -> io::Result<()> {
-        if let Some(parent) = link.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::os::unix::fs::symlink(target, link)
-    }
-
-    fn bind(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()> {
-        let s = CString::new(format!("/proc/self/fd/{}", source.fd))
-            .map_err(|_| io::Error::other("fd path"))?;
-        let t = cstr(target)?;
-        // SAFETY: valid C strings; a bind mount ignores the type and data arguments.
-        check(unsafe {
-            libc::mount(
-                s.as_ptr(),
-                t.as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND | libc::MS_REC,
-                std::ptr::null(),
-            )
-        } as libc::c_long)
-    }
-
-    fn set_attrs(&mut self, target: &Path, attrs: Attrs, recursive: bool) -> io::Result<()> {
-        let t = cstr(target)?;
-        let mut set = 0;
-        if attrs.read_only {
-            set |= MOUNT_ATTR_RDONLY;
-        }
-        if attrs.nosuid {
-            set |= MOUNT_ATTR_NOSUID;
-        }
-        if attrs.nodev {
-            set |= MOUNT_ATTR_NODEV;
-        }
-        if attrs.noexec {
-            set |= MOUNT_ATTR_NOEXEC;
-        }
-        let attr = MountAttr {
-            attr_set: set,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: 0,
-        };
-        let mut flags = libc::AT_SYMLINK_NOFOLLOW as libc::c_uint;
-        if recursive {
-            flags |= libc::AT_RECURSIVE as libc::c_uint;
-        }
-        // SAFETY: t is a valid C string and attr a valid struct mount_attr of the given size.
-        check(unsafe {
-            libc::syscall(
-                libc::SYS_mount_setattr,
-                libc::AT_FDCWD,
-                t.as_ptr(),
-                flags,
-                &attr as *const MountAttr,
-                std::mem::size_of::<MountAttr>(),
-            )
-        })
-    }
-
-    fn pivot_root(&mut self, new_root: &Path) -> io::Result<()> {
-        std::env::set_current_dir(new_root)?;
-        // SAFETY: "." is a valid C string; pivot_root(".", ".") stacks the old root beneath
-        // the new one, which is then detached.
-        unsafe {
-            check(libc::syscall(
-                libc::SYS_pivot_root,
-                c".".as_ptr(),
-                c".".as_ptr(),
-            ))?;
-            check(libc::umount2(c".".as_ptr(), libc::MNT_DETACH) as libc::c_long)?;
-        }
-        std::env::set_current_dir("/")
-    }
-}
-
-/// Records the calls instead of making them.
-#[derive(Debug, Default)]
-pub struct Recorder {
-    pub ops: Vec<Op>,
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
-}
-
-impl MountSys for Recorder {
-    fn make_private(&mut self) -> io::Result<()> {
-        self.ops.push(Op::MakePrivate);
-        Ok(())
-    }
-    fn mount(&mut self, fs: &Fs, target: &Path, attrs: Attrs) -> io::Result<()> {
-        self.ops.push(Op::Mount {
-            fs: fs.clone(),
-            target: s(target),
-            attrs,
-        });
-        Ok(())
-    }
-    fn mkdir_all(&mut self, path: &Path) -> io::Result<()> {
-        self.ops.push(Op::MkdirAll(s(path)));
-        Ok(())
-    }
-    fn create_file(&mut self, path: &Path, contents: &[u8]) -> io::Result<()> {
-        self.ops.push(Op::CreateFile {
-            path: s(path),
-            contents: String::from_utf8_lossy(contents).into_owned(),
-        });
-        Ok(())
-    }
-    fn symlink(&mut self, target: &Path, link: &Path) -> io::Result<()> {
-        self.ops.push(Op::Symlink {
-            target: s(target),
-            link: s(link),
-        });
-        Ok(())
-    }
-    fn bind(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()> {
-        self.ops.push(Op::Bind {
-            source: s(source.path),
-            target: s(target),
-        });
-        Ok(())
-    }
-    fn set_attrs(&mut self, target: &Path, attrs: Attrs, recursive: bool) -> io::Result<()> {
-        self.ops.push(Op::SetAttrs {
-            target: s(target),
-            attrs,
-            recursive,
-        });
-        Ok(())
-    }
-    fn pivot_root(&mut self, new_root: &Path) -> io::Result<()> {
-        self.ops.push(Op::PivotRoot(s(new_root)));
-        Ok(())
-    }
+    // Processes.
+    fn setsid(&mut self) -> io::Result<()>;
+    /// Fork. Sound only in a single-threaded process, which the launcher is.
+    fn fork(&mut self) -> io::Result<Forked>;
+    /// Wait for `pid` (retrying on `EINTR`); the raw wait status.
+    fn wait(&mut self, pid: i32) -> io::Result<i32>;
+    /// Wait for any child (retrying on `EINTR`); its pid and raw wait status.
+    fn wait_any(&mut self) -> io::Result<(i32, i32)>;
+    fn kill(&mut self, pid: i32, signal: i32) -> io::Result<()>;
+    /// Close every descriptor of this process but `keep` (stdio included, unless kept).
+    fn close_fds(&mut self, keep: &[i32]) -> io::Result<()>;
 }

@@ -11,19 +11,20 @@
 //! - Narrowing a list, or declaring fewer keys, never re-asks.
 
 use crate::hosts::{AllowRule, widens};
+use crate::names::KeyName;
 use std::collections::BTreeSet;
 use std::fmt;
 
 /// One recorded approval of a key for a tool, with what the user saw when giving it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Approval {
-    pub key: String,
+    pub key: KeyName,
     /// The code it was given for (sha256 of `tool.py`, lowercase hex).
     pub code_hash: String,
     /// The key's allowlist then (`None`: it had none).
     pub allowlist: Option<Vec<AllowRule>>,
     /// Every key the tool declared then.
-    pub declared: BTreeSet<String>,
+    pub declared: BTreeSet<KeyName>,
     /// Whether tools ran confined (`--sandbox strict`) when it was given.
     pub sandboxed: bool,
 }
@@ -31,12 +32,12 @@ pub struct Approval {
 /// A tool version that wants a key, as things stand now.
 #[derive(Debug, Clone, Copy)]
 pub struct Wanted<'a> {
-    pub key: &'a str,
+    pub key: &'a KeyName,
     pub code_hash: &'a str,
     /// The key's allowlist now.
     pub allowlist: Option<&'a [AllowRule]>,
     /// Every key this version declares.
-    pub declared: &'a BTreeSet<String>,
+    pub declared: &'a BTreeSet<KeyName>,
     pub sandboxed: bool,
 }
 
@@ -57,7 +58,7 @@ pub enum Reason {
     /// The key's allowlist was widened since it was approved.
     Widened,
     /// The tool now declares keys it did not when this one was approved.
-    MoreKeys(Vec<String>),
+    MoreKeys(Vec<KeyName>),
 }
 
 impl fmt::Display for Reason {
@@ -78,7 +79,7 @@ impl fmt::Display for Reason {
                 f,
                 "the tool now also wants {}",
                 keys.iter()
-                    .map(String::as_str)
+                    .map(KeyName::as_str)
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -89,7 +90,7 @@ impl fmt::Display for Reason {
 /// Whether one of `approvals` (of this tool, any key, newest first) covers `wanted`.
 pub fn decide(wanted: &Wanted<'_>, approvals: &[Approval]) -> Verdict {
     let mut reason = None;
-    for a in approvals.iter().filter(|a| a.key == wanted.key) {
+    for a in approvals.iter().filter(|a| &a.key == wanted.key) {
         let why = lapse(wanted, a);
         match why {
             None => return Verdict::Approved,
@@ -103,7 +104,7 @@ pub fn decide(wanted: &Wanted<'_>, approvals: &[Approval]) -> Verdict {
 
 /// Why approval `a` does not cover `wanted`, or `None` when it does.
 fn lapse(wanted: &Wanted<'_>, a: &Approval) -> Option<Reason> {
-    let more: Vec<String> = wanted.declared.difference(&a.declared).cloned().collect();
+    let more: Vec<KeyName> = wanted.declared.difference(&a.declared).cloned().collect();
     if !more.is_empty() {
         return Some(Reason::MoreKeys(more));
     }
@@ -123,7 +124,7 @@ fn lapse(wanted: &Wanted<'_>, a: &Approval) -> Option<Reason> {
 }
 
 /// Where a key may be sent, as the question says it: "only to api.x.com" or "to any host".
-pub fn reach(key: &str, allowlist: Option<&[AllowRule]>) -> String {
+pub fn reach(key: &KeyName, allowlist: Option<&[AllowRule]>) -> String {
     match allowlist {
         Some([]) => "nowhere: its allowlist is empty".to_string(),
         Some(rules) => format!(
@@ -143,7 +144,7 @@ pub fn reach(key: &str, allowlist: Option<&[AllowRule]>) -> String {
 /// One key a question is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ask {
-    pub key: String,
+    pub key: KeyName,
     pub allowlist: Option<Vec<AllowRule>>,
     pub reason: Reason,
 }

@@ -23,6 +23,31 @@ pub const TOOL_ID: u32 = 1000;
 pub const MIN_LANDLOCK_ABI: u8 = 6;
 /// Device nodes visible in the sandbox's `/dev`.
 pub const DEV_NODES: [&str; 4] = ["null", "zero", "random", "urandom"];
+/// Host-wide files of `/proc` a tool has no use for, hidden behind an empty read-only file
+/// where the kernel has them (docs/sandbox.md says why each, and what stays visible): the
+/// kernel's layout (`kallsyms`, `modules`, `config.gz`, `kcore`), what the rest of the machine
+/// is doing (`interrupts`, `softirqs`, `timer_list`, `sched_debug`, `latency_stats`,
+/// `timer_stats`, `keys`, `key-users`), the boot command line (`cmdline`) and a control
+/// (`sysrq-trigger`).
+pub const PROC_MASKED_FILES: [&str; 14] = [
+    "kallsyms",
+    "modules",
+    "config.gz",
+    "kcore",
+    "interrupts",
+    "softirqs",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+    "timer_stats",
+    "keys",
+    "key-users",
+    "cmdline",
+    "sysrq-trigger",
+];
+/// Directories of `/proc` describing the host's hardware, hidden behind an empty read-only
+/// tmpfs where the kernel has them.
+pub const PROC_MASKED_DIRS: [&str; 3] = ["acpi", "asound", "scsi"];
 /// Port the egress listener binds inside the tool's network namespace (127.0.0.1 and ::1).
 pub const DEFAULT_EGRESS_PORT: u16 = 3128;
 
@@ -232,8 +257,14 @@ pub enum Mount {
         size_bytes: u64,
         mode: u32,
     },
-    /// A fresh procfs of the tool's PID namespace.
+    /// A fresh procfs of the tool's PID namespace, read-only (nothing under it, `/proc/sys`
+    /// included, can be written).
     Proc { target: PathBuf },
+    /// Hide the file at `target` behind an empty, read-only view of the host's `/dev/null`
+    /// (reads find nothing), when the kernel has that file.
+    MaskFile { target: PathBuf },
+    /// Hide the directory at `target` behind an empty read-only tmpfs, when the kernel has it.
+    MaskDir { target: PathBuf },
     /// A minimal `/dev`: a tmpfs holding the listed host device nodes bound in, plus the usual
     /// `fd`, `stdin`, `stdout`, `stderr` links.
     Dev { target: PathBuf, nodes: Vec<String> },
@@ -536,6 +567,16 @@ impl LaunchPolicy {
         mounts.push(Mount::Proc {
             target: "/proc".into(),
         });
+        for file in PROC_MASKED_FILES {
+            mounts.push(Mount::MaskFile {
+                target: Path::new("/proc").join(file),
+            });
+        }
+        for dir in PROC_MASKED_DIRS {
+            mounts.push(Mount::MaskDir {
+                target: Path::new("/proc").join(dir),
+            });
+        }
         landlock.push(PathRule {
             path: "/proc".into(),
             access: FsAccess::Read,

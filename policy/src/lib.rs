@@ -8,7 +8,8 @@
 //! tool may reach a target, and which addresses are never dialled. [`consent`] holds when a
 //! tool version may hold a key on an earlier approval and when the user is asked again.
 //! [`lifecycle`] holds a tool version's states and the rules that move it by its health;
-//! [`search`] how `search_tools` ranks tools; [`listing`] which tools `tools/list` shows when
+//! [`names`] the names of tools, functions and keys, each with its one rule; [`search`] how
+//! `search_tools` ranks tools; [`listing`] which tools `tools/list` shows when
 //! the library is larger than hosts handle well.
 
 pub mod consent;
@@ -16,6 +17,7 @@ pub mod hosts;
 pub mod launch;
 pub mod lifecycle;
 pub mod listing;
+pub mod names;
 pub mod search;
 
 pub use launch::{

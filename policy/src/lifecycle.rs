@@ -17,8 +17,11 @@
 
 use std::fmt;
 
-/// Where a version stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Where a version stands. Stored in the ledger as its word (`as_str`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum State {
     Draft,
     Probation,
@@ -33,6 +36,13 @@ impl State {
         matches!(self, State::Probation | State::Active)
     }
 
+    /// Whether a call may run it: a listed state always; a quarantined or retired one only
+    /// when the caller insists (`force`); a draft (verified code no longer matches its file, or
+    /// never finished verifying) never.
+    pub fn may_call(self, force: bool) -> bool {
+        self.listed() || (force && self != State::Draft)
+    }
+
     /// How much a state is trusted, for ranking (`search`).
     pub fn trust(self) -> f64 {
         match self {
@@ -43,26 +53,70 @@ impl State {
     }
 }
 
-impl fmt::Display for State {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl State {
+    /// The state's word, as the ledger stores it and users read it.
+    pub fn as_str(self) -> &'static str {
+        match self {
             State::Draft => "draft",
             State::Probation => "probation",
             State::Active => "active",
             State::Quarantined => "quarantined",
             State::Retired => "retired",
-        })
+        }
+    }
+
+    /// A stored word back into a state. An unknown word (written by a newer autotool) reads as
+    /// `Quarantined`: hidden, not lost.
+    pub fn parse(s: &str) -> State {
+        match s {
+            "draft" => State::Draft,
+            "probation" => State::Probation,
+            "active" => State::Active,
+            "retired" => State::Retired,
+            _ => State::Quarantined,
+        }
     }
 }
 
-/// How a call ended, as the lifecycle counts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a call ended, as the lifecycle counts it and the ledger records it (`as_str`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum CallKind {
+    /// The function answered.
+    #[serde(rename = "ok")]
     Ok,
-    /// The tool raised `ToolError`: its own, deliberate answer.
+    /// The tool raised `ToolError`: its own, deliberate answer (the tool works; the input or
+    /// the remote side did not).
+    #[serde(rename = "tool_error")]
     ToolError,
     /// A crash, timeout, unexpected traceback or protocol error.
+    #[serde(rename = "error")]
     Failure,
+}
+
+impl CallKind {
+    /// The outcome's word, as the ledger stores it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Ok => "ok",
+            CallKind::ToolError => "tool_error",
+            CallKind::Failure => "error",
+        }
+    }
+
+    /// A stored word back into an outcome; an unknown one counts as a failure.
+    pub fn parse(s: &str) -> CallKind {
+        match s {
+            "ok" => CallKind::Ok,
+            "tool_error" => CallKind::ToolError,
+            _ => CallKind::Failure,
+        }
+    }
 }
 
 /// The numbers the rules use (settings: `autotool config`).

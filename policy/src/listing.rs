@@ -26,6 +26,10 @@ pub struct Candidate {
     pub entries: usize,
 }
 
+/// How many entries autotool's built-in tools (`create_tool`, `run_tool`, `search_tools`) take
+/// in every list; `synthesize_tool` is one more when it is offered.
+pub const BUILT_INS: usize = 3;
+
 /// The names of the tools to show, given `builtins` entries that are always there and a
 /// `limit` on all entries (0: none).
 pub fn shown(candidates: &[Candidate], builtins: usize, limit: usize) -> BTreeSet<String> {

@@ -8,9 +8,9 @@
 //! AUTOTOOL_RUNTIME=/opt/autotool-test-runtime cargo run -p autotool --example agent
 //! ```
 
-use autotool::agent::{AgentOptions, Step, provider_from_vars, run_agent_with};
 use autotool::client::ConnectOptions;
-use autotool::demo::fakes::{fake_api, scripted_model};
+use autotool::cmd::demo::fakes::{fake_api, scripted_model};
+use autotool::own_model::agent::{AgentOptions, Step, provider_from_vars, run_agent_with};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;

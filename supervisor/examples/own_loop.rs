@@ -10,7 +10,7 @@
 //! names the `autotool` binary (default: `autotool` on PATH).
 
 use anyhow::{Context, bail};
-use autotool::agent::{ToolDef, openai_tool_definitions};
+use autotool::own_model::agent::{ToolDef, openai_tool_definitions};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
 //! [`connect`]: an MCP client of a spawned `autotool serve`, for programs that drive autotool
-//! themselves (the agent loop of [`crate::agent`], `autotool run`, `autotool demo`, a user's own
+//! themselves (the agent loop of [`crate::own_model::agent`], `autotool run`, `autotool demo`, a user's own
 //! loop): list the tools, call them, and answer consent questions through a callback.
 //!
 //! It speaks the 2025-11-25 revision (`initialize`), so consent arrives as a form elicitation

@@ -29,8 +29,6 @@
 //! The keychain calls block (D-Bus round trips): from async code, call them in
 //! `spawn_blocking`.
 
-pub mod cli;
-
 use crate::home::{Home, HomeError};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -934,7 +932,7 @@ impl KeyStore {
     }
 }
 
-fn check_name(name: &str) -> Result<(), CredError> {
+pub(crate) fn check_name(name: &str) -> Result<(), CredError> {
     if is_valid_name(name) {
         Ok(())
     } else {

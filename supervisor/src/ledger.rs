@@ -19,13 +19,21 @@
 //! change by appending to [`MIGRATIONS`], never by editing a shipped entry.
 
 mod approvals;
+mod calls;
+mod event;
+mod schema;
+
+pub use calls::{CallRecord, CallRow, ToolStats};
+pub use event::Event;
+use schema::migrate;
+pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 
 pub use approvals::{ApprovalRow, PendingConsent};
 
-use crate::registry::FunctionSpec;
+pub use crate::version::Version;
+use autotool_policy::names::{KeyName, ToolName};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -35,103 +43,6 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Error text longer than this (in bytes) is cut, with a note, before it is stored.
 pub const MAX_ERROR_LEN: usize = 4096;
-
-/// The schema, one entry per `user_version` step: entry `i` takes the database from version
-/// `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[
-    // 1: tools, versions, calls, events, generation.
-    r#"
-    CREATE TABLE tools (
-        name            TEXT PRIMARY KEY,
-        current_version INTEGER,
-        removed_at      INTEGER,            -- unix ms; NULL while the tool is live
-        created_at      INTEGER NOT NULL    -- unix ms of its first version
-    ) STRICT;
-    CREATE TABLE versions (
-        name         TEXT NOT NULL REFERENCES tools(name),
-        version      INTEGER NOT NULL,
-        code_hash    TEXT NOT NULL,             -- sha256 of tool.py, lowercase hex
-        description  TEXT NOT NULL DEFAULT '',
-        required_env TEXT NOT NULL DEFAULT '[]', -- JSON array of key NAMES
-        functions    TEXT NOT NULL DEFAULT '[]', -- JSON array of FunctionSpec
-        state        TEXT NOT NULL DEFAULT 'active',
-        created_at   INTEGER NOT NULL,
-        PRIMARY KEY (name, version)
-    ) STRICT;
-    CREATE TABLE calls (
-        id          INTEGER PRIMARY KEY,
-        tool        TEXT NOT NULL,
-        version     INTEGER NOT NULL,
-        function    TEXT NOT NULL,
-        started_at  INTEGER NOT NULL,
-        duration_ms INTEGER NOT NULL,
-        outcome     TEXT NOT NULL CHECK (outcome IN ('ok', 'tool_error', 'error')),
-        error       TEXT
-    ) STRICT;
-    CREATE INDEX calls_by_tool ON calls (tool, id);
-    CREATE TABLE events (
-        id     INTEGER PRIMARY KEY,
-        at     INTEGER NOT NULL,
-        tool   TEXT,
-        kind   TEXT NOT NULL,
-        detail TEXT NOT NULL DEFAULT ''
-    ) STRICT;
-    CREATE INDEX events_by_tool ON events (tool, id);
-    CREATE TABLE generation (
-        id    INTEGER PRIMARY KEY CHECK (id = 1),
-        value INTEGER NOT NULL
-    ) STRICT;
-    INSERT INTO generation (id, value) VALUES (1, 0);
-    "#,
-    // 2: consent. One row per approval of a key for a tool, with what the user was shown; the
-    // newest question a tool could not put to its host, so `tools approve` can answer it.
-    r#"
-    CREATE TABLE approvals (
-        tool       TEXT NOT NULL,
-        key        TEXT NOT NULL,
-        code_hash  TEXT NOT NULL,           -- the code approved (sha256 of tool.py)
-        allowlist  TEXT,                    -- JSON array of canonical entries; NULL = no list
-        declared   TEXT NOT NULL,           -- JSON array of every key the tool declared
-        sandboxed  INTEGER NOT NULL,        -- 1 when tools ran confined
-        via        TEXT NOT NULL,           -- elicitation, input_required, cli
-        granted_at INTEGER NOT NULL,
-        PRIMARY KEY (tool, key, code_hash)
-    ) STRICT;
-    CREATE TABLE pending_consent (
-        tool      TEXT PRIMARY KEY,
-        code_hash TEXT NOT NULL,
-        declared  TEXT NOT NULL,            -- JSON array of key names
-        asked_at  INTEGER NOT NULL
-    ) STRICT;
-    "#,
-];
-
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-
-/// Audit event kinds the registry itself writes; other parts add their own (`consent_asked`,
-/// `egress_denied`, …) as plain strings.
-pub mod kind {
-    pub const CREATED: &str = "created";
-    pub const VERIFIED: &str = "verified";
-    pub const VERIFICATION_FAILED: &str = "verification_failed";
-    pub const REMOVED: &str = "removed";
-    pub const STATE_CHANGED: &str = "state_changed";
-    pub const RECOVERED: &str = "recovered";
-    pub const CONSENT_ASKED: &str = "consent_asked";
-    pub const CONSENT_GRANTED: &str = "consent_granted";
-    pub const CONSENT_DECLINED: &str = "consent_declined";
-    pub const CONSENT_UNAVAILABLE: &str = "consent_unavailable";
-    pub const CONSENT_REFUSED: &str = "consent_refused";
-    pub const CONSENT_REVOKED: &str = "consent_revoked";
-    pub const SYNTHESIZED: &str = "synthesized";
-    pub const SYNTHESIS_FAILED: &str = "synthesis_failed";
-    /// A version's file or its process's schemas no longer match what was verified.
-    pub const PIN_BROKEN: &str = "pin_broken";
-    /// A process took on verifying a changed version again (one per change, for every
-    /// supervisor sharing the home).
-    pub const VERIFYING_AGAIN: &str = "verifying_again";
-}
 
 /// What went wrong with the ledger.
 #[derive(Debug, thiserror::Error)]
@@ -176,122 +87,7 @@ impl From<rusqlite::Error> for LedgerError {
     }
 }
 
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// The function answered.
-    Ok,
-    /// The function reported an error on purpose (`ToolError`): the tool works, the input or
-    /// the remote side did not.
-    ToolError,
-    /// Anything else: an unexpected exception, a crash, a timeout, garbage output.
-    Error,
-}
-
-impl Outcome {
-    /// How the lifecycle rules count it.
-    pub fn kind(self) -> autotool_policy::lifecycle::CallKind {
-        use autotool_policy::lifecycle::CallKind;
-        match self {
-            Outcome::Ok => CallKind::Ok,
-            Outcome::ToolError => CallKind::ToolError,
-            Outcome::Error => CallKind::Failure,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::ToolError => "tool_error",
-            Outcome::Error => "error",
-        }
-    }
-
-    fn parse(s: &str) -> Outcome {
-        match s {
-            "ok" => Outcome::Ok,
-            "tool_error" => Outcome::ToolError,
-            _ => Outcome::Error,
-        }
-    }
-}
-
-/// A version's lifecycle state (a decision, kept apart from health, which is observed from
-/// [`Ledger::stats`]); the rules are `autotool_policy::lifecycle`. New versions start on
-/// `Probation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VersionState {
-    Draft,
-    Probation,
-    Active,
-    Quarantined,
-    Retired,
-}
-
-impl VersionState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VersionState::Draft => "draft",
-            VersionState::Probation => "probation",
-            VersionState::Active => "active",
-            VersionState::Quarantined => "quarantined",
-            VersionState::Retired => "retired",
-        }
-    }
-
-    /// The same state in the lifecycle rules.
-    pub fn policy(self) -> autotool_policy::lifecycle::State {
-        use autotool_policy::lifecycle::State;
-        match self {
-            VersionState::Draft => State::Draft,
-            VersionState::Probation => State::Probation,
-            VersionState::Active => State::Active,
-            VersionState::Quarantined => State::Quarantined,
-            VersionState::Retired => State::Retired,
-        }
-    }
-
-    /// From the lifecycle rules' state.
-    pub fn from_policy(state: autotool_policy::lifecycle::State) -> VersionState {
-        use autotool_policy::lifecycle::State;
-        match state {
-            State::Draft => VersionState::Draft,
-            State::Probation => VersionState::Probation,
-            State::Active => VersionState::Active,
-            State::Quarantined => VersionState::Quarantined,
-            State::Retired => VersionState::Retired,
-        }
-    }
-
-    /// An unknown word (written by a newer autotool) reads as `Quarantined`: hidden, not lost.
-    pub fn parse(s: &str) -> VersionState {
-        match s {
-            "draft" => VersionState::Draft,
-            "probation" => VersionState::Probation,
-            "active" => VersionState::Active,
-            "retired" => VersionState::Retired,
-            _ => VersionState::Quarantined,
-        }
-    }
-}
-
-/// One row of `versions`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VersionRow {
-    pub name: String,
-    pub version: u32,
-    /// sha256 of `tool.py`, lowercase hex.
-    pub code_hash: String,
-    pub description: String,
-    /// Names of the keys the code declares in `REQUIRED_ENV`. Names only.
-    pub required_env: Vec<String>,
-    pub functions: Vec<FunctionSpec>,
-    pub state: VersionState,
-    /// Unix milliseconds.
-    pub created_at: i64,
-}
+pub use autotool_policy::lifecycle::{CallKind, State};
 
 /// One row of `tools`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -303,32 +99,6 @@ pub struct ToolRow {
     pub created_at: i64,
 }
 
-/// A finished call, to be recorded. `error` must already be redacted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallRecord {
-    pub tool: String,
-    pub version: u32,
-    pub function: String,
-    pub started_at: SystemTime,
-    pub duration: Duration,
-    pub outcome: Outcome,
-    /// Redacted error text for `ToolError`/`Error` outcomes; cut at [`MAX_ERROR_LEN`].
-    pub error: Option<String>,
-}
-
-/// One row of `calls`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CallRow {
-    pub id: i64,
-    pub tool: String,
-    pub version: u32,
-    pub function: String,
-    pub started_at: i64,
-    pub duration_ms: i64,
-    pub outcome: Outcome,
-    pub error: Option<String>,
-}
-
 /// One row of `events`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EventRow {
@@ -337,18 +107,6 @@ pub struct EventRow {
     pub tool: Option<String>,
     pub kind: String,
     pub detail: String,
-}
-
-/// A tool's health as observed from its calls (all versions).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ToolStats {
-    pub calls: u64,
-    /// Calls whose outcome was `tool_error` or `error`.
-    pub failures: u64,
-    /// The error text of the most recent failed call.
-    pub last_error: Option<String>,
-    /// Unix milliseconds of the most recent call.
-    pub last_call_at: Option<i64>,
 }
 
 /// An open ledger. One connection, behind a mutex so the handle can be shared between threads;
@@ -395,19 +153,6 @@ pub fn format_ms(ms: i64) -> String {
     )
 }
 
-fn truncate_error(mut s: String) -> String {
-    if s.len() > MAX_ERROR_LEN {
-        let mut cut = MAX_ERROR_LEN;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let dropped = s.len() - cut;
-        s.truncate(cut);
-        s.push_str(&format!("… [{dropped} more bytes not kept]"));
-    }
-    s
-}
-
 fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
     let text: String = row.get(idx)?;
     serde_json::from_str(&text).map_err(|e| {
@@ -417,17 +162,38 @@ fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqli
 
 const VERSION_COLS: &str = "v.name, v.version, v.code_hash, v.description, v.required_env, v.functions, v.state, v.created_at";
 
-fn version_row(row: &Row<'_>) -> rusqlite::Result<VersionRow> {
-    Ok(VersionRow {
-        name: row.get(0)?,
+/// A `versions` row as a [`Version`]; `None` for a row whose name no longer passes the rule
+/// ([`ToolName`]), which is left alone and not served. A declared key whose name does not pass
+/// [`KeyName`] is left out of `required_env`: such a key could never be granted anyway.
+fn version_row(row: &Row<'_>) -> rusqlite::Result<Option<Version>> {
+    let name: String = row.get(0)?;
+    let Ok(name) = ToolName::parse(&name) else {
+        tracing::warn!(
+            "the ledger holds a tool named {name:?}, which is not a valid tool name; it is not served"
+        );
+        return Ok(None);
+    };
+    let declared: Vec<String> = json_col(row, 4)?;
+    let required_env = declared
+        .iter()
+        .filter_map(|k| match KeyName::parse(k) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                tracing::warn!(tool = %name, "{e}; it is never granted");
+                None
+            }
+        })
+        .collect();
+    Ok(Some(Version {
+        name,
         version: row.get(1)?,
         code_hash: row.get(2)?,
         description: row.get(3)?,
-        required_env: json_col(row, 4)?,
+        required_env,
         functions: json_col(row, 5)?,
-        state: VersionState::parse(&row.get::<_, String>(6)?),
+        state: State::parse(&row.get::<_, String>(6)?),
         created_at: row.get(7)?,
-    })
+    }))
 }
 
 fn tool_row(row: &Row<'_>) -> rusqlite::Result<ToolRow> {
@@ -515,7 +281,7 @@ impl Ledger {
     }
 
     /// Every live tool's current version, sorted by name.
-    pub fn current(&self) -> Result<Vec<VersionRow>, LedgerError> {
+    pub fn current(&self) -> Result<Vec<Version>, LedgerError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
             "SELECT {VERSION_COLS} FROM tools t JOIN versions v
@@ -523,11 +289,13 @@ impl Ledger {
              WHERE t.removed_at IS NULL ORDER BY t.name"
         ))?;
         let rows = stmt.query_map([], version_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(rows
+            .filter_map(Result::transpose)
+            .collect::<Result<_, _>>()?)
     }
 
     /// [`Ledger::current`], handing each row to `f` as it is read.
-    pub fn current_each(&self, mut f: impl FnMut(VersionRow)) -> Result<(), LedgerError> {
+    pub fn current_each(&self, mut f: impl FnMut(Version)) -> Result<(), LedgerError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
             "SELECT {VERSION_COLS} FROM tools t JOIN versions v
@@ -536,13 +304,15 @@ impl Ledger {
         ))?;
         let rows = stmt.query_map([], version_row)?;
         for row in rows {
-            f(row?);
+            if let Some(v) = row? {
+                f(v);
+            }
         }
         Ok(())
     }
 
     /// `name`'s current version, unless the tool is unknown or removed.
-    pub fn current_of(&self, name: &str) -> Result<Option<VersionRow>, LedgerError> {
+    pub fn current_of(&self, name: &str) -> Result<Option<Version>, LedgerError> {
         Ok(self
             .conn()
             .query_row(
@@ -554,21 +324,24 @@ impl Ledger {
                 [name],
                 version_row,
             )
-            .optional()?)
+            .optional()?
+            .flatten())
     }
 
     /// Every version of `name` ever committed (removed tools too), oldest first.
-    pub fn versions(&self, name: &str) -> Result<Vec<VersionRow>, LedgerError> {
+    pub fn versions(&self, name: &str) -> Result<Vec<Version>, LedgerError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(&format!(
             "SELECT {VERSION_COLS} FROM versions v WHERE v.name = ?1 ORDER BY v.version"
         ))?;
         let rows = stmt.query_map([name], version_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(rows
+            .filter_map(Result::transpose)
+            .collect::<Result<_, _>>()?)
     }
 
     /// One version of `name`.
-    pub fn version(&self, name: &str, version: u32) -> Result<Option<VersionRow>, LedgerError> {
+    pub fn version(&self, name: &str, version: u32) -> Result<Option<Version>, LedgerError> {
         Ok(self
             .conn()
             .query_row(
@@ -578,7 +351,8 @@ impl Ledger {
                 params![name, version],
                 version_row,
             )
-            .optional()?)
+            .optional()?
+            .flatten())
     }
 
     /// `name`'s row in `tools`, removed or not.
@@ -612,7 +386,7 @@ impl Ledger {
         &self,
         name: &str,
         version: u32,
-        state: VersionState,
+        state: State,
         why: &str,
     ) -> Result<bool, LedgerError> {
         self.move_state(name, version, None, state, why)
@@ -625,8 +399,8 @@ impl Ledger {
         &self,
         name: &str,
         version: u32,
-        from: VersionState,
-        to: VersionState,
+        from: State,
+        to: State,
         why: &str,
     ) -> Result<bool, LedgerError> {
         self.move_state(name, version, Some(from), to, why)
@@ -638,15 +412,15 @@ impl Ledger {
         &self,
         name: &str,
         version: u32,
-        from: Option<VersionState>,
-        to: VersionState,
+        from: Option<State>,
+        to: State,
         why: &str,
     ) -> Result<bool, LedgerError> {
         self.write(|tx| {
             let n = tx.tx.execute(
                 "UPDATE versions SET state = ?4
                  WHERE name = ?1 AND version = ?2 AND (?3 IS NULL OR state = ?3)",
-                params![name, version, from.map(VersionState::as_str), to.as_str()],
+                params![name, version, from.map(State::as_str), to.as_str()],
             )?;
             if n == 0 {
                 return Ok(false);
@@ -654,7 +428,7 @@ impl Ledger {
             tx.bump_generation()?;
             tx.event(
                 Some(name),
-                kind::STATE_CHANGED,
+                Event::StateChanged,
                 &format!("version {version} is now {}: {why}", to.as_str()),
             )?;
             Ok(true)
@@ -676,12 +450,12 @@ impl Ledger {
             tx.bump_generation()?;
             tx.event(
                 Some(name),
-                kind::PIN_BROKEN,
+                Event::PinBroken,
                 &format!("version {version}: {reason}"),
             )?;
             tx.event(
                 Some(name),
-                kind::STATE_CHANGED,
+                Event::StateChanged,
                 &format!("version {version} is now draft: {reason}; it is verified again before it is listed"),
             )?;
             Ok(true)
@@ -691,13 +465,13 @@ impl Ledger {
     /// Take on a piece of work about `name` that every supervisor sharing the home would
     /// otherwise do at once: records a `kind` event with `detail` unless one with the same
     /// detail exists. Returns whether the caller got it.
-    pub fn claim_once(&self, name: &str, kind: &str, detail: &str) -> Result<bool, LedgerError> {
+    pub fn claim_once(&self, name: &str, kind: Event, detail: &str) -> Result<bool, LedgerError> {
         self.write(|tx| {
             let taken = tx
                 .tx
                 .query_row(
                     "SELECT 1 FROM events WHERE tool = ?1 AND kind = ?2 AND detail = ?3 LIMIT 1",
-                    params![name, kind, detail],
+                    params![name, kind.as_str(), detail],
                     |_| Ok(()),
                 )
                 .optional()?
@@ -710,183 +484,20 @@ impl Ledger {
         })
     }
 
-    /// The id of the newest call (0 with none): calls after it are new.
-    pub fn last_call_id(&self) -> Result<i64, LedgerError> {
-        Ok(self
-            .conn()
-            .query_row("SELECT COALESCE(MAX(id), 0) FROM calls", [], |r| r.get(0))?)
-    }
-
-    /// The outcomes of the last `window` calls of every live tool's current version, oldest
-    /// first, in one query; with the id of the newest call they cover (calls after it are
-    /// read with [`Ledger::calls_after`]).
-    pub fn recent_outcomes_of_current(
-        &self,
-        window: u32,
-    ) -> Result<(i64, HashMap<String, Vec<Outcome>>), LedgerError> {
-        let last = self.last_call_id()?;
-        let conn = self.conn();
-        // Per tool, its newest calls through the (tool, id) index, stopping at the window: a
-        // third of the time of a window function over every call of the current versions.
-        let mut stmt = conn.prepare_cached(
-            "SELECT t.name, c.outcome FROM tools t JOIN calls c ON c.id IN (
-               SELECT id FROM calls
-               WHERE tool = t.name AND version = t.current_version AND id <= ?2
-               ORDER BY id DESC LIMIT ?1)
-             WHERE t.removed_at IS NULL ORDER BY t.name, c.id",
-        )?;
-        let rows = stmt.query_map(params![window, last], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                Outcome::parse(&r.get::<_, String>(1)?),
-            ))
-        })?;
-        let mut out: HashMap<String, Vec<Outcome>> = HashMap::new();
-        for row in rows {
-            let (tool, outcome) = row?;
-            out.entry(tool).or_default().push(outcome);
-        }
-        Ok((last, out))
-    }
-
-    /// Calls recorded after call `id`, oldest first: (id, tool, version, outcome).
-    pub fn calls_after(&self, id: i64) -> Result<Vec<(i64, String, u32, Outcome)>, LedgerError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, tool, version, outcome FROM calls WHERE id > ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([id], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                Outcome::parse(&r.get::<_, String>(3)?),
-            ))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// How many calls each tool got (all versions) since `since` (unix ms), in one query.
-    pub fn uses_since(&self, since: i64) -> Result<HashMap<String, u64>, LedgerError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT tool, COUNT(*) FROM calls WHERE started_at >= ?1 GROUP BY tool",
-        )?;
-        let rows = stmt.query_map([since], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-        })?;
-        let mut out = HashMap::new();
-        for row in rows {
-            let (tool, n) = row?;
-            out.insert(tool, u64::try_from(n).unwrap_or(0));
-        }
-        Ok(out)
-    }
-
-    /// Record a finished call. The error text must already be redacted.
-    pub fn record_call(&self, call: &CallRecord) -> Result<(), LedgerError> {
-        let duration_ms = i64::try_from(call.duration.as_millis()).unwrap_or(i64::MAX);
-        let error = call.error.clone().map(truncate_error);
-        self.write(|tx| {
-            tx.tx.execute(
-                "INSERT INTO calls (tool, version, function, started_at, duration_ms, outcome, error)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    call.tool,
-                    call.version,
-                    call.function,
-                    to_ms(call.started_at),
-                    duration_ms,
-                    call.outcome.as_str(),
-                    error
-                ],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// Calls and failures of `name` (all versions) and the most recent error.
-    pub fn stats(&self, name: &str) -> Result<ToolStats, LedgerError> {
-        let conn = self.conn();
-        let (calls, failures, last_call_at): (i64, i64, Option<i64>) = conn.query_row(
-            "SELECT COUNT(*), COALESCE(SUM(outcome != 'ok'), 0), MAX(started_at)
-             FROM calls WHERE tool = ?1",
-            [name],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
-        let last_error: Option<String> = conn
-            .query_row(
-                "SELECT error FROM calls WHERE tool = ?1 AND outcome != 'ok'
-                 ORDER BY id DESC LIMIT 1",
-                [name],
-                |r| r.get(0),
-            )
-            .optional()?
-            .flatten();
-        Ok(ToolStats {
-            calls: u64::try_from(calls).unwrap_or(0),
-            failures: u64::try_from(failures).unwrap_or(0),
-            last_error,
-            last_call_at,
-        })
-    }
-
-    /// The last `limit` calls of `name`, newest first.
-    pub fn recent_calls(&self, name: &str, limit: u32) -> Result<Vec<CallRow>, LedgerError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT id, tool, version, function, started_at, duration_ms, outcome, error
-             FROM calls WHERE tool = ?1 ORDER BY id DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![name, limit], |r| {
-            Ok(CallRow {
-                id: r.get(0)?,
-                tool: r.get(1)?,
-                version: r.get(2)?,
-                function: r.get(3)?,
-                started_at: r.get(4)?,
-                duration_ms: r.get(5)?,
-                outcome: Outcome::parse(&r.get::<_, String>(6)?),
-                error: r.get(7)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// How the last `limit` calls of one version ended, oldest first: what its lifecycle is
-    /// decided on.
-    pub fn recent_outcomes(
-        &self,
-        name: &str,
-        version: u32,
-        limit: u32,
-    ) -> Result<Vec<Outcome>, LedgerError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT outcome FROM calls WHERE tool = ?1 AND version = ?2 ORDER BY id DESC LIMIT ?3",
-        )?;
-        let rows = stmt.query_map(params![name, version, limit], |r| {
-            Ok(Outcome::parse(&r.get::<_, String>(0)?))
-        })?;
-        let mut out: Vec<Outcome> = rows.collect::<Result<_, _>>()?;
-        out.reverse();
-        Ok(out)
-    }
-
     /// Why `name` is in its state: the newest `state_changed` event's detail.
     pub fn state_reason(&self, name: &str) -> Result<Option<String>, LedgerError> {
         Ok(self
             .conn()
             .query_row(
                 "SELECT detail FROM events WHERE tool = ?1 AND kind = ?2 ORDER BY id DESC LIMIT 1",
-                params![name, kind::STATE_CHANGED],
+                params![name, Event::StateChanged.as_str()],
                 |r| r.get(0),
             )
             .optional()?)
     }
 
     /// Append an audit event (`tool` is `None` for events about autotool itself).
-    pub fn event(&self, tool: Option<&str>, kind: &str, detail: &str) -> Result<(), LedgerError> {
+    pub fn event(&self, tool: Option<&str>, kind: Event, detail: &str) -> Result<(), LedgerError> {
         self.write(|tx| tx.event(tool, kind, detail))
     }
 
@@ -909,32 +520,6 @@ impl Ledger {
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
-}
-
-/// Create the schema or bring it up to [`SCHEMA_VERSION`], under the write lock so that
-/// processes opening a new home at once agree.
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), LedgerError> {
-    let read_version =
-        |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
-    let found = read_version(conn)?;
-    if found == SCHEMA_VERSION {
-        return Ok(());
-    }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let found = read_version(&tx)?;
-    if found > SCHEMA_VERSION {
-        return Err(LedgerError::NewerSchema {
-            path: path.to_path_buf(),
-            found,
-            known: SCHEMA_VERSION,
-        });
-    }
-    for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
-        tx.execute_batch(sql)?;
-    }
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    tx.commit()?;
-    Ok(())
 }
 
 /// The write transaction handed to [`Ledger::write`]'s closure.
@@ -969,7 +554,7 @@ impl Tx<'_> {
     }
 
     /// Insert a version and make it `name`'s current one (reviving a removed tool).
-    pub fn insert_current_version(&self, row: &VersionRow) -> Result<(), LedgerError> {
+    pub fn insert_current_version(&self, row: &Version) -> Result<(), LedgerError> {
         let json = |what, v: Result<String, serde_json::Error>| {
             v.map_err(|source| LedgerError::Json { what, source })
         };
@@ -980,14 +565,14 @@ impl Tx<'_> {
              VALUES (?1, ?2, NULL, ?3)
              ON CONFLICT (name) DO UPDATE SET current_version = excluded.current_version,
                                               removed_at = NULL",
-            params![row.name, row.version, row.created_at],
+            params![row.name.as_str(), row.version, row.created_at],
         )?;
         self.tx.execute(
             "INSERT INTO versions
                (name, version, code_hash, description, required_env, functions, state, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
-                row.name,
+                row.name.as_str(),
                 row.version,
                 row.code_hash,
                 row.description,
@@ -1029,10 +614,10 @@ impl Tx<'_> {
     }
 
     /// Append an audit event in this transaction.
-    pub fn event(&self, tool: Option<&str>, kind: &str, detail: &str) -> Result<(), LedgerError> {
+    pub fn event(&self, tool: Option<&str>, kind: Event, detail: &str) -> Result<(), LedgerError> {
         self.tx.execute(
             "INSERT INTO events (at, tool, kind, detail) VALUES (?1, ?2, ?3, ?4)",
-            params![now_ms(), tool, kind, detail],
+            params![now_ms(), tool, kind.as_str(), detail],
         )?;
         Ok(())
     }
@@ -1058,14 +643,14 @@ mod tests {
             for version in 1..=*versions {
                 ledger
                     .write(|tx| {
-                        tx.insert_current_version(&VersionRow {
-                            name: name.to_string(),
+                        tx.insert_current_version(&Version {
+                            name: ToolName::parse(name).unwrap_or_else(|e| panic!("{e}")),
                             version,
                             code_hash: format!("{version:064}"),
                             description: String::new(),
                             required_env: Vec::new(),
-                            functions: Vec::new(),
-                            state: VersionState::Probation,
+                            functions: Default::default(),
+                            state: State::Probation,
                             created_at: now_ms(),
                         })?;
                         tx.bump_generation()
@@ -1076,7 +661,7 @@ mod tests {
         (dir, ledger)
     }
 
-    fn call(ledger: &Ledger, tool: &str, version: u32, outcome: Outcome, ago: Duration) {
+    fn call(ledger: &Ledger, tool: &str, version: u32, outcome: CallKind, ago: Duration) {
         ledger
             .record_call(&CallRecord {
                 tool: tool.into(),
@@ -1095,31 +680,36 @@ mod tests {
         let (_dir, ledger) = ledger_with(&[("a", 2), ("b", 1), ("c", 1)]);
         let now = Duration::ZERO;
         // a's old version does not count; b's window keeps its last 3, oldest first.
-        call(&ledger, "a", 1, Outcome::Error, now);
-        call(&ledger, "a", 2, Outcome::Ok, now);
-        call(&ledger, "a", 2, Outcome::ToolError, now);
-        for o in [Outcome::Error, Outcome::Ok, Outcome::Error, Outcome::Ok] {
+        call(&ledger, "a", 1, CallKind::Failure, now);
+        call(&ledger, "a", 2, CallKind::Ok, now);
+        call(&ledger, "a", 2, CallKind::ToolError, now);
+        for o in [
+            CallKind::Failure,
+            CallKind::Ok,
+            CallKind::Failure,
+            CallKind::Ok,
+        ] {
             call(&ledger, "b", 1, o, now);
         }
         let (last, recent) = ledger
             .recent_outcomes_of_current(3)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(last, 7);
-        assert_eq!(recent["a"], [Outcome::Ok, Outcome::ToolError]);
-        assert_eq!(recent["b"], [Outcome::Ok, Outcome::Error, Outcome::Ok]);
+        assert_eq!(recent["a"], [CallKind::Ok, CallKind::ToolError]);
+        assert_eq!(recent["b"], [CallKind::Ok, CallKind::Failure, CallKind::Ok]);
         assert!(!recent.contains_key("c"));
-        call(&ledger, "c", 1, Outcome::Ok, now);
+        call(&ledger, "c", 1, CallKind::Ok, now);
         let after = ledger.calls_after(last).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(after, [(8, "c".to_string(), 1, Outcome::Ok)]);
+        assert_eq!(after, [(8, "c".to_string(), 1, CallKind::Ok)]);
     }
 
     #[test]
     fn uses_count_calls_since_a_time_over_all_versions() {
         let (_dir, ledger) = ledger_with(&[("a", 2), ("b", 1)]);
         let day = Duration::from_secs(86_400);
-        call(&ledger, "a", 1, Outcome::Ok, day);
-        call(&ledger, "a", 2, Outcome::Error, Duration::ZERO);
-        call(&ledger, "b", 1, Outcome::Ok, 40 * day);
+        call(&ledger, "a", 1, CallKind::Ok, day);
+        call(&ledger, "a", 2, CallKind::Failure, Duration::ZERO);
+        call(&ledger, "b", 1, CallKind::Ok, 40 * day);
         let uses = ledger
             .uses_since(now_ms() - 30 * 86_400_000)
             .unwrap_or_else(|e| panic!("{e}"));
@@ -1143,33 +733,33 @@ mod tests {
         );
         assert_eq!(ledger.generation().unwrap_or(0), g + 1);
         let v = ledger.version("a", 1).ok().flatten().map(|v| v.state);
-        assert_eq!(v, Some(VersionState::Draft));
+        assert_eq!(v, Some(State::Draft));
         let reason = ledger.state_reason("a").ok().flatten().unwrap_or_default();
         assert!(reason.contains("draft: its tool.py changed"), "{reason}");
         assert!(
             ledger
-                .claim_once("a", kind::VERIFYING_AGAIN, "code x")
+                .claim_once("a", Event::VerifyingAgain, "code x")
                 .unwrap_or(false)
         );
         assert!(
             !ledger
-                .claim_once("a", kind::VERIFYING_AGAIN, "code x")
+                .claim_once("a", Event::VerifyingAgain, "code x")
                 .unwrap_or(true)
         );
         assert!(
             ledger
-                .claim_once("a", kind::VERIFYING_AGAIN, "code y")
+                .claim_once("a", Event::VerifyingAgain, "code y")
                 .unwrap_or(false)
         );
         // A move from a state the version is no longer in does nothing.
         assert!(
             !ledger
-                .set_state_from("a", 1, VersionState::Probation, VersionState::Active, "x")
+                .set_state_from("a", 1, State::Probation, State::Active, "x")
                 .unwrap_or(true)
         );
         assert!(
             ledger
-                .set_state_from("a", 1, VersionState::Draft, VersionState::Probation, "back")
+                .set_state_from("a", 1, State::Draft, State::Probation, "back")
                 .unwrap_or(false)
         );
     }
@@ -1177,7 +767,7 @@ mod tests {
     #[test]
     fn cuts_long_errors_on_a_char_boundary() {
         let s = "é".repeat(MAX_ERROR_LEN);
-        let cut = truncate_error(s);
+        let cut = calls::truncate_error(s);
         assert!(cut.ends_with("more bytes not kept]"));
         assert!(cut.len() < MAX_ERROR_LEN + 64);
     }

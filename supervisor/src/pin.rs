@@ -6,7 +6,7 @@
 //! break a pin after verification:
 //!
 //! - **the file**: `tools/<name>/<version>/tool.py` is edited or replaced on disk. The watcher
-//!   ([`crate::app::App::poll`]) looks at each mounted version's file every poll (a `stat`: size,
+//!   ([`crate::library::Library::poll`]) looks at each mounted version's file every poll (a `stat`: size,
 //!   modification and change times, inode) and hashes it only when those move. The pool also
 //!   hashes the file before it starts a process for the version, and again once the process
 //!   answered, so a change the watcher has not seen yet does not run either;
@@ -20,11 +20,20 @@
 //! as a new version on probation. A file put back as it was puts its version back on
 //! probation.
 
-use crate::registry::FunctionSpec;
+use crate::version::{FunctionSpec, Version};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+
+/// The most of a file that is read to compare it with its pin: a bound on reading, not a rule
+/// on size (the file is compared by its hash).
+pub const READ_BOUND: usize = 16 << 20;
+
+/// What `v` is pinned by: its code hash, description and schemas.
+pub fn of(v: &Version) -> String {
+    pin(&v.code_hash, &v.description, &v.functions.specs())
+}
 
 /// The pin of a version: sha256 (lowercase hex) over its code hash, description and
 /// functions (sorted by name; object keys sorted).
@@ -203,7 +212,7 @@ pub fn file_state(path: &Path, code_hash: &str) -> FileState {
         Ok(b) => b,
         Err(e) => return FileState::Missing(e),
     };
-    let now = crate::registry::code_hash(&bytes);
+    let now = crate::version::code_hash(&bytes);
     if now == code_hash {
         FileState::Pinned
     } else {
@@ -215,7 +224,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read as _;
     let f = std::fs::File::open(path).map_err(|e| format!("it cannot be read ({e})"))?;
     let mut bytes = Vec::new();
-    let limit = crate::registry::MAX_CODE_BYTES as u64;
+    let limit = READ_BOUND as u64;
     f.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("it cannot be read ({e})"))?;
@@ -337,13 +346,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("tool.py");
         std::fs::write(&p, "print(1)\n").unwrap();
-        let h = crate::registry::code_hash(b"print(1)\n");
+        let h = crate::version::code_hash(b"print(1)\n");
         assert!(FileStamp::of(&p).is_some());
         assert_eq!(file_state(&p, &h), FileState::Pinned);
         std::fs::write(&p, "print(2)\n").unwrap();
         assert_eq!(
             file_state(&p, &h),
-            FileState::Changed(crate::registry::code_hash(b"print(2)\n"))
+            FileState::Changed(crate::version::code_hash(b"print(2)\n"))
         );
         std::fs::remove_file(&p).unwrap();
         assert!(matches!(file_state(&p, &h), FileState::Missing(_)));

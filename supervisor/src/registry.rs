@@ -37,29 +37,28 @@
 //! process holds the write lock): from async code, call it through `spawn_blocking`.
 //! [`Registry`] and [`Staged`] are `Send + Sync`; share one registry per process in an `Arc`.
 
-pub mod cli;
-
 use crate::home::{self, Home, HomeError, TOOL_DIR_MODE, TOOL_FILE_MODE};
 use crate::ledger::{
-    self, CallRecord, CallRow, EventRow, Ledger, LedgerError, ToolRow, ToolStats, VersionRow,
-    VersionState,
+    self, CallRecord, CallRow, EventRow, Ledger, LedgerError, State, ToolRow, ToolStats,
 };
+pub use crate::version::{FunctionSpec, Functions, StoredFunction, TOOL_FILE, Version, code_hash};
+use autotool_policy::names::{FunctionName, KeyName, NameError, ToolName};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// Largest accepted `tool.py`, in bytes.
-pub const MAX_CODE_BYTES: usize = 256 * 1024;
+/// The largest `tool.py` accepted unless the `max_code_bytes` setting says otherwise
+/// ([`Registry::with_code_limit`]), in bytes.
+pub const DEFAULT_CODE_LIMIT: usize = 256 * 1024;
+
+/// The most `max_code_bytes` may be set to.
+pub const MAX_CODE_LIMIT: usize = crate::pin::READ_BOUND;
 
 /// A staging directory this old, and not locked by a live process, is a leftover.
 pub const STALE_STAGING_AGE: Duration = Duration::from_secs(60);
-
-/// The file name of a tool's code, in its version (or staging) directory.
-pub const TOOL_FILE: &str = "tool.py";
 
 /// The file name of a version's manifest.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -70,25 +69,15 @@ const ORPHAN_PREFIX: &str = ".orphan-";
 /// What went wrong, in words a user or an agent can act on.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
+    #[error(transparent)]
+    Name(#[from] NameError),
     #[error(
-        "invalid tool name {0:?}: use 1 to 40 characters, lowercase letters, digits and \
-         underscores, starting with a letter (for example `weather_lookup`)"
+        "the tool code is {size} bytes; autotool accepts at most {limit} bytes per tool (the \
+         `max_code_bytes` setting): keep one tool to one purpose"
     )]
-    InvalidName(String),
-    #[error(
-        "the tool code is {size} bytes, more than the limit of {MAX_CODE_BYTES} bytes (256 KiB); \
-         make the tool smaller"
-    )]
-    CodeTooLarge { size: u64 },
+    CodeTooLarge { size: u64, limit: usize },
     #[error("{0:?} is not UTF-8 text; a tool is a Python source file")]
     NotText(PathBuf),
-    #[error(
-        "invalid key name {0:?} in REQUIRED_ENV: use letters, digits and underscores, not \
-         starting with a digit"
-    )]
-    InvalidKeyName(String),
-    #[error("invalid function name {0:?}: function names must be non-empty")]
-    InvalidFunctionName(String),
     #[error(
         "{path:?} changed after it was staged (sha256 was {staged}, is now {now}); stage and \
          verify it again"
@@ -121,122 +110,14 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> R
     }
 }
 
-/// One function of a tool, as the tool described it to `tools/list` during verification.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FunctionSpec {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    pub input_schema: serde_json::Map<String, serde_json::Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<serde_json::Map<String, serde_json::Value>>,
-    /// The tool's own hints (`readOnlyHint`, …), untrusted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<serde_json::Value>,
-}
-
-impl From<crate::toolproc::ToolInfo> for FunctionSpec {
-    fn from(t: crate::toolproc::ToolInfo) -> Self {
-        FunctionSpec {
-            name: t.name,
-            title: t.title,
-            description: t.description,
-            input_schema: t.input_schema,
-            output_schema: t.output_schema,
-            annotations: t.annotations,
-        }
-    }
-}
-
-/// A function as verification recorded it, held as its JSON text. A library of a thousand tools
-/// holds thousands of schemas, and parsed JSON takes several times the memory of its text; the
-/// name is kept apart, the rest is parsed when needed ([`StoredFunction::spec`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredFunction {
-    pub name: String,
-    json: Box<str>,
-}
-
-impl StoredFunction {
-    pub fn new(spec: &FunctionSpec) -> StoredFunction {
-        StoredFunction {
-            name: spec.name.clone(),
-            json: serde_json::to_string(spec).unwrap_or_default().into(),
-        }
-    }
-
-    /// The whole spec. (The text was written from a spec, so it parses; if it somehow did
-    /// not, the function has its name and an empty object schema.)
-    pub fn spec(&self) -> FunctionSpec {
-        serde_json::from_str(&self.json).unwrap_or_else(|_| FunctionSpec {
-            name: self.name.clone(),
-            title: None,
-            description: None,
-            input_schema: serde_json::Map::from_iter([(
-                "type".to_string(),
-                serde_json::Value::from("object"),
-            )]),
-            output_schema: None,
-            annotations: None,
-        })
-    }
-}
-
 /// What verification learned about a staged tool; [`Registry::commit`] adds the name, version,
 /// code hash and time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub description: String,
     /// Key names from `REQUIRED_ENV`. Names only, never values.
-    pub required_env: Vec<String>,
+    pub required_env: Vec<KeyName>,
     pub functions: Vec<FunctionSpec>,
-}
-
-/// A committed version of a tool.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolVersion {
-    pub name: String,
-    pub version: u32,
-    /// sha256 of `tool.py`, lowercase hex.
-    pub code_hash: String,
-    pub description: String,
-    pub required_env: Vec<String>,
-    pub functions: Vec<FunctionSpec>,
-    pub state: VersionState,
-    /// Unix milliseconds.
-    pub created_at: i64,
-    /// `tools/<name>/<version>/`.
-    pub dir: PathBuf,
-}
-
-impl ToolVersion {
-    /// `tools/<name>/<version>/tool.py`.
-    pub fn tool_file(&self) -> PathBuf {
-        self.dir.join(TOOL_FILE)
-    }
-
-    /// What the version is pinned by: its code hash, description and schemas
-    /// ([`crate::pin::pin`]).
-    pub fn pin(&self) -> String {
-        crate::pin::pin(&self.code_hash, &self.description, &self.functions)
-    }
-
-    fn from_row(tools_dir: &Path, r: VersionRow) -> ToolVersion {
-        let dir = tools_dir.join(&r.name).join(r.version.to_string());
-        ToolVersion {
-            name: r.name,
-            version: r.version,
-            code_hash: r.code_hash,
-            description: r.description,
-            required_env: r.required_env,
-            functions: r.functions,
-            state: r.state,
-            created_at: r.created_at,
-            dir,
-        }
-    }
 }
 
 /// `manifest.json`, as written next to `tool.py`.
@@ -245,7 +126,7 @@ struct ManifestFile<'a> {
     name: &'a str,
     version: u32,
     description: &'a str,
-    required_env: &'a [String],
+    required_env: &'a [KeyName],
     functions: &'a [FunctionSpec],
     code_hash: &'a str,
     /// The code hash, description and schemas together ([`crate::pin::pin`]).
@@ -257,7 +138,7 @@ struct ManifestFile<'a> {
 /// [`Registry::commit`] or [`Registry::discard`] deletes the directory.
 #[derive(Debug)]
 pub struct Staged {
-    name: String,
+    name: ToolName,
     dir: PathBuf,
     code_hash: String,
     /// The staging directory, opened and `flock`ed so no other process sweeps it away while
@@ -268,7 +149,7 @@ pub struct Staged {
 }
 
 impl Staged {
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> &ToolName {
         &self.name
     }
 
@@ -310,42 +191,8 @@ pub struct Recovery {
 pub struct Registry {
     home: Home,
     ledger: Ledger,
-}
-
-/// Whether `name` is a valid tool name: `^[a-z][a-z0-9_]{0,39}$`.
-pub fn valid_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 40
-        && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_')
-}
-
-fn check_name(name: &str) -> Result<(), RegistryError> {
-    if valid_name(name) {
-        Ok(())
-    } else {
-        Err(RegistryError::InvalidName(name.to_string()))
-    }
-}
-
-fn valid_key_name(k: &str) -> bool {
-    let b = k.as_bytes();
-    !b.is_empty()
-        && !b[0].is_ascii_digit()
-        && b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_')
-}
-
-/// sha256 of `code`, lowercase hex.
-pub fn code_hash(code: &[u8]) -> String {
-    use std::fmt::Write as _;
-    Sha256::digest(code)
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    /// The largest code accepted, in bytes.
+    code_limit: usize,
 }
 
 /// Write `bytes` to a new file at `path` with mode 0644 and fsync it.
@@ -375,18 +222,18 @@ fn try_lock(dir: &File) -> bool {
     rustix::fs::flock(dir, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
 }
 
-/// Read at most [`MAX_CODE_BYTES`] of a file as text.
-fn read_code(path: &Path) -> Result<String, RegistryError> {
+/// Read at most `limit` bytes of a file as text.
+fn read_code(path: &Path, limit: usize) -> Result<String, RegistryError> {
     let f = File::open(path).map_err(io_err("cannot open", path))?;
     let mut bytes = Vec::new();
-    f.take(MAX_CODE_BYTES as u64 + 1)
+    f.take(limit as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(io_err("cannot read", path))?;
-    if bytes.len() > MAX_CODE_BYTES {
+    if bytes.len() > limit {
         let size = fs::metadata(path)
             .map(|m| m.len())
             .unwrap_or(bytes.len() as u64);
-        return Err(RegistryError::CodeTooLarge { size });
+        return Err(RegistryError::CodeTooLarge { size, limit });
     }
     String::from_utf8(bytes).map_err(|_| RegistryError::NotText(path.to_path_buf()))
 }
@@ -409,6 +256,7 @@ impl Registry {
         let registry = Registry {
             home: home.clone(),
             ledger,
+            code_limit: DEFAULT_CODE_LIMIT,
         };
         match registry.recover() {
             Ok(r) => {
@@ -427,8 +275,41 @@ impl Registry {
         Ok(registry)
     }
 
+    /// The same registry accepting code up to `limit` bytes (the `max_code_bytes` setting, at
+    /// most [`MAX_CODE_LIMIT`]): the one place the size of a tool is checked.
+    pub fn with_code_limit(mut self, limit: usize) -> Registry {
+        self.code_limit = limit.min(MAX_CODE_LIMIT);
+        self
+    }
+
+    /// The largest code accepted, in bytes.
+    pub fn code_limit(&self) -> usize {
+        self.code_limit
+    }
+
+    /// Refuse code larger than [`Registry::code_limit`].
+    pub fn check_code_size(&self, len: usize) -> Result<(), RegistryError> {
+        if len > self.code_limit {
+            return Err(RegistryError::CodeTooLarge {
+                size: len as u64,
+                limit: self.code_limit,
+            });
+        }
+        Ok(())
+    }
+
     pub fn home(&self) -> &Home {
         &self.home
+    }
+
+    /// `tools/<name>/<version>/` of `v`.
+    pub fn dir_of(&self, v: &Version) -> PathBuf {
+        v.dir_in(&self.home.tools_dir())
+    }
+
+    /// `tools/<name>/<version>/tool.py` of `v`.
+    pub fn file_of(&self, v: &Version) -> PathBuf {
+        self.dir_of(v).join(TOOL_FILE)
     }
 
     /// The ledger, for calls, events and states beyond what the registry wraps.
@@ -441,14 +322,20 @@ impl Registry {
     }
 
     /// Write `code` to a new `tools/<name>/.staging-XXXXXX/tool.py` for verification.
-    pub fn stage(&self, name: &str, code: &str) -> Result<Staged, RegistryError> {
-        check_name(name)?;
-        if code.len() > MAX_CODE_BYTES {
-            return Err(RegistryError::CodeTooLarge {
-                size: code.len() as u64,
-            });
-        }
-        let tool_dir = self.tool_dir(name);
+    pub fn stage(&self, name: &ToolName, code: &str) -> Result<Staged, RegistryError> {
+        self.stage_hashed(name, code, code_hash(code.as_bytes()))
+    }
+
+    /// [`Registry::stage`] for code whose sha256 the caller already took (`hash`, of exactly
+    /// `code`).
+    pub fn stage_hashed(
+        &self,
+        name: &ToolName,
+        code: &str,
+        hash: String,
+    ) -> Result<Staged, RegistryError> {
+        self.check_code_size(code.len())?;
+        let tool_dir = self.tool_dir(name.as_str());
         home::ensure_dir(&tool_dir, TOOL_DIR_MODE)?;
         let dir = tempfile::Builder::new()
             .prefix(STAGING_PREFIX)
@@ -468,9 +355,9 @@ impl Registry {
         // The directory was created a moment ago by this process; nobody else holds it.
         let _ = try_lock(&lock);
         let staged = Staged {
-            name: name.to_string(),
+            name: name.clone(),
             dir,
-            code_hash: code_hash(code.as_bytes()),
+            code_hash: hash,
             _lock: lock,
             armed: true,
         };
@@ -482,9 +369,8 @@ impl Registry {
 
     /// Stage a copy of a file (a hand-placed `tool.py`). The original stays where it is; once
     /// a version with the same code exists, [`Registry::hand_placed`] no longer lists it.
-    pub fn stage_from_file(&self, name: &str, path: &Path) -> Result<Staged, RegistryError> {
-        check_name(name)?;
-        let code = read_code(path)?;
+    pub fn stage_from_file(&self, name: &ToolName, path: &Path) -> Result<Staged, RegistryError> {
+        let code = read_code(path, self.code_limit)?;
         self.stage(name, &code)
     }
 
@@ -497,18 +383,13 @@ impl Registry {
 
     /// Make a verified staged tool the next version of its name and its current one. See the
     /// module docs for what a crash at any point leaves.
-    pub fn commit(&self, staged: Staged, manifest: Manifest) -> Result<ToolVersion, RegistryError> {
+    pub fn commit(&self, staged: Staged, manifest: Manifest) -> Result<Version, RegistryError> {
         let mut staged = staged;
-        for k in &manifest.required_env {
-            if !valid_key_name(k) {
-                return Err(RegistryError::InvalidKeyName(k.clone()));
-            }
-        }
-        if let Some(f) = manifest.functions.iter().find(|f| f.name.is_empty()) {
-            return Err(RegistryError::InvalidFunctionName(f.name.clone()));
+        for f in &manifest.functions {
+            FunctionName::parse(&f.name)?;
         }
         let code_path = staged.tool_file();
-        let now_hash = code_hash(read_code(&code_path)?.as_bytes());
+        let now_hash = code_hash(read_code(&code_path, self.code_limit)?.as_bytes());
         if now_hash != staged.code_hash {
             return Err(RegistryError::CodeChanged {
                 path: code_path,
@@ -517,35 +398,35 @@ impl Registry {
             });
         }
         let name = staged.name.clone();
-        let tool_dir = self.tool_dir(&name);
+        let tool_dir = self.tool_dir(name.as_str());
         let created_at = ledger::now_ms();
 
         self.ledger.write(|tx| {
-            let version = tx.next_version(&name)?;
+            let version = tx.next_version(name.as_str())?;
             let target = tool_dir.join(version.to_string());
             // Holding the write lock, nobody is mid-commit: a directory already there is a
             // leftover of a crashed commit.
             if fs::symlink_metadata(&target).is_ok() {
                 move_aside(&tool_dir, &target, version)?;
             }
-            let row = VersionRow {
+            let row = Version {
                 name: name.clone(),
                 version,
                 code_hash: staged.code_hash.clone(),
                 description: manifest.description.clone(),
                 required_env: manifest.required_env.clone(),
-                functions: manifest.functions.clone(),
+                functions: Functions::new(&manifest.functions),
                 // Verified, not yet trusted: it becomes active after successful calls.
-                state: VersionState::Probation,
+                state: State::Probation,
                 created_at,
             };
-            let pin = crate::pin::pin(&row.code_hash, &row.description, &row.functions);
+            let pin = crate::pin::pin(&row.code_hash, &row.description, &manifest.functions);
             let file = ManifestFile {
-                name: &row.name,
+                name: row.name.as_str(),
                 version,
                 description: &row.description,
                 required_env: &row.required_env,
-                functions: &row.functions,
+                functions: &manifest.functions,
                 code_hash: &row.code_hash,
                 pin: &pin,
                 created_at: ledger::format_ms(created_at),
@@ -569,65 +450,38 @@ impl Registry {
             tx.insert_current_version(&row)?;
             tx.bump_generation()?;
             tx.event(
-                Some(&name),
-                ledger::kind::CREATED,
+                Some(name.as_str()),
+                ledger::Event::Created,
                 &format!("version {version}, sha256 {}", row.code_hash),
             )?;
-            Ok(ToolVersion::from_row(&self.home.tools_dir(), row))
+            Ok(row)
         })
     }
 
     /// Every live tool's current version, sorted by name.
-    pub fn current(&self) -> Result<Vec<ToolVersion>, RegistryError> {
-        let tools = self.home.tools_dir();
-        Ok(self
-            .ledger
-            .current()?
-            .into_iter()
-            .map(|r| ToolVersion::from_row(&tools, r))
-            .collect())
+    pub fn current(&self) -> Result<Vec<Version>, RegistryError> {
+        Ok(self.ledger.current()?)
     }
 
     /// [`Registry::current`], one version at a time: each is handed to `f` and dropped before
     /// the next is read, so a large library is never all parsed at once.
-    pub fn current_each(&self, mut f: impl FnMut(ToolVersion)) -> Result<(), RegistryError> {
-        let tools = self.home.tools_dir();
-        Ok(self
-            .ledger
-            .current_each(|r| f(ToolVersion::from_row(&tools, r)))?)
+    pub fn current_each(&self, f: impl FnMut(Version)) -> Result<(), RegistryError> {
+        Ok(self.ledger.current_each(f)?)
     }
 
     /// `name`'s current version, or `None` if there is no such live tool.
-    pub fn get(&self, name: &str) -> Result<Option<ToolVersion>, RegistryError> {
-        let tools = self.home.tools_dir();
-        Ok(self
-            .ledger
-            .current_of(name)?
-            .map(|r| ToolVersion::from_row(&tools, r)))
+    pub fn get(&self, name: &str) -> Result<Option<Version>, RegistryError> {
+        Ok(self.ledger.current_of(name)?)
     }
 
     /// One version of `name` (removed tools too).
-    pub fn get_version(
-        &self,
-        name: &str,
-        version: u32,
-    ) -> Result<Option<ToolVersion>, RegistryError> {
-        let tools = self.home.tools_dir();
-        Ok(self
-            .ledger
-            .version(name, version)?
-            .map(|r| ToolVersion::from_row(&tools, r)))
+    pub fn get_version(&self, name: &str, version: u32) -> Result<Option<Version>, RegistryError> {
+        Ok(self.ledger.version(name, version)?)
     }
 
     /// Every version of `name`, oldest first (removed tools too: history is kept).
-    pub fn versions(&self, name: &str) -> Result<Vec<ToolVersion>, RegistryError> {
-        let tools = self.home.tools_dir();
-        Ok(self
-            .ledger
-            .versions(name)?
-            .into_iter()
-            .map(|r| ToolVersion::from_row(&tools, r))
-            .collect())
+    pub fn versions(&self, name: &str) -> Result<Vec<Version>, RegistryError> {
+        Ok(self.ledger.versions(name)?)
     }
 
     /// `name`'s row (current version, removal time), removed or not.
@@ -649,7 +503,7 @@ impl Registry {
                 return Ok(false);
             }
             tx.bump_generation()?;
-            tx.event(Some(name), ledger::kind::REMOVED, "history and files kept")?;
+            tx.event(Some(name), ledger::Event::Removed, "history and files kept")?;
             tx.revoke(name, None, "the tool was removed")?;
             Ok(true)
         })
@@ -675,9 +529,14 @@ impl Registry {
         Ok(self.ledger.recent_calls(name, limit)?)
     }
 
-    /// Append an audit event (`verified`, `verification_failed`, …; see [`ledger::kind`]).
+    /// Append an audit event (`verified`, `verification_failed`, …; see [`ledger::Event`]).
     /// `detail` must already be redacted.
-    pub fn event(&self, tool: Option<&str>, kind: &str, detail: &str) -> Result<(), RegistryError> {
+    pub fn event(
+        &self,
+        tool: Option<&str>,
+        kind: crate::ledger::Event,
+        detail: &str,
+    ) -> Result<(), RegistryError> {
         Ok(self.ledger.event(tool, kind, detail)?)
     }
 
@@ -690,7 +549,7 @@ impl Registry {
     /// by name, except those whose code is already a version of that tool. The server verifies
     /// each like any other new tool ([`Registry::stage_from_file`]); changing the file makes it
     /// new code again, and so a new version once verified.
-    pub fn hand_placed(&self) -> Result<Vec<(String, PathBuf)>, RegistryError> {
+    pub fn hand_placed(&self) -> Result<Vec<(ToolName, PathBuf)>, RegistryError> {
         let mut found = Vec::new();
         for (name, dir) in self.tool_dirs()? {
             let file = dir.join(TOOL_FILE);
@@ -698,7 +557,7 @@ impl Registry {
                 Ok(m) if m.file_type().is_file() => {}
                 _ => continue,
             }
-            let code = match read_code(&file) {
+            let code = match read_code(&file, self.code_limit) {
                 Ok(c) => c,
                 // Listed anyway: staging it reports the problem like any other bad tool.
                 Err(RegistryError::CodeTooLarge { .. } | RegistryError::NotText(_)) => {
@@ -707,15 +566,20 @@ impl Registry {
                 }
                 Err(e) => return Err(e),
             };
-            if !self.ledger.has_code(&name, &code_hash(code.as_bytes()))? {
+            if !self
+                .ledger
+                .has_code(name.as_str(), &code_hash(code.as_bytes()))?
+            {
                 found.push((name, file));
             }
         }
         Ok(found)
     }
 
-    /// `tools/<name>/` directories with a valid name, sorted by name.
-    fn tool_dirs(&self) -> Result<Vec<(String, PathBuf)>, RegistryError> {
+    /// `tools/<name>/` directories with a valid tool name ([`ToolName`]), sorted by name. A
+    /// directory named otherwise (`foo__bar`, which would mount as a function of `foo`) is
+    /// not a tool.
+    fn tool_dirs(&self) -> Result<Vec<(ToolName, PathBuf)>, RegistryError> {
         let tools = self.home.tools_dir();
         let entries = match fs::read_dir(&tools) {
             Ok(e) => e,
@@ -728,7 +592,9 @@ impl Registry {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            if valid_name(&name) && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            if let Ok(name) = ToolName::parse(&name)
+                && entry.file_type().is_ok_and(|t| t.is_dir())
+            {
                 dirs.push((name, entry.path()));
             }
         }
@@ -760,7 +626,7 @@ impl Registry {
                             rec.removed_staging.push(path);
                         }
                     } else if let Some(version) = parse_version(&file_name)
-                        && !tx.version_exists(name, version)?
+                        && !tx.version_exists(name.as_str(), version)?
                     {
                         let to = move_aside(dir, &path, version)?;
                         rec.moved_orphans.push((path, to));
@@ -770,7 +636,7 @@ impl Registry {
             if !rec.removed_staging.is_empty() || !rec.moved_orphans.is_empty() {
                 tx.event(
                     None,
-                    ledger::kind::RECOVERED,
+                    ledger::Event::Recovered,
                     &format!(
                         "removed {} unfinished staging directories, moved aside {} version \
                          directories without a ledger row",
@@ -811,26 +677,6 @@ fn move_aside(tool_dir: &Path, path: &Path, version: u32) -> Result<PathBuf, Reg
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names() {
-        for ok in ["a", "weather", "a1_b2", &"x".repeat(40)] {
-            assert!(valid_name(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "1a",
-            "_a",
-            "A",
-            "a-b",
-            "a.b",
-            "é",
-            &"x".repeat(41),
-            "a b",
-        ] {
-            assert!(!valid_name(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn versions_parse_strictly() {

@@ -2,16 +2,17 @@
 //! `create_tool`, synthesis, a file placed by hand, an import).
 //!
 //! Stages, in order, each bounded in time; the first failure ends verification:
-//! 1. [`Stage::Lint`]: the code's size, then the runtime's `ruff` for syntax errors and
-//!    undefined names ([`lint`], bounded by [`LINT_TIMEOUT`]).
+//! 1. [`Stage::Lint`]: the runtime's `ruff` for syntax errors and undefined names ([`lint`],
+//!    bounded by [`LINT_TIMEOUT`]). (The code's size is the registry's rule, checked when it is
+//!    staged.)
 //! 2. [`Stage::Declarations`]: `REQUIRED_ENV` read statically from the source
 //!    ([`required_env`]); no tool code runs outside the launcher, not even to learn what it
 //!    declares.
 //! 3. [`Stage::Launch`]: the code written to the caller's staged directory and the process
 //!    started with the caller's [`ToolSpec`] (confined through `autotool-launcher`, or not).
 //! 4. [`Stage::Initialize`]: the MCP `initialize` handshake, within the spec's start timeout.
-//! 5. [`Stage::ListTools`]: `tools/list`: at least one function, valid names, object schemas
-//!    ([`check_tools`]).
+//! 5. [`Stage::ListTools`]: `tools/list`: at least one function, valid names that fit with
+//!    the tool's own in a mounted name and hold no key value, object schemas ([`check_tools`]).
 //! 6. [`Stage::SmokeTest`]: the optional call the author asked for, within its timeout.
 //! 7. [`Stage::Robustness`]: edge-case calls derived from each function's input schema
 //!    ([`probes`]); a function that crashes on one, or hangs, fails. Whether they run is
@@ -20,30 +21,40 @@
 //!
 //! Which keys the tool receives is the caller's decision (the spec's environment); [`verify`]
 //! only reports what the code declares. A caller that must ask for consent before anything runs
-//! calls [`check_source`] (stages 1–2) first. A [`VerifyFailure`] carries the tool's stderr and
-//! ruff's report verbatim: redact it before it reaches a model.
+//! calls [`check_source`] (stages 1–2) first. Every log a [`VerifyFailure`] carries (ruff's
+//! report, the tool's stderr) is redacted with the request's redactor *before* it is cut to
+//! size, so a key value straddling the cut cannot leave a piece behind; the message is redacted
+//! again where it is rendered for the host.
 //!
 //! Layout: [`declarations`] reads `REQUIRED_ENV`; [`lint`](mod@lint) runs ruff; [`probes`] plans
 //! and makes the robustness calls.
 
 pub mod declarations;
+mod failure;
+mod functions;
 pub mod lint;
 pub mod probes;
+
+use failure::{SCRUB, cap_head, cap_tail};
+pub use failure::{Stage, VerifyFailure, tail_of};
+pub use functions::check_tools;
+use functions::smoke;
 
 pub use declarations::{EXPECTED_FORM, required_env};
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
 pub use probes::{PROBE_BUDGET, PROBE_TIMEOUT};
 
-use crate::runtime::{self, Python};
-use crate::toolproc::{
+use crate::redact::Redactor;
+use crate::tool::process::{
     CallOutcome, InitFailure, SandboxMode, ToolInfo, ToolProcError, ToolProcess, ToolSpec,
 };
+use crate::tool::runtime::{self, Python};
+use autotool_policy::names::{KeyName, ToolName};
 use rmcp::model::JsonObject;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Largest tool source accepted, in bytes.
-pub const MAX_CODE_BYTES: usize = 256 << 10;
 /// Default bound on the smoke test's call.
 pub const SMOKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest name, description and schemas of one function together, serialised.
@@ -53,118 +64,6 @@ const LOG_CAP: usize = 16 << 10;
 /// Beyond the spec's start timeout, the outer bound on starting (never reached unless
 /// `ToolProcess::start` itself misbehaves).
 const START_GRACE: Duration = Duration::from_secs(10);
-
-/// A verification stage. [`Stage::name`] is stable: hosts and logs may match on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stage {
-    Lint,
-    Declarations,
-    Launch,
-    Initialize,
-    ListTools,
-    SmokeTest,
-    Robustness,
-}
-
-impl Stage {
-    /// Every stage, in the order they run.
-    pub const ALL: [Stage; 7] = [
-        Stage::Lint,
-        Stage::Declarations,
-        Stage::Launch,
-        Stage::Initialize,
-        Stage::ListTools,
-        Stage::SmokeTest,
-        Stage::Robustness,
-    ];
-
-    /// `lint`, `declarations`, `launch`, `initialize`, `list_tools`, `smoke_test`,
-    /// `robustness`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Lint => "lint",
-            Stage::Declarations => "declarations",
-            Stage::Launch => "launch",
-            Stage::Initialize => "initialize",
-            Stage::ListTools => "list_tools",
-            Stage::SmokeTest => "smoke_test",
-            Stage::Robustness => "robustness",
-        }
-    }
-
-    /// What to do after a failure here.
-    fn next_step(self) -> &'static str {
-        match self {
-            Stage::Lint => "Fix the code at the lines ruff names, then create the tool again.",
-            Stage::Declarations => "Fix the declaration, then create the tool again.",
-            Stage::Launch => {
-                "This is about the machine or autotool's setup, not the tool's code: `autotool doctor` says what is missing."
-            }
-            Stage::Initialize => {
-                "The module must import without errors, create `mcp = MCPServer(\"name\")`, register functions with `@mcp.tool()` and end with `mcp.run()`; it may write only MCP messages to stdout (diagnostics go to stderr). Fix the error below, then create the tool again."
-            }
-            Stage::ListTools => "Fix the tool's functions, then create the tool again.",
-            Stage::SmokeTest => {
-                "Fix the function (or the smoke test's arguments), then create the tool again."
-            }
-            Stage::Robustness => {
-                "Probes are edge-case calls autotool derives from each function's input schema (empty and huge strings, unicode, boundary numbers, missing optional arguments). Make the function answer such input with a result, or raise ToolError with a message the caller can act on; a range it cannot serve can be refused by the schema itself (`Annotated[int, Field(ge=1, le=100)]`). Then create the tool again. A tool whose calls change things outside it can be created with \"verify\": \"quick\", which skips the probes."
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for Stage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Why a tool did not pass. `Display` is the text for the agent that wrote it: the stage, what
-/// went wrong, what to do, then the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifyFailure {
-    pub stage: Stage,
-    /// What went wrong, in a sentence or two (without the log).
-    pub message: String,
-    /// Ruff's report (lint), or the tool's stderr with its traceback (later stages); may be
-    /// empty. Unredacted.
-    pub log: String,
-}
-
-impl VerifyFailure {
-    fn new(stage: Stage, message: impl Into<String>, log: impl Into<String>) -> Self {
-        VerifyFailure {
-            stage,
-            message: message.into(),
-            log: log.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for VerifyFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "verification failed at {}: {}\n{}",
-            self.stage,
-            self.message,
-            self.stage.next_step()
-        )?;
-        let log = self.log.trim_end();
-        match self.stage {
-            Stage::Initialize if log.is_empty() => {
-                write!(f, "\n--- the tool's stderr: it wrote nothing ---")
-            }
-            _ if log.is_empty() => Ok(()),
-            Stage::Lint => write!(f, "\n--- ruff's report ---\n{log}"),
-            _ => write!(f, "\n--- the tool's stderr (traceback included) ---\n{log}"),
-        }
-    }
-}
-
-impl std::error::Error for VerifyFailure {}
 
 /// The call to make once the tool is up: `{function, arguments}` as in `create_tool`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -212,7 +111,7 @@ impl Thoroughness {
     }
 
     /// Why a tool declaring `declared` keys is not probed at this level; `None`: it is.
-    pub fn skips(self, declared: &[String]) -> Option<Skipped> {
+    pub fn skips(self, declared: &[KeyName]) -> Option<Skipped> {
         match self {
             Thoroughness::Quick => Some(Skipped::Quick),
             Thoroughness::Standard if !declared.is_empty() => Some(Skipped::DeclaresKeys),
@@ -267,8 +166,8 @@ impl std::fmt::Display for Robustness {
 /// What to verify, and how.
 #[derive(Debug, Clone)]
 pub struct VerifyRequest {
-    /// The tool's name (for logs).
-    pub name: String,
+    /// The tool's name: its functions' mounted names must fit with it.
+    pub name: ToolName,
     /// Its source. [`verify`] writes it to `spec.tool_dir/spec.tool_file` (unless that file
     /// already holds exactly this), so what is linted is what runs.
     pub code: String,
@@ -287,13 +186,19 @@ pub struct VerifyRequest {
     pub probe_timeout: Duration,
     /// No probe starts after this much time probing.
     pub probe_budget: Duration,
+    /// `REQUIRED_ENV` as the caller already read it from `code` (so it is read once per
+    /// create); `None` reads it here.
+    pub declared: Option<Vec<KeyName>>,
+    /// Every key value autotool knows: logs are redacted with it before they are cut, and a
+    /// function whose name holds a value is refused.
+    pub redactor: Option<Arc<Redactor>>,
 }
 
 impl VerifyRequest {
     /// A request with no smoke test, [`Thoroughness::Standard`] and the default bounds.
-    pub fn new(name: impl Into<String>, code: impl Into<String>, spec: ToolSpec) -> Self {
+    pub fn new(name: ToolName, code: impl Into<String>, spec: ToolSpec) -> Self {
         VerifyRequest {
-            name: name.into(),
+            name,
             code: code.into(),
             smoke_test: None,
             spec,
@@ -302,6 +207,8 @@ impl VerifyRequest {
             thoroughness: Thoroughness::default(),
             probe_timeout: PROBE_TIMEOUT,
             probe_budget: PROBE_BUDGET,
+            declared: None,
+            redactor: None,
         }
     }
 }
@@ -312,7 +219,7 @@ impl VerifyRequest {
 pub struct Verified {
     pub process: ToolProcess,
     pub tools: Vec<ToolInfo>,
-    pub required_env: Vec<String>,
+    pub required_env: Vec<KeyName>,
     /// The smoke test's answer, when one was asked for.
     pub smoke: Option<CallOutcome>,
     /// Whether the probes ran, and how many.
@@ -326,9 +233,13 @@ pub struct Verified {
 /// been shut down.
 pub async fn verify(req: VerifyRequest) -> Result<Verified, VerifyFailure> {
     let name = req.name.clone();
+    let redactor = req.redactor.clone();
     let mut timings = Vec::new();
     let t0 = Instant::now();
-    let result = run(req, &mut timings).await;
+    let result = SCRUB
+        .scope(redactor.clone(), run(req, &mut timings))
+        .await
+        .map_err(|f| f.redacted(redactor.as_deref()));
     match &result {
         Ok(_) => tracing::info!(tool = %name, took = ?t0.elapsed(), "verified"),
         Err(f) => {
@@ -349,7 +260,7 @@ pub async fn verify(req: VerifyRequest) -> Result<Verified, VerifyFailure> {
 type Passed = (
     ToolProcess,
     Vec<ToolInfo>,
-    Vec<String>,
+    Vec<KeyName>,
     Option<CallOutcome>,
     Robustness,
 );
@@ -359,7 +270,7 @@ async fn run(
     timings: &mut Vec<(Stage, Duration)>,
 ) -> Result<Passed, VerifyFailure> {
     let VerifyRequest {
-        name: _,
+        name,
         code,
         smoke_test,
         spec,
@@ -368,8 +279,11 @@ async fn run(
         thoroughness,
         probe_timeout,
         probe_budget,
+        declared,
+        redactor,
     } = req;
-    let required_env = check_source_timed(&code, &spec.python, lint_timeout, timings).await?;
+    let required_env =
+        check_source_timed(&code, &spec.python, lint_timeout, declared, timings).await?;
 
     let t = Instant::now();
     stage_file(&spec, &code)?;
@@ -397,7 +311,7 @@ async fn run(
 
     let t = Instant::now();
     let listed = match process.list_tools().await {
-        Ok(tools) => check_tools(&tools).map(|()| tools),
+        Ok(tools) => check_tools(&name, &tools, redactor.as_deref()).map(|()| tools),
         Err(e) => Err(call_failure(Stage::ListTools, e)),
     };
     let tools = match listed {
@@ -460,28 +374,18 @@ pub async fn check_source(
     code: &str,
     python: &Python,
     lint_timeout: Duration,
-) -> Result<Vec<String>, VerifyFailure> {
-    check_source_timed(code, python, lint_timeout, &mut Vec::new()).await
+) -> Result<Vec<KeyName>, VerifyFailure> {
+    check_source_timed(code, python, lint_timeout, None, &mut Vec::new()).await
 }
 
 async fn check_source_timed(
     code: &str,
     python: &Python,
     lint_timeout: Duration,
+    declared: Option<Vec<KeyName>>,
     timings: &mut Vec<(Stage, Duration)>,
-) -> Result<Vec<String>, VerifyFailure> {
+) -> Result<Vec<KeyName>, VerifyFailure> {
     let t = Instant::now();
-    if code.len() > MAX_CODE_BYTES {
-        return Err(VerifyFailure::new(
-            Stage::Lint,
-            format!(
-                "the code is {} KiB; a tool may be at most {} KiB: keep one tool to one purpose",
-                code.len().div_ceil(1024),
-                MAX_CODE_BYTES >> 10
-            ),
-            "",
-        ));
-    }
     if code.trim().is_empty() {
         return Err(VerifyFailure::new(Stage::Lint, "the code is empty", ""));
     }
@@ -489,8 +393,10 @@ async fn check_source_timed(
     timings.push((Stage::Lint, t.elapsed()));
 
     let t = Instant::now();
-    let declared =
-        required_env(code).map_err(|m| VerifyFailure::new(Stage::Declarations, m, ""))?;
+    let declared = match declared {
+        Some(d) => d,
+        None => required_env(code).map_err(|m| VerifyFailure::new(Stage::Declarations, m, ""))?,
+    };
     timings.push((Stage::Declarations, t.elapsed()));
     Ok(declared)
 }
@@ -577,6 +483,18 @@ fn split(e: ToolProcError) -> (String, String) {
             format!("the tool process ended ({exit}) before answering `{operation}`"),
             stderr_tail,
         ),
+        ToolProcError::Misused {
+            operation,
+            misuse,
+            stderr_tail,
+        } => (
+            format!(
+                "during `{operation}`, {}, so the tool was stopped. {}",
+                misuse.what(),
+                misuse.advice()
+            ),
+            stderr_tail,
+        ),
         ToolProcError::Protocol {
             operation,
             what,
@@ -589,136 +507,6 @@ fn split(e: ToolProcError) -> (String, String) {
         ),
         other => (other.to_string(), String::new()),
     }
-}
-
-/// The [`Stage::ListTools`] rules: at least one function; names that match
-/// `^[a-zA-Z][a-zA-Z0-9_]{0,63}$`, each once; input schemas with `"type": "object"`; output
-/// schemas, where present, likewise; each function's name, description and schemas at most
-/// [`MAX_FUNCTION_BYTES`].
-pub fn check_tools(tools: &[ToolInfo]) -> Result<(), VerifyFailure> {
-    let fail = |m: String| Err(VerifyFailure::new(Stage::ListTools, m, ""));
-    if tools.is_empty() {
-        return fail(
-            "the tool offers no functions: register at least one with `@mcp.tool()` above a function defined before `mcp.run()`".into(),
-        );
-    }
-    for (i, tool) in tools.iter().enumerate() {
-        let name = &tool.name;
-        if !valid_function_name(name) {
-            return fail(format!(
-                "function name {name:?} is not allowed: a name starts with a letter and holds only letters, digits and `_`, at most 64 characters; rename the function (or pass name=\"...\" to @mcp.tool())"
-            ));
-        }
-        if tools[..i].iter().any(|t| &t.name == name) {
-            return fail(format!(
-                "two functions are named {name:?}; give each a name of its own"
-            ));
-        }
-        if let Some(why) = not_an_object_schema(&tool.input_schema) {
-            return fail(format!(
-                "function {name:?} has an input schema that {why}; its parameters must form a JSON object schema (\"type\": \"object\"), which the SDK writes for plain typed parameters"
-            ));
-        }
-        if let Some(output) = &tool.output_schema
-            && let Some(why) = not_an_object_schema(output)
-        {
-            return fail(format!(
-                "function {name:?} has an output schema that {why}; return a str, a dict or a pydantic model and let the SDK describe it"
-            ));
-        }
-        let size = serde_json::to_vec(tool).map(|v| v.len()).unwrap_or(0);
-        if size > MAX_FUNCTION_BYTES {
-            return fail(format!(
-                "function {name:?} is described in {} KiB (name, description and schemas); keep it under {} KiB",
-                size.div_ceil(1024),
-                MAX_FUNCTION_BYTES >> 10
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn valid_function_name(name: &str) -> bool {
-    name.len() <= 64
-        && name.starts_with(|c: char| c.is_ascii_alphabetic())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-fn not_an_object_schema(schema: &JsonObject) -> Option<String> {
-    match schema.get("type") {
-        Some(serde_json::Value::String(t)) if t == "object" => {}
-        Some(other) => return Some(format!("has \"type\": {other}")),
-        None => return Some("has no \"type\"".into()),
-    }
-    match schema.get("properties") {
-        None | Some(serde_json::Value::Object(_)) => None,
-        Some(_) => Some("has \"properties\" that are not an object".into()),
-    }
-}
-
-/// [`Stage::SmokeTest`]: call the function the author named, with their arguments.
-async fn smoke(
-    process: &ToolProcess,
-    tools: &[ToolInfo],
-    test: &SmokeTest,
-    timeout: Duration,
-    tool_file: &str,
-) -> Result<CallOutcome, VerifyFailure> {
-    let function = &test.function;
-    if !tools.iter().any(|t| &t.name == function) {
-        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-        return Err(VerifyFailure::new(
-            Stage::SmokeTest,
-            format!(
-                "smoke_test.function {function:?} is not one of the tool's functions ({})",
-                names.join(", ")
-            ),
-            "",
-        ));
-    }
-    let shown = format!(
-        "{function}({})",
-        serde_json::to_string(&test.arguments).unwrap_or_default()
-    );
-    let outcome = process
-        .call(function, test.arguments.clone(), timeout)
-        .await
-        .map_err(|e| {
-            let (message, log) = split(e);
-            let raised = traceback_summary(&log, tool_file)
-                .map(|r| format!("; it raised {r}"))
-                .unwrap_or_default();
-            VerifyFailure::new(
-                Stage::SmokeTest,
-                format!("the smoke test {shown} failed: {message}{raised}"),
-                log,
-            )
-        })?;
-    if outcome.is_error {
-        let text = outcome
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let text = if text.trim().is_empty() {
-            "(no message)".to_string()
-        } else {
-            text
-        };
-        let message = match traceback_summary(&outcome.stderr, tool_file) {
-            Some(raised) => format!(
-                "the smoke test {shown} raised {raised} (the traceback is below); the tool answered: {text}"
-            ),
-            None => format!("the smoke test {shown} returned an error: {text}"),
-        };
-        return Err(VerifyFailure::new(
-            Stage::SmokeTest,
-            message,
-            cap_tail(&outcome.stderr),
-        ));
-    }
-    Ok(outcome)
 }
 
 /// The exception of the first traceback in `stderr` that passes through the tool's own file,
@@ -755,36 +543,6 @@ fn tool_frame(line: &str, tool_file: &str) -> Option<String> {
     ours.then(|| format!("{tool_file}, {place}"))
 }
 
-/// At most [`LOG_CAP`] bytes of `text`, its start kept.
-fn cap_head(text: &str) -> String {
-    if text.len() <= LOG_CAP {
-        return text.to_string();
-    }
-    let mut end = LOG_CAP;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n[… {} more bytes]", &text[..end], text.len() - end)
-}
-
-/// At most [`LOG_CAP`] bytes of `text`, its end kept.
-fn cap_tail(text: &str) -> String {
-    tail_of(text, LOG_CAP)
-}
-
-/// At most `max` bytes of `text` (on a character boundary), its end kept, with a note of how
-/// much came before. A traceback lives at the end of a log.
-pub fn tail_of(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[… {start} bytes before]\n{}", &text[start..])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -814,8 +572,8 @@ mod tests {
 
     #[test]
     fn probes_run_for_tools_without_keys_unless_quick_and_for_any_when_thorough() {
-        let none: Vec<String> = Vec::new();
-        let keys = vec!["WEATHER_API_KEY".to_string()];
+        let none: Vec<KeyName> = Vec::new();
+        let keys = vec![KeyName::parse("WEATHER_API_KEY").unwrap_or_else(|e| panic!("{e}"))];
         let decide = |t: Thoroughness| (t.skips(&none), t.skips(&keys));
         assert_eq!(
             decide(Thoroughness::Quick),
@@ -835,19 +593,6 @@ mod tests {
             );
         }
         assert_eq!(Thoroughness::named("Thorough"), None);
-    }
-
-    #[test]
-    fn function_names() {
-        assert!(valid_function_name("search"));
-        assert!(valid_function_name("get_URL2"));
-        assert!(valid_function_name(&"a".repeat(64)));
-        assert!(!valid_function_name(&"a".repeat(65)));
-        assert!(!valid_function_name("_private"));
-        assert!(!valid_function_name("2fast"));
-        assert!(!valid_function_name("has-dash"));
-        assert!(!valid_function_name("ünï"));
-        assert!(!valid_function_name(""));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! what the providers make of their answers, refusals, rate limits, failures and silence.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use autotool::agent::{
+use autotool::own_model::agent::{
     Api, Item, Provider, ProviderConfig, ProviderError, ToolCall, ToolDef, Turn,
     anthropic_tool_definitions, openai_chat_tool_definitions, openai_tool_definitions,
     provider_from_vars,
@@ -774,7 +774,7 @@ async fn an_answer_in_the_wrong_shape_is_reported() {
 
 #[test]
 fn the_provider_is_picked_from_variables() {
-    use autotool::agent::config::{ANTHROPIC_BASE_URL, OPENAI_BASE_URL};
+    use autotool::own_model::agent::config::{ANTHROPIC_BASE_URL, OPENAI_BASE_URL};
     let key = |k: &str| Some(k.to_owned());
     let local = "http://localhost:11434/v1";
     /// Variables, and the configuration they make or a part of the refusal.
@@ -982,7 +982,7 @@ fn child_default_provider() {
     let Ok(expected) = std::env::var("AUTOTOOL_TEST_CHILD_PROVIDER") else {
         return;
     };
-    let described = match autotool::agent::default_provider() {
+    let described = match autotool::own_model::agent::default_provider() {
         Ok(p) => p.describe(),
         Err(e) => format!("error: {e}"),
     };

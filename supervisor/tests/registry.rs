@@ -5,8 +5,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use autotool::home::Home;
-use autotool::ledger::{CallRecord, Outcome, VersionState, kind};
-use autotool::registry::{FunctionSpec, MAX_CODE_BYTES, Manifest, Registry, RegistryError};
+use autotool::ledger::{CallKind, CallRecord, Event, State};
+use autotool::registry::{
+    DEFAULT_CODE_LIMIT as MAX_CODE_BYTES, FunctionSpec, Manifest, Registry, RegistryError,
+};
+use autotool_policy::names::{KeyName, ToolName};
 use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::os::unix::fs::PermissionsExt;
@@ -18,6 +21,10 @@ use std::time::{Duration, Instant, SystemTime};
 const CHILD_HOME: &str = "AUTOTOOL_TEST_CHILD_HOME";
 const CHILD_COUNT: &str = "AUTOTOOL_TEST_CHILD_COUNT";
 const CHILD_TAG: &str = "AUTOTOOL_TEST_CHILD_TAG";
+
+fn tn(name: &str) -> ToolName {
+    ToolName::parse(name).unwrap()
+}
 
 fn temp_home() -> (tempfile::TempDir, Home) {
     let dir = tempfile::tempdir().unwrap();
@@ -44,7 +51,7 @@ fn function(name: &str) -> FunctionSpec {
 fn manifest(fns: &[&str], keys: &[&str]) -> Manifest {
     Manifest {
         description: "a test tool".to_string(),
-        required_env: keys.iter().map(|k| k.to_string()).collect(),
+        required_env: keys.iter().map(|k| KeyName::parse(k).unwrap()).collect(),
         functions: fns.iter().map(|f| function(f)).collect(),
     }
 }
@@ -53,8 +60,8 @@ fn code(tag: &str) -> String {
     format!("from mcp.server.mcpserver import MCPServer\n# {tag}\nmcp = MCPServer('t')\n")
 }
 
-fn create(reg: &Registry, name: &str, tag: &str) -> autotool::registry::ToolVersion {
-    let staged = reg.stage(name, &code(tag)).unwrap();
+fn create(reg: &Registry, name: &str, tag: &str) -> autotool::registry::Version {
+    let staged = reg.stage(&tn(name), &code(tag)).unwrap();
     reg.commit(staged, manifest(&["run"], &["DEMO_API_KEY"]))
         .unwrap()
 }
@@ -82,15 +89,16 @@ fn age(path: &Path, by: Duration) {
 fn assert_consistent(reg: &Registry, name: &str) -> Vec<u32> {
     let versions = reg.versions(name).unwrap();
     for v in &versions {
-        let code = fs::read(v.tool_file()).unwrap_or_else(|e| panic!("{:?}: {e}", v.dir));
+        let code = fs::read(reg.file_of(v)).unwrap_or_else(|e| panic!("{:?}: {e}", reg.dir_of(v)));
         assert_eq!(
             autotool::registry::code_hash(&code),
             v.code_hash,
             "{:?}",
-            v.dir
+            reg.dir_of(v)
         );
         let m: serde_json::Value =
-            serde_json::from_slice(&fs::read(v.dir.join("manifest.json")).unwrap()).unwrap();
+            serde_json::from_slice(&fs::read(reg.dir_of(v).join("manifest.json")).unwrap())
+                .unwrap();
         assert_eq!(m["version"], v.version);
         assert_eq!(m["code_hash"], v.code_hash.as_str());
     }
@@ -115,38 +123,44 @@ fn stage_commit_get_and_current_sorted() {
     assert!(home.db_path().is_file());
 
     for name in ["zeta", "alpha", "mid_tool"] {
-        let staged = reg.stage(name, &code(name)).unwrap();
+        let staged = reg.stage(&tn(name), &code(name)).unwrap();
         assert!(staged.dir().starts_with(home.tools_dir().join(name)));
         assert_eq!(fs::read_to_string(staged.tool_file()).unwrap(), code(name));
         let tv = reg
             .commit(staged, manifest(&["forecast", "now"], &["WEATHER_KEY"]))
             .unwrap();
         assert_eq!(tv.version, 1);
-        assert_eq!(tv.dir, home.tools_dir().join(name).join("1"));
+        assert_eq!(reg.dir_of(&tv), home.tools_dir().join(name).join("1"));
     }
-    let names: Vec<String> = reg.current().unwrap().into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = reg
+        .current()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
     assert_eq!(names, ["alpha", "mid_tool", "zeta"]);
 
     let alpha = reg.get("alpha").unwrap().unwrap();
     assert_eq!(alpha.required_env, ["WEATHER_KEY"]);
-    assert_eq!(alpha.state, VersionState::Probation);
-    assert_eq!(alpha.functions[0].name, "forecast");
+    assert_eq!(alpha.state, State::Probation);
+    assert_eq!(alpha.functions.names()[0], "forecast");
     assert_eq!(
         alpha.code_hash,
         autotool::registry::code_hash(code("alpha").as_bytes())
     );
     assert_eq!(
-        fs::read_to_string(alpha.tool_file()).unwrap(),
+        fs::read_to_string(reg.file_of(&alpha)).unwrap(),
         code("alpha")
     );
     // Readable by the confined tool's uid: directories 0755, files 0644.
-    assert_eq!(mode(&alpha.dir), 0o755);
+    assert_eq!(mode(&reg.dir_of(&alpha)), 0o755);
     assert_eq!(mode(&home.tools_dir().join("alpha")), 0o755);
-    assert_eq!(mode(&alpha.tool_file()), 0o644);
-    assert_eq!(mode(&alpha.dir.join("manifest.json")), 0o644);
+    assert_eq!(mode(&reg.file_of(&alpha)), 0o644);
+    assert_eq!(mode(&reg.dir_of(&alpha).join("manifest.json")), 0o644);
 
     let m: serde_json::Value =
-        serde_json::from_slice(&fs::read(alpha.dir.join("manifest.json")).unwrap()).unwrap();
+        serde_json::from_slice(&fs::read(reg.dir_of(&alpha).join("manifest.json")).unwrap())
+            .unwrap();
     assert_eq!(m["name"], "alpha");
     assert_eq!(m["version"], 1);
     assert_eq!(m["description"], "a test tool");
@@ -164,7 +178,7 @@ fn stage_commit_get_and_current_sorted() {
     assert!(reg.get("nope").unwrap().is_none());
 
     let events = reg.events(Some("alpha"), 10).unwrap();
-    assert_eq!(events[0].kind, kind::CREATED);
+    assert_eq!(events[0].kind, Event::Created);
 
     // Another connection sees the same.
     let again = Registry::open(&home).unwrap();
@@ -181,10 +195,10 @@ fn versions_increase() {
     }
     let cur = reg.get("weather").unwrap().unwrap();
     assert_eq!(cur.version, 3);
-    assert_eq!(fs::read_to_string(cur.tool_file()).unwrap(), code("v3"));
+    assert_eq!(fs::read_to_string(reg.file_of(&cur)).unwrap(), code("v3"));
     assert_eq!(assert_consistent(&reg, "weather"), [1, 2, 3]);
     assert_eq!(
-        fs::read_to_string(reg.get_version("weather", 1).unwrap().unwrap().tool_file()).unwrap(),
+        fs::read_to_string(reg.file_of(&reg.get_version("weather", 1).unwrap().unwrap())).unwrap(),
         code("v1")
     );
     assert_eq!(reg.current().unwrap().len(), 1);
@@ -194,56 +208,52 @@ fn versions_increase() {
 fn invalid_names_and_oversized_code_refused() {
     let (_t, home) = temp_home();
     let reg = Registry::open(&home).unwrap();
-    let long = "a".repeat(41);
-    for bad in [
-        "",
-        "Weather",
-        "1tool",
-        "_x",
-        "a-b",
-        "a/b",
-        "..",
-        "a b",
-        long.as_str(),
-    ] {
-        match reg.stage(bad, "x = 1\n") {
-            Err(e @ RegistryError::InvalidName(_)) => {
-                assert!(e.to_string().contains("lowercase letters"), "{e}");
-            }
-            other => panic!("{bad:?}: {other:?}"),
-        }
-    }
-    assert!(entries(&home.tools_dir()).is_empty());
-    reg.stage(&"a".repeat(40), "x = 1\n").unwrap();
+    // Names are typed (`ToolName`, tested in the policy crate): what reaches the registry
+    // has passed the rule, and the longest valid name works.
+    reg.stage(&tn(&"a".repeat(40)), "x = 1\n").unwrap();
 
     let big = "#".repeat(MAX_CODE_BYTES + 1);
-    match reg.stage("big", &big) {
+    match reg.stage(&tn("big"), &big) {
         Err(e @ RegistryError::CodeTooLarge { .. }) => {
-            assert!(e.to_string().contains("256 KiB"), "{e}");
+            assert!(
+                e.to_string()
+                    .contains(&format!("at most {MAX_CODE_BYTES} bytes")),
+                "{e}"
+            );
         }
         other => panic!("{other:?}"),
     }
-    let at_limit = reg.stage("big", &"#".repeat(MAX_CODE_BYTES)).unwrap();
+    let at_limit = reg.stage(&tn("big"), &"#".repeat(MAX_CODE_BYTES)).unwrap();
     reg.discard(at_limit).unwrap();
+    // The `max_code_bytes` setting is the limit, lowered or raised: one rule, in one place.
+    let raised = Registry::open(&home).unwrap().with_code_limit(512 << 10);
+    let staged = raised.stage(&tn("big"), &big).unwrap();
+    raised.discard(staged).unwrap();
+    let lowered = Registry::open(&home).unwrap().with_code_limit(4 << 10);
+    assert!(matches!(
+        lowered.stage(&tn("big"), &"#".repeat(5 << 10)),
+        Err(RegistryError::CodeTooLarge { limit: 4096, .. })
+    ));
     assert!(entries(&home.tools_dir().join("big")).is_empty());
 
     // A dropped, uncommitted stage leaves nothing behind.
-    drop(reg.stage("dropped", "x = 1\n").unwrap());
+    drop(reg.stage(&tn("dropped"), "x = 1\n").unwrap());
     assert!(entries(&home.tools_dir().join("dropped")).is_empty());
 
-    // Bad manifests are refused before anything is committed.
-    let staged = reg.stage("keys", "x = 1\n").unwrap();
+    // A manifest naming a function no host could call is refused before anything is
+    // committed.
+    let staged = reg.stage(&tn("functions"), "x = 1\n").unwrap();
     let err = reg
-        .commit(staged, manifest(&["f"], &["BAD-NAME"]))
+        .commit(staged, manifest(&["bad-name"], &[]))
         .unwrap_err();
-    assert!(matches!(err, RegistryError::InvalidKeyName(_)), "{err}");
-    assert!(reg.versions("keys").unwrap().is_empty());
+    assert!(matches!(err, RegistryError::Name(_)), "{err}");
+    assert!(reg.versions("functions").unwrap().is_empty());
 
     // A file that is not text.
     let bin = home.root().join("bin.py");
     fs::write(&bin, [0xff, 0xfe, 0x00]).unwrap();
     assert!(matches!(
-        reg.stage_from_file("binary", &bin),
+        reg.stage_from_file(&tn("binary"), &bin),
         Err(RegistryError::NotText(_))
     ));
 }
@@ -252,7 +262,7 @@ fn invalid_names_and_oversized_code_refused() {
 fn code_changed_after_staging_is_refused() {
     let (_t, home) = temp_home();
     let reg = Registry::open(&home).unwrap();
-    let staged = reg.stage("sneaky", &code("a")).unwrap();
+    let staged = reg.stage(&tn("sneaky"), &code("a")).unwrap();
     fs::write(staged.tool_file(), code("b")).unwrap();
     let err = reg.commit(staged, manifest(&["f"], &[])).unwrap_err();
     assert!(matches!(err, RegistryError::CodeChanged { .. }), "{err}");
@@ -267,19 +277,24 @@ fn remove_keeps_history() {
     create(&reg, "weather", "v1");
     create(&reg, "weather", "v2");
     create(&reg, "other", "o1");
-    reg.record_call(&call("weather", 2, Outcome::Ok, None))
+    reg.record_call(&call("weather", 2, CallKind::Ok, None))
         .unwrap();
 
     assert!(reg.remove("weather").unwrap());
     assert!(reg.get("weather").unwrap().is_none());
-    let names: Vec<String> = reg.current().unwrap().into_iter().map(|t| t.name).collect();
+    let names: Vec<String> = reg
+        .current()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
     assert_eq!(names, ["other"]);
     assert_eq!(assert_consistent(&reg, "weather"), [1, 2]);
     assert!(reg.tool("weather").unwrap().unwrap().removed_at.is_some());
     assert_eq!(reg.stats("weather").unwrap().calls, 1);
     assert_eq!(
         reg.events(Some("weather"), 1).unwrap()[0].kind,
-        kind::REMOVED
+        Event::Removed
     );
 
     assert!(!reg.remove("weather").unwrap(), "already removed");
@@ -309,24 +324,25 @@ fn generation_bumps_on_every_change_to_tools() {
     assert_eq!(watcher.generation().unwrap(), g0 + 3);
     assert!(
         reg.ledger()
-            .set_state("a", 2, VersionState::Quarantined, "test")
+            .set_state("a", 2, State::Quarantined, "test")
             .unwrap()
     );
     assert_eq!(watcher.generation().unwrap(), g0 + 4);
     assert_eq!(
         reg.get_version("a", 2).unwrap().unwrap().state,
-        VersionState::Quarantined
+        State::Quarantined
     );
 
     // Calls, events, staging and failed commits are not changes to the tool list.
-    reg.record_call(&call("a", 2, Outcome::Ok, None)).unwrap();
-    reg.event(Some("a"), kind::VERIFIED, "ok").unwrap();
-    reg.discard(reg.stage("b", "x = 1\n").unwrap()).unwrap();
+    reg.record_call(&call("a", 2, CallKind::Ok, None)).unwrap();
+    reg.event(Some("a"), Event::Verified, "ok").unwrap();
+    reg.discard(reg.stage(&tn("b"), "x = 1\n").unwrap())
+        .unwrap();
     assert!(reg.remove("nothing").is_err());
     assert_eq!(watcher.generation().unwrap(), g0 + 4);
 }
 
-fn call(tool: &str, version: u32, outcome: Outcome, error: Option<&str>) -> CallRecord {
+fn call(tool: &str, version: u32, outcome: CallKind, error: Option<&str>) -> CallRecord {
     CallRecord {
         tool: tool.to_string(),
         version,
@@ -346,25 +362,25 @@ fn record_call_and_stats() {
     assert_eq!(reg.stats("weather").unwrap().calls, 0);
     assert_eq!(reg.stats("weather").unwrap().last_error, None);
 
-    reg.record_call(&call("weather", 1, Outcome::Ok, None))
+    reg.record_call(&call("weather", 1, CallKind::Ok, None))
         .unwrap();
     reg.record_call(&call(
         "weather",
         1,
-        Outcome::ToolError,
+        CallKind::ToolError,
         Some("no such city"),
     ))
     .unwrap();
     reg.record_call(&call(
         "weather",
         1,
-        Outcome::Error,
+        CallKind::Failure,
         Some("Traceback (most recent call last): ..."),
     ))
     .unwrap();
-    reg.record_call(&call("weather", 1, Outcome::Ok, None))
+    reg.record_call(&call("weather", 1, CallKind::Ok, None))
         .unwrap();
-    reg.record_call(&call("other", 1, Outcome::Error, Some("elsewhere")))
+    reg.record_call(&call("other", 1, CallKind::Failure, Some("elsewhere")))
         .unwrap();
 
     let s = reg.stats("weather").unwrap();
@@ -378,13 +394,13 @@ fn record_call_and_stats() {
 
     let recent = reg.recent_calls("weather", 2).unwrap();
     assert_eq!(recent.len(), 2);
-    assert_eq!(recent[0].outcome, Outcome::Ok);
-    assert_eq!(recent[1].outcome, Outcome::Error);
+    assert_eq!(recent[0].outcome, CallKind::Ok);
+    assert_eq!(recent[1].outcome, CallKind::Failure);
     assert_eq!(recent[1].duration_ms, 12);
 
     // Huge error text is cut before it is stored.
     let huge = "x".repeat(100_000);
-    reg.record_call(&call("weather", 1, Outcome::Error, Some(&huge)))
+    reg.record_call(&call("weather", 1, CallKind::Failure, Some(&huge)))
         .unwrap();
     let last = reg.stats("weather").unwrap().last_error.unwrap();
     assert!(last.len() < 5000 && last.ends_with("more bytes not kept]"));
@@ -402,7 +418,9 @@ fn eight_threads_commit_the_same_name() {
             std::thread::spawn(move || {
                 // Each thread its own connection, as separate processes would have.
                 let reg = Registry::open(&home).unwrap();
-                let staged = reg.stage("shared", &code(&format!("thread {i}"))).unwrap();
+                let staged = reg
+                    .stage(&tn("shared"), &code(&format!("thread {i}")))
+                    .unwrap();
                 barrier.wait();
                 let tv = reg.commit(staged, manifest(&["run"], &[])).unwrap();
                 (i, tv.version)
@@ -421,7 +439,7 @@ fn eight_threads_commit_the_same_name() {
     for (i, v) in results {
         let tv = reg.get_version("shared", v).unwrap().unwrap();
         assert_eq!(
-            fs::read_to_string(tv.tool_file()).unwrap(),
+            fs::read_to_string(reg.file_of(&tv)).unwrap(),
             code(&format!("thread {i}"))
         );
     }
@@ -443,7 +461,9 @@ fn child_commit_loop() {
     let start = Instant::now();
     let mut i = 0;
     while (count == 0 || i < count) && start.elapsed() < Duration::from_secs(20) {
-        let staged = reg.stage("crashy", &code(&format!("{tag} {i}"))).unwrap();
+        let staged = reg
+            .stage(&tn("crashy"), &code(&format!("{tag} {i}")))
+            .unwrap();
         reg.commit(staged, manifest(&["run"], &[])).unwrap();
         i += 1;
     }
@@ -485,7 +505,7 @@ fn two_processes_commit_the_same_name() {
         .versions("crashy")
         .unwrap()
         .iter()
-        .map(|v| fs::read_to_string(v.tool_file()).unwrap())
+        .map(|v| fs::read_to_string(reg.file_of(v)).unwrap())
         .collect();
     assert_eq!(codes.len(), 20, "no commit lost or duplicated");
 }
@@ -549,7 +569,7 @@ fn crash_leftovers_are_cleaned_at_open() {
     let young = dir.join(".staging-young");
     fs::create_dir(&young).unwrap();
     // An old staging directory a live process still holds (a long verification): kept.
-    let live = reg.stage("weather", &code("verifying")).unwrap();
+    let live = reg.stage(&tn("weather"), &code("verifying")).unwrap();
     age(live.dir(), Duration::from_secs(600));
     // A crash after the rename, before the commit: a version directory with no row.
     let orphan = dir.join("2");
@@ -576,7 +596,7 @@ fn crash_leftovers_are_cleaned_at_open() {
         reg2.events(None, 5)
             .unwrap()
             .iter()
-            .any(|e| e.kind == kind::RECOVERED)
+            .any(|e| e.kind == Event::Recovered)
     );
 
     // The live stage still commits, as version 2.
@@ -604,9 +624,12 @@ fn hand_placed_files_are_listed_until_committed() {
         fs::create_dir_all(home.tools_dir().join(name)).unwrap();
         fs::write(home.tools_dir().join(name).join("tool.py"), code(name)).unwrap();
     }
-    // Not listed: an invalid name, a file not named tool.py, a symlink.
-    fs::create_dir_all(home.tools_dir().join("Bad-Name")).unwrap();
-    fs::write(home.tools_dir().join("Bad-Name").join("tool.py"), "x\n").unwrap();
+    // Not listed: invalid names (one shaped like a mounted name, which would mount as a
+    // function of `foo`), a file not named tool.py, a symlink.
+    for bad in ["Bad-Name", "foo__bar", "trailing_"] {
+        fs::create_dir_all(home.tools_dir().join(bad)).unwrap();
+        fs::write(home.tools_dir().join(bad).join("tool.py"), "x\n").unwrap();
+    }
     fs::write(home.tools_dir().join("apple").join("other.py"), "x\n").unwrap();
     fs::create_dir_all(home.tools_dir().join("linked")).unwrap();
     std::os::unix::fs::symlink(
@@ -619,13 +642,13 @@ fn hand_placed_files_are_listed_until_committed() {
     assert_eq!(
         found,
         [
-            ("apple".to_string(), home.tools_dir().join("apple/tool.py")),
-            ("zebra".to_string(), home.tools_dir().join("zebra/tool.py")),
+            (tn("apple"), home.tools_dir().join("apple/tool.py")),
+            (tn("zebra"), home.tools_dir().join("zebra/tool.py")),
         ]
     );
 
     // Verified like any other tool: staged from the file (a copy), committed.
-    let staged = reg.stage_from_file("apple", &found[0].1).unwrap();
+    let staged = reg.stage_from_file(&tn("apple"), &found[0].1).unwrap();
     assert_eq!(
         fs::read_to_string(staged.tool_file()).unwrap(),
         code("apple")
@@ -636,7 +659,7 @@ fn hand_placed_files_are_listed_until_committed() {
         .hand_placed()
         .unwrap()
         .into_iter()
-        .map(|h| h.0)
+        .map(|h| h.0.to_string())
         .collect();
     assert_eq!(names, ["zebra"]);
 
@@ -646,7 +669,7 @@ fn hand_placed_files_are_listed_until_committed() {
         .hand_placed()
         .unwrap()
         .into_iter()
-        .map(|h| h.0)
+        .map(|h| h.0.to_string())
         .collect();
     assert_eq!(names, ["apple", "zebra"]);
 }
@@ -672,12 +695,12 @@ fn cli_in_another_process_reads_and_removes() {
     create(&reg, "weather", "v1");
     create(&reg, "weather", "v2");
     create(&reg, "alpha", "a1");
-    reg.record_call(&call("weather", 2, Outcome::Ok, None))
+    reg.record_call(&call("weather", 2, CallKind::Ok, None))
         .unwrap();
     reg.record_call(&call(
         "weather",
         2,
-        Outcome::ToolError,
+        CallKind::ToolError,
         Some("no such city"),
     ))
     .unwrap();

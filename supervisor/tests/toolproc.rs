@@ -1,4 +1,4 @@
-//! `autotool::toolproc` against real Python tools on the `mcp` SDK, in both sandbox modes.
+//! `autotool::tool::process` against real Python tools on the `mcp` SDK, in both sandbox modes.
 //!
 //! The runtime is the virtual environment at `$AUTOTOOL_TEST_RUNTIME` (default
 //! `/opt/autotool-test-runtime`, with `mcp==2.3.0`). Confined runs use the launcher at
@@ -8,10 +8,10 @@
 
 mod common;
 use anyhow::{Context, Result, bail, ensure};
-use autotool::runtime::Python;
-use autotool::toolproc::{
+use autotool::tool::process::{
     CallOutcome, InitFailure, SandboxMode, ToolProcError, ToolProcess, ToolSpec,
 };
+use autotool::tool::runtime::Python;
 use common::{launcher_for, runtime};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! `autotool::verify` and the runtime it needs (`autotool::runtime::ensure_runtime`), against
+//! `autotool::verify` and the runtime it needs (`autotool::tool::runtime::ensure_runtime`), against
 //! real Python MCP tools, in both sandbox modes.
 //!
 //! The runtime is the virtual environment at `$AUTOTOOL_TEST_RUNTIME` (default
@@ -12,8 +12,8 @@
 
 mod common;
 use anyhow::{Context, Result, bail, ensure};
-use autotool::runtime::{self, Python};
-use autotool::toolproc::{CallOutcome, SandboxMode, ToolSpec};
+use autotool::tool::process::{CallOutcome, SandboxMode, ToolSpec};
+use autotool::tool::runtime::{self, Python};
 use autotool::verify::{
     self, EXPECTED_FORM, Robustness, Skipped, SmokeTest, Stage, Thoroughness, Verified,
     VerifyFailure, VerifyRequest, required_env,
@@ -71,7 +71,11 @@ fn bounded(name: &str, body: impl FnOnce() + Send + 'static) {
 // REQUIRED_ENV, read statically
 
 fn accepted(code: &str) -> Vec<String> {
-    required_env(code).unwrap_or_else(|e| panic!("refused {code:?}: {e}"))
+    required_env(code)
+        .unwrap_or_else(|e| panic!("refused {code:?}: {e}"))
+        .into_iter()
+        .map(String::from)
+        .collect()
 }
 
 fn refused(code: &str) -> String {
@@ -165,7 +169,7 @@ fn required_env_reads_large_files_quickly() {
         "or REQUIRED_ENV ".repeat(8_000)
     );
     for code in [many_lines, one_line] {
-        assert!(code.len() <= verify::MAX_CODE_BYTES);
+        assert!(code.len() <= autotool::registry::DEFAULT_CODE_LIMIT);
         let t0 = Instant::now();
         assert_eq!(accepted(&code), ["A"]);
         assert!(
@@ -423,7 +427,11 @@ impl Env {
             .collect();
         spec.env = autotool_policy::launch::tool_environment(&keys, &BTreeMap::new(), None);
         self.dirs.push(dir);
-        VerifyRequest::new("verify_test", code, spec)
+        VerifyRequest::new(
+            autotool_policy::names::ToolName::parse("verify_test").unwrap(),
+            code,
+            spec,
+        )
     }
 
     /// Verify `code` granting `keys`, the request changed by `adjust` first.
@@ -1030,12 +1038,6 @@ async fn static_failures_stop_before_launch() {
         ensure!(f.stage == Stage::Lint, "{f}");
         let f = env.fails("   \n", None).await?;
         ensure!(f.stage == Stage::Lint && f.message.contains("empty"), "{f}");
-        let big = format!("x = 1\n{}", "# padding\n".repeat(30_000));
-        let f = env.fails(&big, None).await?;
-        ensure!(
-            f.stage == Stage::Lint && f.message.contains("at most 256 KiB"),
-            "{f}"
-        );
         let f = env
             .fails("import os\nREQUIRED_ENV = [os.environ['X']]\n", None)
             .await?;

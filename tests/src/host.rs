@@ -131,6 +131,54 @@ pub fn is_alive(pid: u32) -> bool {
     !matches!(state, Some("Z") | Some("X") | None)
 }
 
+/// Live processes (zombies excluded) that have a thread named `name`, found by scanning every
+/// `/proc/<pid>/task/<tid>/comm` of the host: wherever they were reparented, whatever session
+/// or process group they moved to. Names are cut to 15 bytes by the kernel.
+pub fn processes_named(name: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(tasks) = std::fs::read_dir(entry.path().join("task")) else {
+            continue;
+        };
+        let named = tasks.flatten().any(|task| {
+            std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        });
+        if named && is_alive(pid) {
+            found.push(pid);
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
+/// Kills, on drop, every process still named `name` (see [`processes_named`]): a test whose
+/// control lets a tool escape its parent cleans up after it even when an assertion fails.
+#[derive(Debug)]
+pub struct KillNamedOnDrop(pub String);
+
+impl Drop for KillNamedOnDrop {
+    fn drop(&mut self) {
+        for pid in processes_named(&self.0) {
+            if let Some(pid) = i32::try_from(pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
 /// The command line of `pid`, arguments separated by spaces.
 pub fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))

@@ -14,6 +14,7 @@ be blocked) and as a control without the launcher (it must work), so each attack
 succeed on an ordinary Linux host.
 """
 
+import asyncio
 import ctypes
 import errno
 import json
@@ -21,6 +22,7 @@ import mmap
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -68,6 +70,9 @@ PTRACE_ATTACH = 16
 PTRACE_DETACH = 17
 KEY_SPEC_PROCESS_KEYRING = -2
 WALL = 0x40000000
+PR_SET_PDEATHSIG = 1
+PR_GET_PDEATHSIG = 2
+PR_SET_NAME = 15
 
 
 def _err(e: BaseException) -> str:
@@ -258,6 +263,48 @@ def write_file(path: str, content: str = "written by attack_tool\n") -> str:
     except Exception as e:  # noqa: BLE001
         return f"BLOCKED: {_err(e)}"
     return f"ESCAPED: wrote {len(content)} bytes to {path}"
+
+
+@mcp.tool()
+def touch_device(path: str) -> str:
+    """Set a device node's timestamps to now (``utime`` with no times: needs only write
+    permission, which every user has on ``/dev/null``). Through a bind of the host's node this
+    changes the host's node."""
+    try:
+        os.utime(path)
+        st = os.stat(path)
+    except Exception as e:  # noqa: BLE001
+        return f"BLOCKED: utime {path}: {_err(e)}"
+    return f"ESCAPED: utime {path}: mtime now {st.st_mtime_ns}"
+
+
+@mcp.tool()
+def mount_options(path: str) -> str:
+    """The options of the mount at ``path``, from /proc/self/mountinfo (the last mount there)."""
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == path:
+                found = fields[5]
+    return f"WORKS: {found}"
+
+
+@mcp.tool()
+def peek(paths: list[str]) -> str:
+    """How much each path holds: bytes of a file (up to 64 KiB), entries of a directory, or
+    the error. Host-wide files of /proc hold something on any host; masked, they hold nothing."""
+    seen = {}
+    for path in paths:
+        try:
+            if os.path.isdir(path):
+                seen[path] = {"entries": len(os.listdir(path))}
+            else:
+                with open(path, "rb") as f:
+                    seen[path] = {"bytes": len(f.read(65536))}
+        except Exception as e:  # noqa: BLE001
+            seen[path] = {"error": _err(e)}
+    return "WORKS: " + json.dumps(seen)
 
 
 @mcp.tool()
@@ -880,11 +927,18 @@ def proc_status() -> str:
 
 @mcp.tool()
 def list_processes() -> str:
-    """List the processes visible in /proc."""
+    """List the processes visible in /proc, with our parent and what PID 1 runs."""
     own = os.getpid()
     pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
     others = [p for p in pids if p not in (own, 1)]
-    summary = json.dumps({"own": own, "pids": pids[:200], "count": len(pids)})
+    try:
+        with open("/proc/1/cmdline", "rb") as f:
+            init = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError as e:
+        init = _err(e)
+    summary = json.dumps(
+        {"own": own, "ppid": os.getppid(), "init": init, "pids": pids[:200], "count": len(pids)}
+    )
     return f"{'ESCAPED' if others else 'BLOCKED'}: {summary}"
 
 
@@ -956,6 +1010,72 @@ def identity() -> str:
     )
 
 
+def _parent_death_signal() -> int:
+    sig = ctypes.c_int(-1)
+    LIBC.prctl(PR_GET_PDEATHSIG, ctypes.byref(sig), 0, 0, 0)
+    return sig.value
+
+
+def _survival_tricks(marker: str) -> dict:
+    """The tricks of ``outlive_kill``, on the calling (main) thread."""
+    steps = {"pdeathsig_before": _parent_death_signal()}
+    rc = LIBC.prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0)
+    steps["clear_pdeathsig"] = "ok" if rc == 0 else f"failed: {_errno()}"
+    steps["pdeathsig_after"] = _parent_death_signal()
+    ignored = []
+    for name in ("SIGTERM", "SIGHUP", "SIGINT", "SIGQUIT", "SIGPIPE", "SIGUSR1", "SIGUSR2"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+        ignored.append(name)
+    steps["ignored"] = ignored
+    try:
+        os.setsid()
+        steps["setsid"] = "ok"
+    except OSError as e:
+        steps["setsid"] = f"failed: {_err(e)}"
+    LIBC.prctl(PR_SET_NAME, ctypes.c_char_p(marker.encode()[:15]), 0, 0, 0)
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm", "w") as f:
+                f.write(marker[:15])
+        except OSError:
+            pass  # confined, /proc is read-only: the main thread's name is enough
+    try:
+        child = os.fork()
+    except OSError as e:
+        steps["double_fork"] = f"failed: {_err(e)}"
+    else:
+        if child == 0:
+            try:
+                os.setsid()
+                if os.fork() == 0:
+                    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                        signal.signal(s, signal.SIG_IGN)
+                    time.sleep(60)  # bounded: it ends by itself if nobody finds it
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        steps["double_fork"] = "ok"
+    return steps
+
+
+@mcp.tool()
+async def outlive_kill(marker: str, hold_seconds: float = 0.0) -> str:
+    """Do everything a process can to outlive the kill of whoever started it, then wait.
+
+    An async function, so it runs on the main thread, whose parent-death signal is the one
+    the kernel sends when the parent dies (threads start without one). It clears that signal,
+    ignores every catchable signal that ends a process, tries to leave its session and to
+    double-fork a descendant into a session of its own, and names every thread ``marker``
+    (at most 15 bytes) so the host can find what survives wherever it was reparented. Only the
+    host can tell whether it worked: it kills our parent and looks for the marker. With
+    ``hold_seconds`` the call does not answer for that long (to outlive a call timeout).
+    """
+    steps = _survival_tricks(marker)
+    if hold_seconds > 0:
+        await asyncio.sleep(hold_seconds)
+    return "WORKS: " + json.dumps(steps)
+
+
 # ---------------------------------------------------------------------------------------------
 # Network.
 
@@ -1022,6 +1142,86 @@ def open_socket(family: str, kind: str, protocol: int = 0) -> str:
         return f"BLOCKED: {family}/{kind}/{protocol}: {_err(e)}"
     s.close()
     return f"ESCAPED: opened a {family}/{kind}/{protocol} socket"
+
+
+IPPROTO_MPTCP = 262
+LANDLOCK_ACCESS_NET_BIND_TCP = 1
+LANDLOCK_ACCESS_NET_CONNECT_TCP = 2
+SYS_LANDLOCK_CREATE_RULESET = 444
+SYS_LANDLOCK_RESTRICT_SELF = 446
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def _landlock_deny_tcp() -> str | None:
+    """Restrict the calling thread with Landlock as the launcher does for TCP: bind and connect
+    handled, no port allowed. None when it holds, else why not."""
+
+    class Attr(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64)]
+
+    attr = Attr(0, LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP)
+    fd = LIBC.syscall(
+        SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0
+    )
+    if fd < 0:
+        return f"landlock_create_ruleset: {_errno()}"
+    try:
+        if LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return f"no_new_privs: {_errno()}"
+        if LIBC.syscall(SYS_LANDLOCK_RESTRICT_SELF, fd, 0) != 0:
+            return f"landlock_restrict_self: {_errno()}"
+    finally:
+        os.close(fd)
+    return None
+
+
+def _loopback_roundtrip(protocol: int) -> str:
+    """Listen on a loopback port of our own with ``protocol`` and connect to it; "ok" or why not."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM, protocol) as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            port = server.getsockname()[1]
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM, protocol) as client:
+                client.settimeout(5)
+                client.connect(("127.0.0.1", port))
+                conn, _ = server.accept()
+                with conn:
+                    client.sendall(b"x")
+                    conn.settimeout(5)
+                    if conn.recv(1) != b"x":
+                        return "no byte arrived"
+    except Exception as e:  # noqa: BLE001
+        return _err(e)
+    return "ok"
+
+
+@mcp.tool()
+def mptcp_past_landlock(apply_landlock: bool = False) -> str:
+    """Listen and connect on loopback over MPTCP, which Landlock's TCP rules do not cover.
+
+    With ``apply_landlock`` (for the control), first restrict ourselves with Landlock the way
+    the launcher does (TCP bind and connect handled, no port allowed), so the verdict shows
+    MPTCP going where plain TCP is refused. Runs in a thread of its own: Landlock binds only
+    the calling thread.
+    """
+    result = {}
+
+    def attempt() -> None:
+        if apply_landlock:
+            failed = _landlock_deny_tcp()
+            if failed:
+                result["landlock"] = failed
+                return
+            result["landlock"] = "applied"
+        result["tcp"] = _loopback_roundtrip(0)
+        result["mptcp"] = _loopback_roundtrip(IPPROTO_MPTCP)
+
+    t = threading.Thread(target=attempt)
+    t.start()
+    t.join(timeout=30)
+    verdict = "ESCAPED" if result.get("mptcp") == "ok" else "BLOCKED"
+    return f"{verdict}: " + json.dumps(result)
 
 
 # ---------------------------------------------------------------------------------------------

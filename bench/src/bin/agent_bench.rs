@@ -2,13 +2,13 @@
 //! `autotool serve`, end to end: the credentials flow as a host lives it.
 //!
 //! Each trial has a fresh `$AUTOTOOL_HOME`, a fresh Hacker-News-like API on loopback that wants
-//! `Authorization: Bearer <key>` (`autotool::demo::fakes::fake_api`), the key in serve's
+//! `Authorization: Bearer <key>` (`autotool::cmd::demo::fakes::fake_api`), the key in serve's
 //! environment as `HN_API_KEY` and the API's root as `HN_API_BASE`, and an agent
-//! (`autotool::agent::run_agent_with`) given a task that needs a tool for that API. Consent
+//! (`autotool::own_model::agent::run_agent_with`) given a task that needs a tool for that API. Consent
 //! questions are answered yes, and counted. A trial succeeds when the answer names the top three
 //! stories.
 //!
-//! The model is the scripted one of `autotool demo` (`autotool::demo::fakes::scripted_model`,
+//! The model is the scripted one of `autotool demo` (`autotool::cmd::demo::fakes::scripted_model`,
 //! Chat Completions on loopback: it writes a broken tool, repairs it from the failure, calls
 //! it) unless `--provider-env FILE` names a real one, in the variables of a
 //! `$AUTOTOOL_HOME/.env` (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, or `OPENAI_BASE_URL` +
@@ -21,9 +21,11 @@
 //! `cargo test --workspace` (CI) keeps the bench from rotting.
 
 use anyhow::{Context, Result, anyhow, bail};
-use autotool::agent::{AgentOptions, Provider, Step, provider_from_vars, run_agent_with};
 use autotool::client::ConnectOptions;
-use autotool::demo::fakes::{STORIES, fake_api, scripted_model};
+use autotool::cmd::demo::fakes::{STORIES, fake_api, scripted_model};
+use autotool::own_model::agent::{
+    AgentOptions, Provider, Step, provider_from_vars, run_agent_with,
+};
 use clap::Parser;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -164,7 +166,7 @@ fn real_main() -> Result<bool> {
         timeout: Duration::from_secs(args.timeout.max(1)),
         verbose: args.verbose,
     };
-    autotool::runtime::open_runtime(&setup.runtime)
+    autotool::tool::runtime::open_runtime(&setup.runtime)
         .with_context(|| format!("the Python runtime at {}", setup.runtime.display()))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -396,7 +398,7 @@ mod tests {
     fn one_trial_against_the_scripted_model() {
         let autotool = default_autotool().unwrap();
         let launcher = autotool.with_file_name("autotool-launcher");
-        let sandbox = match autotool::launcher::probe(&launcher).map(|p| p.missing()) {
+        let sandbox = match autotool::tool::launcher::probe(&launcher).map(|p| p.missing()) {
             Ok(missing) if missing.is_empty() => "strict",
             other => {
                 assert!(

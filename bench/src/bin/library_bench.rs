@@ -29,7 +29,7 @@ mod stats;
 
 use anyhow::{Context, Result, bail};
 use autotool::home::Home;
-use autotool::ledger::{CallRecord, Outcome};
+use autotool::ledger::{CallKind, CallRecord};
 use autotool::registry::{FunctionSpec, Manifest, Registry};
 use clap::Parser;
 use serde_json::{Map, Value, json};
@@ -459,7 +459,7 @@ fn real_main() -> Result<bool> {
         println!(
             "  {:<28} {:>7} {:>9} {:>9} {:>9} {:>9} {:>7.1} {:>7.1}",
             "empty home, for scale",
-            autotool::server::BUILTINS,
+            autotool::mcp::listing::BUILTINS,
             "-",
             "-",
             "-",
@@ -677,7 +677,8 @@ fn register(root: &Path, count: usize, calls: usize) -> Result<Library> {
         if queries.len() < 50 && i % 7 == 0 {
             queries.push(format!("{a} {} {b}", rng.word()));
         }
-        let staged = registry.stage(&name, &tool_source(&name, &functions))?;
+        let tool = autotool_policy::names::ToolName::parse(&name)?;
+        let staged = registry.stage(&tool, &tool_source(&name, &functions))?;
         registry.commit(
             staged,
             Manifest {
@@ -695,9 +696,9 @@ fn register(root: &Path, count: usize, calls: usize) -> Result<Library> {
             .below(names.len().max(1))
             .min(rng.below(names.len().max(1)));
         let outcome = if rng.below(10) == 0 {
-            Outcome::Error
+            CallKind::Failure
         } else {
-            Outcome::Ok
+            CallKind::Ok
         };
         registry.record_call(&CallRecord {
             tool: names[skewed].clone(),
@@ -706,7 +707,7 @@ fn register(root: &Path, count: usize, calls: usize) -> Result<Library> {
             started_at: now - Duration::from_secs(u64::try_from(c).unwrap_or(0) % 86_400),
             duration: Duration::from_millis(5),
             outcome,
-            error: (outcome == Outcome::Error).then(|| "upstream said 503".to_string()),
+            error: (outcome == CallKind::Failure).then(|| "upstream said 503".to_string()),
         })?;
     }
     Ok(Library {
@@ -803,10 +804,12 @@ fn measure(
     })
 }
 
-/// What serve does on every registry change, timed in the bench process: `App::reload_with`.
+/// What serve does on every registry change, timed in the bench process:
+/// `Library::reload_with`.
 fn time_reload(home: &Path, runs: usize) -> Result<Summary> {
-    let app = autotool::app::App::new(autotool::app::Settings::default(), Home::at(home))
-        .context("open the home as serve does")?;
+    let app =
+        autotool::library::Library::new(autotool::library::Settings::default(), Home::at(home))
+            .context("open the home as serve does")?;
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
         let t0 = Instant::now();

@@ -4,7 +4,7 @@
 //!   straight to a tool process over stdio, interleaved call by call. Two baselines: `direct`,
 //!   the bench's own JSON-RPC client (the one it uses for serve) talking to a tool started
 //!   through `autotool-launcher` exactly as the supervisor starts one; and `toolproc`, the
-//!   supervisor's own client (`autotool::toolproc::ToolProcess`, rmcp) in the bench process, so
+//!   supervisor's own client (`autotool::tool::process::ToolProcess`, rmcp) in the bench process, so
 //!   that what serve adds splits into its client layer and the hop through it. Back to back by
 //!   default; `--gap-ms` idles before each call, as calls from an agent do.
 //! - (b) the first call right after `create_tool` has returned (serve hands the verified
@@ -24,10 +24,10 @@ mod stats;
 
 use anyhow::{Context, Result, anyhow, bail};
 use autotool::home::Home;
-use autotool::ledger::{CallRecord, Outcome};
+use autotool::ledger::{CallKind, CallRecord};
 use autotool::registry::{FunctionSpec, Manifest, Registry};
-use autotool::runtime::Python;
-use autotool::toolproc::{SandboxMode, ToolProcess, ToolSpec};
+use autotool::tool::process::{SandboxMode, ToolProcess, ToolSpec};
+use autotool::tool::runtime::Python;
 use autotool_policy::LaunchPolicy;
 use clap::Parser;
 use serde_json::{Map, Value, json};
@@ -184,7 +184,7 @@ fn real_main() -> Result<bool> {
             launcher.display()
         );
     }
-    let python = autotool::runtime::open_runtime(&runtime)
+    let python = autotool::tool::runtime::open_runtime(&runtime)
         .with_context(|| format!("the Python runtime at {}", runtime.display()))?;
     let tempdir = tempfile::Builder::new()
         .prefix("serve-bench-")
@@ -381,7 +381,7 @@ fn part_a(
         setup.python.runtime_dirs.clone(),
     );
     policy.env = env.clone();
-    let child = autotool::launcher::spawn(&setup.launcher, &policy, Vec::new())
+    let child = autotool::tool::launcher::spawn(&setup.launcher, &policy, Vec::new())
         .context("start the direct tool through the launcher")?;
     let mut direct = Rpc::new("direct tool", child)?;
     direct
@@ -474,7 +474,7 @@ fn measure_a(
             function: FUNCTION.into(),
             started_at: std::time::SystemTime::now(),
             duration: Duration::from_micros(900),
-            outcome: Outcome::Ok,
+            outcome: CallKind::Ok,
             error: None,
         };
         let t0 = Instant::now();
@@ -506,7 +506,9 @@ fn print_a(r: &AResult, args: &Args) {
         }
     );
     println!("  direct   = bench JSON-RPC client → autotool-launcher → tool");
-    println!("  toolproc = autotool::toolproc::ToolProcess (rmcp) in the bench → launcher → tool");
+    println!(
+        "  toolproc = autotool::tool::process::ToolProcess (rmcp) in the bench → launcher → tool"
+    );
     println!("  serve    = bench JSON-RPC client → autotool serve → ToolProcess → launcher → tool");
     println!(
         "  {:<9} {:>8} {:>9} {:>8} {:>8}   median vs direct",
@@ -812,7 +814,7 @@ fn preregister(root: &Path, count: usize) -> Result<()> {
     };
     for i in 0..count {
         let name = format!("reg_{i:03}");
-        let staged = registry.stage(&name, TOOL_CODE)?;
+        let staged = registry.stage(&autotool_policy::names::ToolName::parse(&name)?, TOOL_CODE)?;
         registry.commit(
             staged,
             Manifest {
@@ -835,8 +837,9 @@ fn idle_serve(setup: &Setup, home: &Path, expect: usize, settle: Duration) -> Re
     let listed = list["tools"].as_array().map_or(0, Vec::len);
     // The built-ins are always there; with more tools than the list limit, only the most used
     // (one function each here).
-    let builtins = autotool::server::BUILTINS;
-    let expected = builtins + expect.min(autotool::app::DEFAULT_LIST_LIMIT - builtins);
+    let builtins = autotool::mcp::listing::BUILTINS;
+    let expected =
+        builtins + expect.min(autotool::library::settings::DEFAULT_LIST_LIMIT - builtins);
     if listed != expected {
         println!("  note: tools/list gave {listed} tools, expected {expected}");
     }

@@ -1,4 +1,4 @@
-//! Unit tests of the mount stage, through the recording MountSys.
+//! Unit tests of the mount stage, through the recording [`crate::sys::Sys`].
 //!
 //! Plans come from real policies ([`LaunchPolicy::plan`]); the host is faked with
 //! [`HostSources::fake`], and [`Recorder`] writes down every call [`build_root`] makes.
@@ -37,13 +37,15 @@ const RO_NOEXEC: Attrs = Attrs {
     nosuid: true,
     nodev: true,
 };
-/// Device nodes: writable, and device access kept.
+/// Device nodes and masks over `/proc` files: read-only, device access kept.
 const DEVICE: Attrs = Attrs {
-    read_only: false,
+    read_only: true,
     noexec: true,
     nosuid: true,
     nodev: false,
 };
+/// The fresh `/proc` and the tmpfs over masked directories.
+const PROC_RO: Attrs = SEALED_RO;
 
 const PASSWD: &str = "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n\
                       tool:x:1000:1000:autotool tool:/home/tool:/usr/sbin/nologin\n\
@@ -123,6 +125,36 @@ fn tmpfs(target: &str, size_bytes: u64, mode: u32) -> Op {
     }
 }
 
+/// What hides the host-wide files and directories of `/proc`, in the plan's order, when the
+/// kernel has every one of them.
+fn proc_masks() -> Vec<Op> {
+    let mut ops = Vec::new();
+    for file in autotool_policy::launch::PROC_MASKED_FILES {
+        let t = format!("/tmp/proc/{file}");
+        ops.push(bind("/dev/null", &t));
+        ops.push(attrs(&t, DEVICE, false));
+    }
+    for dir in autotool_policy::launch::PROC_MASKED_DIRS {
+        ops.push(Op::Mount {
+            fs: Fs::Tmpfs {
+                size_bytes: 4096,
+                mode: 0o555,
+            },
+            target: format!("/tmp/proc/{dir}"),
+            attrs: PROC_RO,
+        });
+    }
+    ops
+}
+
+fn proc_mount() -> Op {
+    Op::Mount {
+        fs: Fs::Proc,
+        target: "/tmp/proc".into(),
+        attrs: PROC_RO,
+    }
+}
+
 /// A merged-/usr host: `/bin`, `/lib`, `/lib64` and `/sbin` are symlinks into `/usr` (and open
 /// as directories, as the real [`HostSources::open`] would find them), no `/lib32` or
 /// `/libx32`; some `/etc` entries are missing.
@@ -162,7 +194,7 @@ fn merged_usr_host_builds_exactly() {
     );
     let ops = ok_ops(&policy(), &sources);
     let tmp = 12 << 20;
-    let expected = vec![
+    let mut expected = vec![
         Op::MakePrivate,
         tmpfs("/tmp", 1 << 20, 0o755),
         // /usr is a directory: bound with exec.
@@ -223,13 +255,15 @@ fn merged_usr_host_builds_exactly() {
         tmpfs("/tmp/tmp", tmp, 0o1777),
         mkdir("/tmp/home/tool"),
         tmpfs("/tmp/home/tool", tmp, 0o700),
+        // A fresh /proc, read-only.
         mkdir("/tmp/proc"),
-        Op::Mount {
-            fs: Fs::Proc,
-            target: "/tmp/proc".into(),
-            attrs: SEALED,
-        },
-        // /dev: a small tmpfs, the four nodes bound in with device access, links, then sealed.
+        proc_mount(),
+    ];
+    // Host-wide files and directories of it hidden (this host has them all).
+    expected.extend(proc_masks());
+    expected.extend([
+        // /dev: a small tmpfs, the four nodes bound in read-only with device access, links, then
+        // sealed.
         mkdir("/tmp/dev"),
         tmpfs("/tmp/dev", 64 << 10, 0o755),
         create("/tmp/dev/null", ""),
@@ -252,7 +286,7 @@ fn merged_usr_host_builds_exactly() {
         // Seal the root and enter it.
         attrs("/tmp", SEALED_RO, false),
         Op::PivotRoot("/tmp".into()),
-    ];
+    ]);
     assert_eq!(ops, expected);
 }
 
@@ -499,7 +533,9 @@ fn tmpfs_mounts_carry_size_and_mode_from_the_policy() {
         let ops = ok_ops(&policy, &bare_host());
         let mounts: Vec<&Op> = ops
             .iter()
-            .filter(|op| matches!(op, Op::Mount { .. }))
+            .filter(
+                |op| matches!(op, Op::Mount { target, .. } if !target.starts_with("/tmp/proc/")),
+            )
             .collect();
         assert_eq!(
             mounts,
@@ -507,11 +543,7 @@ fn tmpfs_mounts_carry_size_and_mode_from_the_policy() {
                 &tmpfs("/tmp", 1 << 20, 0o755),
                 &tmpfs("/tmp/tmp", tmp_bytes, 0o1777),
                 &tmpfs("/tmp/home/tool", tmp_bytes, 0o700),
-                &Op::Mount {
-                    fs: Fs::Proc,
-                    target: "/tmp/proc".into(),
-                    attrs: SEALED,
-                },
+                &proc_mount(),
                 &tmpfs("/tmp/dev", 64 << 10, 0o755),
             ]
         );
@@ -554,7 +586,7 @@ fn root_is_private_first_then_sealed_non_recursively_and_pivoted_last() {
 }
 
 #[test]
-fn device_nodes_keep_dev_and_stay_writable_while_dev_is_sealed() {
+fn device_nodes_are_read_only_binds_that_keep_dev() {
     let ops = ok_ops(&policy(), &bare_host());
     let dev_ops: Vec<&Op> = ops
         .iter()
@@ -606,50 +638,17 @@ fn synthesized_files_follow_the_etc_binds_and_use_the_hostname() {
 
 #[test]
 fn a_failing_call_stops_the_stage_with_its_step() {
-    /// Fails `bind` for one target, records the rest.
-    struct FailBind<'a> {
-        rec: Recorder,
-        target: &'a str,
-    }
-    impl MountSys for FailBind<'_> {
-        fn make_private(&mut self) -> io::Result<()> {
-            self.rec.make_private()
-        }
-        fn mount(&mut self, fs: &Fs, target: &Path, attrs: Attrs) -> io::Result<()> {
-            self.rec.mount(fs, target, attrs)
-        }
-        fn mkdir_all(&mut self, path: &Path) -> io::Result<()> {
-            self.rec.mkdir_all(path)
-        }
-        fn create_file(&mut self, path: &Path, contents: &[u8]) -> io::Result<()> {
-            self.rec.create_file(path, contents)
-        }
-        fn symlink(&mut self, target: &Path, link: &Path) -> io::Result<()> {
-            self.rec.symlink(target, link)
-        }
-        fn bind(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()> {
-            if target == Path::new(self.target) {
-                return Err(io::Error::from_raw_os_error(libc::EPERM));
-            }
-            self.rec.bind(source, target)
-        }
-        fn set_attrs(&mut self, target: &Path, attrs: Attrs, recursive: bool) -> io::Result<()> {
-            self.rec.set_attrs(target, attrs, recursive)
-        }
-        fn pivot_root(&mut self, new_root: &Path) -> io::Result<()> {
-            self.rec.pivot_root(new_root)
-        }
-    }
     for (fail, step, reported) in [
         ("/tmp/tool", "bind", "/tool"),
         ("/tmp/dev/zero", "device bind", "/dev/zero"),
+        ("/tmp/proc/kallsyms", "mask", "/proc/kallsyms"),
     ] {
         let plan = policy().plan().unwrap();
-        let mut sys = FailBind {
-            rec: Recorder::default(),
-            target: fail,
-        };
-        match build_root(&plan, &bare_host(), &mut sys) {
+        let mut rec = Recorder::default().fail_when(
+            move |op| matches!(op, Op::Bind { target, .. } if target == fail),
+            libc::EPERM,
+        );
+        match build_root(&plan, &bare_host(), &mut rec) {
             Err(LaunchError::Mount {
                 step: s,
                 target,
@@ -661,14 +660,85 @@ fn a_failing_call_stops_the_stage_with_its_step() {
             }
             other => panic!("expected a Mount error, got {other:?}"),
         }
-        assert!(!sys.rec.ops.iter().any(|op| matches!(op, Op::PivotRoot(_))));
+        // The failed bind was the last call: nothing sealed over it, never pivoted.
         assert!(
-            !sys.rec
-                .ops
-                .iter()
-                .any(|op| matches!(op, Op::SetAttrs { target, .. } if target == fail))
+            matches!(rec.ops.last(), Some(Op::Bind { target, .. }) if target == fail),
+            "{:?}",
+            rec.ops.last()
         );
     }
+}
+
+#[test]
+fn masks_the_kernel_lacks_are_skipped_and_the_rest_applied() {
+    // This kernel has no sched_debug and no asound: mounting on them finds nothing.
+    let lacking = ["/tmp/proc/sched_debug", "/tmp/proc/asound"];
+    let mut rec = Recorder::default().fail_when(
+        move |op| match op {
+            Op::Bind { target, .. } | Op::Mount { target, .. } => {
+                lacking.contains(&target.as_str())
+            }
+            _ => false,
+        },
+        libc::ENOENT,
+    );
+    build_root(&policy().plan().unwrap(), &bare_host(), &mut rec).unwrap();
+    let masks: Vec<Op> = rec
+        .ops
+        .iter()
+        .filter(|op| format!("{op:?}").contains("/tmp/proc/"))
+        .cloned()
+        .collect();
+    // Each lacking target was tried once, nothing was sealed over it, and every other mask is
+    // there as usual.
+    let mut expected = Vec::new();
+    for op in proc_masks() {
+        match &op {
+            Op::SetAttrs { target, .. } if lacking.contains(&target.as_str()) => {}
+            _ => expected.push(op),
+        }
+    }
+    assert_eq!(masks, expected);
+    assert_eq!(rec.ops.last(), Some(&Op::PivotRoot("/tmp".into())));
+}
+
+#[test]
+fn a_mask_failing_for_another_reason_fails_closed() {
+    let mut rec = Recorder::default().fail_when(
+        |op| matches!(op, Op::Mount { target, .. } if target == "/tmp/proc/acpi"),
+        libc::EPERM,
+    );
+    match build_root(&policy().plan().unwrap(), &bare_host(), &mut rec) {
+        Err(LaunchError::Mount { step, target, .. }) => {
+            assert_eq!((step, target), ("mask", PathBuf::from("/proc/acpi")));
+        }
+        other => panic!("expected a Mount error, got {other:?}"),
+    }
+    assert!(!rec.ops.iter().any(|op| matches!(op, Op::PivotRoot(_))));
+}
+
+#[test]
+fn masks_need_the_hosts_dev_null() {
+    // A plan that masks /proc files but whose /dev lists no null (a policy cannot say so today;
+    // the launcher must not bind a mask from nowhere if one ever does).
+    let mut plan = policy().plan().unwrap();
+    for m in &mut plan.mounts {
+        if let Mount::Dev { nodes, .. } = m {
+            nodes.retain(|n| n != "null");
+        }
+    }
+    let files: Vec<&str> = DEV_FILES
+        .iter()
+        .copied()
+        .filter(|f| *f != "/dev/null")
+        .collect();
+    let sources = HostSources::fake(&["/usr", "/opt/python", "/srv/tools/weather"], &files, &[]);
+    let mut rec = Recorder::default();
+    assert_eq!(
+        open_source_path(build_root(&plan, &sources, &mut rec)),
+        PathBuf::from("/dev/null")
+    );
+    assert!(!rec.ops.iter().any(|op| matches!(op, Op::PivotRoot(_))));
 }
 
 /// A small read-only file is copied into the root (one write, no mount) and the root tmpfs grows

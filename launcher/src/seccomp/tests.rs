@@ -268,7 +268,7 @@ fn rules_hold_the_conditional_calls_with_conditions() {
         ("clone", libc::SYS_clone, 1),
         ("mmap", libc::SYS_mmap, 2),
         ("mprotect", libc::SYS_mprotect, 1),
-        ("socket", libc::SYS_socket, 2),
+        ("socket", libc::SYS_socket, 8),
         ("socketpair", libc::SYS_socketpair, 1),
         ("ioctl", libc::SYS_ioctl, 1),
         ("prctl", libc::SYS_prctl, PRCTL_OPTIONS.len()),
@@ -497,20 +497,52 @@ fn mprotect_never_adds_exec() {
 }
 
 #[test]
-fn sockets_are_ipv4_and_ipv6_only() {
+fn sockets_are_tcp_or_udp_over_ipv4_and_ipv6_only() {
     let prog = program();
     let s = libc::SYS_socket;
     let v = |x: i32| x as u32 as u64;
     let stream = v(libc::SOCK_STREAM | libc::SOCK_CLOEXEC);
-    assert_decision(&prog, "AF_INET", s, &[v(libc::AF_INET), stream, 0], ALLOW);
-    assert_decision(&prog, "AF_INET6", s, &[v(libc::AF_INET6), stream, 0], ALLOW);
-    assert_decision(
-        &prog,
-        "AF_INET dgram",
-        s,
-        &[v(libc::AF_INET), v(libc::SOCK_DGRAM), 0],
-        ALLOW,
-    );
+    let dgram = v(libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let f = v(family);
+        assert_decision(&prog, "stream, 0", s, &[f, stream, 0], ALLOW);
+        assert_decision(&prog, "stream, TCP", s, &[f, stream, 6], ALLOW);
+        assert_decision(
+            &prog,
+            "plain stream",
+            s,
+            &[f, v(libc::SOCK_STREAM), 6],
+            ALLOW,
+        );
+        assert_decision(&prog, "dgram, 0", s, &[f, dgram, 0], ALLOW);
+        assert_decision(&prog, "dgram, UDP", s, &[f, dgram, 17], ALLOW);
+        // The kernel reads the protocol as an int: the upper half of the register is ignored.
+        assert_decision(
+            &prog,
+            "stream, TCP, high bits",
+            s,
+            &[f, stream, 6 | 1 << 32],
+            ALLOW,
+        );
+        for (what, kind, protocol) in [
+            ("MPTCP", stream, 262),
+            ("MPTCP, no flags", v(libc::SOCK_STREAM), 262),
+            ("UDP-Lite", dgram, 136),
+            ("SCTP one-to-one", stream, 132),
+            ("SCTP one-to-many", v(libc::SOCK_SEQPACKET), 132),
+            ("seqpacket, 0", v(libc::SOCK_SEQPACKET), 0),
+            ("ICMP (ping socket)", dgram, 1),
+            ("ICMPv6 (ping socket)", dgram, 58),
+            ("stream with UDP", stream, 17),
+            ("dgram with TCP", dgram, 6),
+            ("raw, 0", v(libc::SOCK_RAW), 0),
+            ("raw TCP", v(libc::SOCK_RAW), 6),
+            ("raw ICMP", v(libc::SOCK_RAW), 1),
+            ("raw IPPROTO_RAW", v(libc::SOCK_RAW), 255),
+        ] {
+            assert_decision(&prog, what, s, &[f, kind, protocol], EPERM);
+        }
+    }
     for (what, family) in [
         ("AF_UNIX", libc::AF_UNIX),
         ("AF_NETLINK", libc::AF_NETLINK),
@@ -596,7 +628,7 @@ fn prctl_allows_only_the_listed_options() {
         ("PR_SET_NAME", v(libc::PR_SET_NAME)),
         ("PR_GET_NAME", v(libc::PR_GET_NAME)),
         ("PR_GET_DUMPABLE", v(libc::PR_GET_DUMPABLE)),
-        ("PR_SET_PDEATHSIG", v(libc::PR_SET_PDEATHSIG)),
+        ("PR_GET_PDEATHSIG", v(libc::PR_GET_PDEATHSIG)),
         ("PR_GET_SECCOMP", v(libc::PR_GET_SECCOMP)),
         ("PR_GET_NO_NEW_PRIVS", v(libc::PR_GET_NO_NEW_PRIVS)),
         ("PR_CAPBSET_READ", v(libc::PR_CAPBSET_READ)),
@@ -607,6 +639,8 @@ fn prctl_allows_only_the_listed_options() {
     }
     for (what, option) in [
         ("PR_SET_SECCOMP", v(libc::PR_SET_SECCOMP)),
+        // Neither clearing nor setting a parent-death signal: the tool's life is its init's.
+        ("PR_SET_PDEATHSIG", v(libc::PR_SET_PDEATHSIG)),
         ("PR_SET_DUMPABLE", v(libc::PR_SET_DUMPABLE)),
         ("PR_SET_MDWE", 65),
         ("PR_SET_NO_NEW_PRIVS", v(libc::PR_SET_NO_NEW_PRIVS)),

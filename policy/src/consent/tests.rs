@@ -11,13 +11,17 @@ fn rules(entries: &[&str]) -> Vec<AllowRule> {
         .collect()
 }
 
-fn keys(names: &[&str]) -> BTreeSet<String> {
-    names.iter().map(|n| n.to_string()).collect()
+fn keys(names: &[&str]) -> BTreeSet<KeyName> {
+    names.iter().map(|n| key(n)).collect()
+}
+
+fn key(name: &str) -> KeyName {
+    KeyName::parse(name).unwrap()
 }
 
 fn approval(key: &str, code: &str, list: Option<&[&str]>, declared: &[&str]) -> Approval {
     Approval {
-        key: key.into(),
+        key: self::key(key),
         code_hash: code.into(),
         allowlist: list.map(rules),
         declared: keys(declared),
@@ -37,7 +41,7 @@ fn verdict(
     let declared = keys(declared);
     decide(
         &Wanted {
-            key: "K",
+            key: &key("K"),
             code_hash: code,
             allowlist: list.as_deref(),
             declared: &declared,
@@ -147,7 +151,7 @@ fn declaring_another_key_asks_again() {
     let a = approval("K", "c1", LIST, &["K"]);
     assert_eq!(
         verdict("c1", LIST, &["K", "M"], true, &[a]),
-        Verdict::Ask(Reason::MoreKeys(vec!["M".into()]))
+        Verdict::Ask(Reason::MoreKeys(vec![key("M")]))
     );
 }
 
@@ -171,7 +175,7 @@ fn the_question_names_tool_keys_and_where_they_go() {
     let q = question(
         "tavily",
         &[Ask {
-            key: "TAVILY_API_KEY".into(),
+            key: key("TAVILY_API_KEY"),
             allowlist: Some(rules(&["api.tavily.com"])),
             reason: Reason::First,
         }],
@@ -185,7 +189,7 @@ fn the_question_names_tool_keys_and_where_they_go() {
         "multi",
         &[
             Ask {
-                key: "A_KEY".into(),
+                key: key("A_KEY"),
                 allowlist: None,
                 reason: Reason::NewVersion {
                     allowlist: false,
@@ -193,7 +197,7 @@ fn the_question_names_tool_keys_and_where_they_go() {
                 },
             },
             Ask {
-                key: "B_KEY".into(),
+                key: key("B_KEY"),
                 allowlist: Some(rules(&["*.b.example", "b.example:8443"])),
                 reason: Reason::First,
             },

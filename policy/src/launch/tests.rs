@@ -152,6 +152,58 @@ fn representative_policy_plans_exactly() {
                 mode: 0o700,
             },
             Mount::Proc { target: p("/proc") },
+            // Host-wide /proc files and directories hidden, where the kernel has them.
+            Mount::MaskFile {
+                target: p("/proc/kallsyms"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/modules"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/config.gz"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/kcore"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/interrupts"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/softirqs"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/timer_list"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/sched_debug"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/latency_stats"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/timer_stats"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/keys"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/key-users"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/cmdline"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/sysrq-trigger"),
+            },
+            Mount::MaskDir {
+                target: p("/proc/acpi"),
+            },
+            Mount::MaskDir {
+                target: p("/proc/asound"),
+            },
+            Mount::MaskDir {
+                target: p("/proc/scsi"),
+            },
             Mount::Dev {
                 target: p("/dev"),
                 nodes: strings(&["null", "zero", "random", "urandom"]),
@@ -254,17 +306,18 @@ fn minimal_plan_has_no_egress_no_ports_and_custom_argv() {
             Mount::Bind { .. } => "bind",
             Mount::Tmpfs { .. } => "tmpfs",
             Mount::Proc { .. } => "proc",
+            Mount::MaskFile { .. } => "mask file",
+            Mount::MaskDir { .. } => "mask dir",
             Mount::Dev { .. } => "dev",
             Mount::File { .. } => "file",
             Mount::HostSymlink { .. } => "symlink",
         })
         .collect();
-    assert_eq!(
-        kinds,
-        [
-            "file", "file", "file", "bind", "tmpfs", "tmpfs", "proc", "dev"
-        ]
-    );
+    let mut expected = vec!["file", "file", "file", "bind", "tmpfs", "tmpfs", "proc"];
+    expected.extend(["mask file"; PROC_MASKED_FILES.len()]);
+    expected.extend(["mask dir"; PROC_MASKED_DIRS.len()]);
+    expected.push("dev");
+    assert_eq!(kinds, expected);
 }
 
 #[test]

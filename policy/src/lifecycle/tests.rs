@@ -115,3 +115,19 @@ fn health_counts_the_window() {
     assert_eq!(Health::of(&[], 20).failure_rate(), 0.0);
     assert_eq!(Health::of(&[O, O, F, O], 2).calls, 2);
 }
+
+#[test]
+fn who_may_be_called() {
+    use State::*;
+    let table = [
+        (Probation, [true, true]),
+        (Active, [true, true]),
+        (Quarantined, [false, true]),
+        (Retired, [false, true]),
+        (Draft, [false, false]),
+    ];
+    for (state, [plain, forced]) in table {
+        assert_eq!(state.may_call(false), plain, "{state}");
+        assert_eq!(state.may_call(true), forced, "{state} with force");
+    }
+}

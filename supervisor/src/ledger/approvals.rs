@@ -1,7 +1,7 @@
 //! Approvals of keys per tool, and the newest consent question a tool could not ask its host.
 //! Names and hashes only: no value is ever stored here.
 
-use super::{Ledger, LedgerError, Tx, kind};
+use super::{Event, Ledger, LedgerError, Tx};
 use rusqlite::{OptionalExtension, params};
 
 /// One approval: a key for a tool, with what the user was shown when giving it.
@@ -174,7 +174,7 @@ impl Tx<'_> {
         };
         self.event(
             Some(&row.tool),
-            kind::CONSENT_GRANTED,
+            Event::ConsentGranted,
             &format!(
                 "{} granted via {} for code {} ({reach}{})",
                 row.key,
@@ -209,7 +209,7 @@ impl Tx<'_> {
                 .execute("DELETE FROM pending_consent WHERE tool = ?1", [tool])?;
         }
         for k in &keys {
-            self.event(Some(tool), kind::CONSENT_REVOKED, &format!("{k}: {why}"))?;
+            self.event(Some(tool), Event::ConsentRevoked, &format!("{k}: {why}"))?;
         }
         Ok(keys)
     }

@@ -17,7 +17,7 @@ pub const LINT_RULES: &str = "E9,F63,F7,F82";
 const SHOWN_AS: &str = "tool.py";
 
 /// Lint `code` with `ruff` for Python `python_version` (`major.minor`, as in
-/// [`crate::runtime::Python::version`]), within `timeout`. A failure is a [`Stage::Lint`]
+/// [`crate::tool::runtime::Python::version`]), within `timeout`. A failure is a [`Stage::Lint`]
 /// failure whose message names the first problem's line and whose log is ruff's report.
 pub async fn lint(
     ruff: &Path,

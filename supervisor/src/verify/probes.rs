@@ -16,7 +16,7 @@
 //! or no answer comes in time.
 
 use super::{Stage, VerifyFailure, cap_tail, split, traceback_summary};
-use crate::toolproc::{CallOutcome, ToolInfo, ToolProcError, ToolProcess};
+use crate::tool::process::{CallOutcome, ToolInfo, ToolProcError, ToolProcess};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

@@ -2,9 +2,9 @@
 //! launcher to confine with (or why confined runs are skipped here).
 #![allow(dead_code)]
 
-use autotool::launcher;
-use autotool::runtime::{self, Python};
-use autotool::toolproc::SandboxMode;
+use autotool::tool::launcher;
+use autotool::tool::process::SandboxMode;
+use autotool::tool::runtime::{self, Python};
 use std::path::{Path, PathBuf};
 
 /// The test runtime: `$AUTOTOOL_TEST_RUNTIME`, default `/opt/autotool-test-runtime` (a venv with

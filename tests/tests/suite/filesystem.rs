@@ -366,3 +366,90 @@ fn private_dirs_are_private_to_each_tool() {
         );
     }
 }
+
+/// A device node's modification and change times, to the nanosecond.
+fn node_times(path: &str) -> (i64, i64, i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap();
+    (m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec())
+}
+
+#[test]
+fn device_nodes_are_the_hosts_but_their_timestamps_cannot_be_changed() {
+    if skip() {
+        return;
+    }
+    let mut tool = start(Mode::Confined);
+    for node in ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"] {
+        let before = node_times(node);
+        let verdict = attack_on(&mut tool, "touch_device", json!({"path": node}));
+        assert_blocked(&verdict, &format!("utime {node}"));
+        assert!(
+            verdict.contains("Read-only file system"),
+            "{node} was refused, but not by its read-only bind: {verdict}"
+        );
+        assert_eq!(node_times(node), before, "the host's {node} changed");
+        // The bind is read-only as the kernel sees it.
+        let options = attack_on(&mut tool, "mount_options", json!({"path": node}));
+        assert!(
+            options.starts_with("WORKS: ro,"),
+            "{node} is not a read-only mount: {options}"
+        );
+    }
+    // The nodes still work: /dev/null takes writes, /dev/urandom gives bytes.
+    let written = attack_on(
+        &mut tool,
+        "write_file",
+        json!({"path": "/dev/null", "content": "discarded"}),
+    );
+    assert!(
+        written.starts_with("ESCAPED: wrote"),
+        "/dev/null: {written}"
+    );
+    let random = attack_on(
+        &mut tool,
+        "peek",
+        json!({"paths": ["/dev/urandom", "/dev/zero"]}),
+    );
+    assert!(
+        random.contains(r#""/dev/urandom": {"bytes": 65536}"#)
+            && random.contains(r#""/dev/zero": {"bytes": 65536}"#),
+        "{random}"
+    );
+
+    // Control: unconfined, the same call moves the host's /dev/null to now. As root the test
+    // puts the old times back; an unprivileged user cannot (only the owner may set a time
+    // other than now), and a touched /dev/null is harmless.
+    let node = "/dev/null";
+    let before_meta = std::fs::metadata(node).unwrap();
+    let before = node_times(node);
+    let verdict = attack(Mode::Control, "touch_device", json!({"path": node}));
+    let after = node_times(node);
+    if host::euid() == 0 {
+        use std::os::unix::fs::MetadataExt;
+        let ts = |s: i64, ns: i64| rustix::fs::Timespec {
+            tv_sec: s,
+            tv_nsec: ns,
+        };
+        let times = rustix::fs::Timestamps {
+            last_access: ts(before_meta.atime(), before_meta.atime_nsec()),
+            last_modification: ts(before_meta.mtime(), before_meta.mtime_nsec()),
+        };
+        rustix::fs::utimensat(rustix::fs::CWD, node, &times, rustix::fs::AtFlags::empty()).unwrap();
+        let restored = node_times(node);
+        assert_eq!(
+            (restored.0, restored.1),
+            (before.0, before.1),
+            "mtime not restored"
+        );
+    } else {
+        eprintln!(
+            "note: the control set the host's {node} times to now (unprivileged: cannot restore)"
+        );
+    }
+    assert_escaped(&verdict, "utime /dev/null");
+    assert_ne!(
+        after, before,
+        "CONTROL: utime did not change the host's {node}"
+    );
+}

@@ -9,7 +9,9 @@
 //! - `kernel`: keyrings, ptrace, namespaces, mount, io_uring, `/proc`, inherited descriptors;
 //! - `network`: host listeners over TCP, UDP and unix sockets, and the egress listener;
 //! - `limits`: memory, thread, descriptor and CPU bombs;
-//! - `lifecycle`: refusing to start without a feature, bad policies, parent death.
+//! - `lifecycle`: refusing to start without a feature, bad policies, parent death;
+//! - `survival`: a tool written to outlive its kill (death signal cleared, signals ignored,
+//!   sessions, double forks), killed the way the supervisor kills it.
 //!
 //! Privileged tests start with `if skip() { return; }`: on a machine where the launcher cannot
 //! confine they print `SKIP <test>: <why>` instead of failing (in CI, or with
@@ -23,6 +25,7 @@ mod memory;
 mod network;
 mod process;
 mod serve;
+mod survival;
 
 use autotool_tests::{ATTACK_TOOL, Mode, ToolBuilder, ToolProcess};
 use serde_json::{Value, json};

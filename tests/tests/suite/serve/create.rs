@@ -83,6 +83,7 @@ fn create_tool_rejects_bad_input_and_keeps_serving() {
         "1leading_digit",
         long.as_str(),
         "two__parts",
+        "trailing_",
         "",
         "../escape",
         "with-dash",
@@ -96,8 +97,8 @@ fn create_tool_rejects_bad_input_and_keeps_serving() {
             &format!("the name {name:?}"),
             &[
                 &format!("invalid tool name {}", json!(name)),
-                "^[a-z][a-z0-9_]{0,39}$",
-                "`__`",
+                autotool_policy::names::TOOL_NAME_PATTERN,
+                "single underscores",
             ],
         );
     }

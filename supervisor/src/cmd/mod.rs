@@ -1,0 +1,15 @@
+//! The `autotool` command line, one module per verb.
+
+pub mod cli;
+pub mod config;
+pub mod connect;
+#[cfg(feature = "own-model")]
+pub mod demo;
+pub mod doctor;
+pub mod keys;
+#[cfg(feature = "own-model")]
+pub mod run;
+pub mod serve;
+pub mod service;
+pub mod setup;
+pub mod tools;

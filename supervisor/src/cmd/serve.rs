@@ -1,0 +1,178 @@
+//! `autotool serve`: the MCP server over stdio (what a host app spawns), or over streamable HTTP
+//! with `--transport http` ([`crate::mcp::http`]: the service many hosts share).
+//!
+//! On stdio only JSON-RPC ever reaches stdout (through [`crate::mcp::stdio`]'s guard, which also answers
+//! malformed lines rmcp would drop). Logs go to stderr and to `$AUTOTOOL_HOME/logs/serve.log`.
+//! In strict mode (the default) a machine that cannot confine tools stops `serve` at start with
+//! `autotool doctor`'s explanation; `--sandbox off` (or `AUTOTOOL_SANDBOX=off|0|false|no`, or
+//! `sandbox = "off"` in `config.toml`) runs tools as plain subprocesses with the same
+//! environment scrubbing. Its settings come from [`crate::config`], as `autotool config` shows
+//! them.
+
+use crate::config::Config;
+use crate::home::Home;
+use crate::library::Library;
+use crate::mcp::Rendered;
+use crate::mcp::handler::Surface;
+use crate::tool::process::SandboxMode;
+use rmcp::ServiceExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Check, in strict mode, that tools can be confined here (with `launcher`, else the one
+/// found); the doctor report explains why not.
+fn check_confinement(launcher: Option<PathBuf>) -> Result<(), String> {
+    let report = crate::cmd::doctor::run(launcher.as_deref());
+    if report.worst() == crate::cmd::doctor::Status::Fail {
+        return Err(format!(
+            "autotool serve: tools cannot be confined on this machine (--sandbox strict).\n{}\n\
+             Fix the FAIL lines, or run with --sandbox off if autotool already runs inside a \
+             container or VM.",
+            report.render()
+        ));
+    }
+    Ok(())
+}
+
+/// How hosts reach the server.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    Stdio,
+    Http(crate::mcp::http::HttpOptions),
+}
+
+/// Run the server with `config`'s settings until the host closes stdio, or (HTTP) until
+/// SIGTERM or SIGINT.
+pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
+    let home = Home::from_env()?;
+    home.ensure()?;
+    crate::logging::init_serve(&home);
+    for note in config.notes() {
+        tracing::warn!("setting {note}");
+    }
+    if config.file_exists {
+        tracing::info!(file = %config.file.display(), "settings read from the config file");
+    }
+    let settings = config.settings();
+    if settings.sandbox == SandboxMode::Strict {
+        let launcher = settings.launcher.clone();
+        let check = tokio::task::spawn_blocking(move || check_confinement(launcher)).await?;
+        if let Err(why) = check {
+            eprintln!("{why}");
+            anyhow::bail!("tools cannot be confined here");
+        }
+    } else {
+        tracing::warn!(
+            "--sandbox off: tools run as plain subprocesses, unconfined (consent and redaction \
+             still apply)"
+        );
+    }
+    if settings.allow_all_keys {
+        tracing::warn!(
+            "--dangerously-allow-all-tools: every tool gets the keys it declares without \
+             asking the user (the sandbox and allowlists still apply)"
+        );
+    }
+    let poll = settings.poll_interval;
+    let idle = settings.idle_timeout;
+    let app = Library::new(settings, home)?;
+    let surface = Surface::new(app.clone());
+    if app.settings.allow_all_keys {
+        let _ = app.registry.event(
+            None,
+            crate::ledger::Event::ConsentGranted,
+            "serve started with --dangerously-allow-all-tools: declared keys are granted \
+             without asking",
+        );
+    }
+    let watcher = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(poll);
+            let mut last_reap = tokio::time::Instant::now();
+            loop {
+                tick.tick().await;
+                app.poll().await;
+                if last_reap.elapsed() > Duration::from_secs(5) {
+                    app.pool.reap(idle).await;
+                    last_reap = tokio::time::Instant::now();
+                }
+            }
+        })
+    };
+    if let Transport::Http(options) = transport {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let signals = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                wait_for_stop_signal().await;
+                tracing::info!("stopping: signal received");
+                stop.cancel();
+            })
+        };
+        let tools = app.snapshot().tools.len();
+        let home = app.home.root().display().to_string();
+        let served = crate::mcp::http::serve(surface, options, stop, |at| {
+            tracing::info!(tools, home, "autotool serve listening on {at}");
+        })
+        .await;
+        signals.abort();
+        watcher.abort();
+        app.pool.shutdown().await;
+        return served;
+    }
+    tracing::info!(
+        tools = app.snapshot().tools.len(),
+        home = %app.home.root().display(),
+        "autotool serve ready on stdio"
+    );
+    let server = Rendered::new(surface, "stdio");
+    let guard = crate::mcp::stdio::guarded();
+    match server.serve((guard.reader, guard.writer)).await {
+        Ok(running) => {
+            let reason = running.waiting().await;
+            tracing::info!(?reason, "host closed the connection");
+        }
+        // A host that hangs up before any session began (a probe that only asked
+        // `server/discover`, say) ends the server normally.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(why)) => {
+            tracing::info!("host closed the connection before a session began ({why})");
+        }
+        Err(e) => {
+            watcher.abort();
+            app.pool.shutdown().await;
+            return Err(e.into());
+        }
+    }
+    watcher.abort();
+    app.pool.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), guard.writer_done).await;
+    Ok(())
+}
+
+/// SIGTERM (systemd stopping the service) or SIGINT (Ctrl-C).
+async fn wait_for_stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Where `serve --transport http` listens when not told.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
+
+/// `autotool serve`, on a multi-threaded runtime.
+pub fn main(config: Config, transport: Transport) -> std::process::ExitCode {
+    super::cli::block_on("serve", run(config, transport))
+}

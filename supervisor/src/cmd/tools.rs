@@ -1,0 +1,522 @@
+//! `autotool tools …`: look at and manage the tools every agent on this machine shares.
+//!
+//! Reads and writes the registry of `$AUTOTOOL_HOME` directly; a running `autotool serve`
+//! notices changes (a removal) through the ledger's generation counter.
+
+use crate::home::Home;
+use crate::ledger::{self, CallRow, EventRow, ToolStats};
+use crate::registry::{Registry, RegistryError, Version};
+use autotool_policy::lifecycle::Manual;
+use serde::Serialize;
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+/// How many recent calls and events `tools show` prints.
+const RECENT: u32 = 10;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ToolsCmd {
+    /// List the tools every agent on this machine can use: versions, functions, keys, calls,
+    /// failures and the last error.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one tool: its manifest, every version, and its recent calls and events.
+    Show {
+        /// The tool's name.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a tool: running servers unmount it within seconds. Its versions, files and
+    /// history are kept; creating the same name again makes a new version.
+    Remove {
+        /// The tool's name.
+        name: String,
+    },
+    /// Let a tool use a key it declares, as if the user had said yes when asked: for hosts
+    /// that cannot ask. Takes effect on the next call in every running server.
+    Approve {
+        /// The tool's name.
+        name: String,
+        /// The key's name (one the tool declares in REQUIRED_ENV).
+        key: String,
+    },
+    /// Put a quarantined (or retired) tool back on probation: listed again, promoted after
+    /// successful calls. Takes effect live in every running server.
+    Rehab {
+        /// The tool's name.
+        name: String,
+    },
+    /// Retire a tool: off every host's list (its history is kept; `rehab` brings it back).
+    Retire {
+        /// The tool's name.
+        name: String,
+    },
+    /// Withdraw a tool's approval of a key (of every key without KEY). Its process is
+    /// restarted without the key on the next call, which asks again.
+    Revoke {
+        /// The tool's name.
+        name: String,
+        /// The key's name; every key when left out.
+        key: Option<String>,
+    },
+}
+
+/// Why a `tools` command failed.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Home(#[from] crate::home::HomeError),
+    #[error("cannot write the output: {0}")]
+    Output(#[from] io::Error),
+    #[error("cannot encode JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
+    #[error("{0:#}")]
+    Other(#[from] anyhow::Error),
+}
+
+/// Run a `tools` subcommand against `$AUTOTOOL_HOME`, writing to `out`; errors go to stderr.
+pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
+    let result = Home::from_env()
+        .map_err(CliError::from)
+        .and_then(|home| run_in(&home, cmd, out));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("autotool tools: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliError> {
+    let registry = Registry::open(home)?;
+    match cmd {
+        ToolsCmd::List { json } => list(&registry, json, out),
+        ToolsCmd::Show { name, json } => show(&registry, &name, json, out),
+        ToolsCmd::Remove { name } => {
+            if registry.remove(&name)? {
+                writeln!(
+                    out,
+                    "Removed {name}. Running `autotool serve` processes unmount it within a few \
+                     seconds; its versions and history are kept."
+                )?;
+            } else {
+                writeln!(out, "{name} was already removed.")?;
+            }
+            Ok(())
+        }
+        ToolsCmd::Approve { name, key } => {
+            let keys = crate::credentials::KeyStore::open(home);
+            let said = crate::consent::approve_from_cli(&registry, &keys, &name, &key)?;
+            writeln!(out, "{said}")?;
+            Ok(())
+        }
+        ToolsCmd::Rehab { name } => manual(&registry, &name, Manual::Rehab, out),
+        ToolsCmd::Retire { name } => manual(&registry, &name, Manual::Retire, out),
+        ToolsCmd::Revoke { name, key } => {
+            let said = crate::consent::revoke_from_cli(&registry, &name, key.as_deref())?;
+            writeln!(out, "{said}")?;
+            Ok(())
+        }
+    }
+}
+
+/// `tools rehab` / `tools retire`: move the current version by hand, with an audit event.
+fn manual(
+    registry: &Registry,
+    name: &str,
+    action: Manual,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let Some(current) = registry.get(name)? else {
+        return Err(RegistryError::NotFound(name.to_string()).into());
+    };
+    let to = autotool_policy::lifecycle::manual(current.state, action)
+        .map_err(|why| anyhow::anyhow!("cannot {} {name}: {why}", verb(action)))?;
+    registry.ledger().set_state(
+        name,
+        current.version,
+        to,
+        &format!(
+            "{} by the user",
+            if action == Manual::Rehab {
+                "put back on probation"
+            } else {
+                "retired"
+            }
+        ),
+    )?;
+    writeln!(
+        out,
+        "{name} v{} is now {}. Running `autotool serve` processes {} within a second.",
+        current.version,
+        to.as_str(),
+        if to.listed() {
+            "list it again"
+        } else {
+            "take it off their lists"
+        }
+    )?;
+    Ok(())
+}
+
+fn verb(action: Manual) -> &'static str {
+    match action {
+        Manual::Rehab => "rehab",
+        Manual::Retire => "retire",
+    }
+}
+
+/// One entry of `tools list --json`.
+#[derive(Debug, Serialize)]
+struct ListEntry {
+    name: String,
+    version: u32,
+    versions: Vec<u32>,
+    state: &'static str,
+    /// Whether hosts may see it (probation, active); the list limit may still leave it out
+    /// of a `tools/list`, ranked by `calls_30d`.
+    listed: bool,
+    description: String,
+    functions: Vec<String>,
+    /// sha256 of the current version's `tool.py`.
+    code_hash: String,
+    /// The current version's pin: its code hash, description and schemas together
+    /// (`autotool::pin`). A running server holds the version to it.
+    pin: String,
+    /// Calls in the last 30 days, all versions: what the list limit ranks tools by.
+    calls_30d: u64,
+    /// Key names the tool holds (its declared `REQUIRED_ENV`).
+    keys: Vec<String>,
+    calls: u64,
+    failures: u64,
+    last_error: Option<String>,
+    /// The current version's last calls, as the lifecycle counts them.
+    health: Health,
+    /// Why it is in its state (the newest state change), if it changed.
+    state_reason: Option<String>,
+    created_at: String,
+    dir: String,
+}
+
+/// The current version's recent calls.
+#[derive(Debug, Serialize)]
+struct Health {
+    /// Calls looked at (at most the window, 20).
+    recent: u32,
+    ok: u32,
+    /// `ToolError`s: the tool answering that it could not (bad input, the upstream said no).
+    tool_errors: u32,
+    /// Crashes, timeouts, unexpected tracebacks.
+    failures: u32,
+    /// `(ok + 1) / (ok + failures + 2)`: what `search_tools` ranks by.
+    success_rate: f64,
+}
+
+fn health(registry: &Registry, name: &str, version: u32) -> Result<Health, CliError> {
+    let window = autotool_policy::lifecycle::Thresholds::default().window;
+    let recent = registry.ledger().recent_outcomes(name, version, window)?;
+    let count = |o: ledger::CallKind| recent.iter().filter(|r| **r == o).count() as u32;
+    let (ok, failures) = (
+        count(ledger::CallKind::Ok),
+        count(ledger::CallKind::Failure),
+    );
+    Ok(Health {
+        recent: recent.len() as u32,
+        ok,
+        tool_errors: count(ledger::CallKind::ToolError),
+        failures,
+        success_rate: ((f64::from(ok) + 1.0) / (f64::from(ok) + f64::from(failures) + 2.0)
+            * 1000.0)
+            .round()
+            / 1000.0,
+    })
+}
+
+fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), CliError> {
+    let mut entries = Vec::new();
+    let since = ledger::now_ms()
+        - i64::try_from(crate::library::settings::USAGE_WINDOW.as_millis()).unwrap_or(i64::MAX);
+    let uses = registry.ledger().uses_since(since)?;
+    for tv in registry.current()? {
+        let dir = registry.dir_of(&tv).display().to_string();
+        let name = tv.name.as_str();
+        let versions = registry.versions(name)?.iter().map(|v| v.version).collect();
+        let stats = registry.stats(name)?;
+        let health = health(registry, name, tv.version)?;
+        let state_reason = registry.ledger().state_reason(name)?;
+        entries.push(ListEntry {
+            health,
+            state_reason,
+            versions,
+            state: tv.state.as_str(),
+            listed: tv.state.listed(),
+            functions: tv.functions.iter().map(|f| f.name.clone()).collect(),
+            pin: crate::pin::of(&tv),
+            calls_30d: uses.get(name).copied().unwrap_or(0),
+            keys: tv.required_env.iter().map(ToString::to_string).collect(),
+            calls: stats.calls,
+            failures: stats.failures,
+            last_error: stats.last_error,
+            created_at: ledger::format_ms(tv.created_at),
+            dir,
+            code_hash: tv.code_hash.clone(),
+            name: tv.name.to_string(),
+            version: tv.version,
+            description: tv.description,
+        });
+    }
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &entries)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if entries.is_empty() {
+        writeln!(
+            out,
+            "No tools yet. An agent connected to `autotool serve` creates one with create_tool."
+        )?;
+        return Ok(());
+    }
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        let versions = if e.versions.len() == 1 {
+            "1 version".to_string()
+        } else {
+            format!("{} versions", e.versions.len())
+        };
+        writeln!(out, "{}  v{} ({versions}, {})", e.name, e.version, e.state)?;
+        if !e.description.is_empty() {
+            writeln!(out, "  {}", one_line(&e.description, 100))?;
+        }
+        writeln!(out, "  functions: {}", or_none(&e.functions))?;
+        writeln!(out, "  keys:      {}", or_none(&e.keys))?;
+        writeln!(
+            out,
+            "  pinned:    code {}, pin {}",
+            crate::pin::short(&e.code_hash),
+            crate::pin::short(&e.pin)
+        )?;
+        writeln!(
+            out,
+            "  health:    last {} calls of v{}: {} ok, {} tool errors, {} failures",
+            e.health.recent, e.version, e.health.ok, e.health.tool_errors, e.health.failures
+        )?;
+        if let Some(why) = &e.state_reason
+            && e.state != "active"
+        {
+            writeln!(out, "  {}: {}", e.state, one_line(why, 100))?;
+        }
+        writeln!(
+            out,
+            "  calls:     {} in all versions, {} failed; {} in the last 30 days",
+            e.calls, e.failures, e.calls_30d
+        )?;
+        if let Some(err) = &e.last_error {
+            writeln!(out, "  last error: {}", one_line(err, 100))?;
+        }
+    }
+    Ok(())
+}
+
+/// A version with where it lives, for `tools show --json`.
+#[derive(Debug, Clone, Serialize)]
+struct VersionView {
+    #[serde(flatten)]
+    version: Version,
+    dir: String,
+}
+
+/// `tools show --json`.
+#[derive(Debug, Serialize)]
+struct ShowOutput {
+    name: String,
+    removed_at: Option<String>,
+    current: Option<VersionView>,
+    versions: Vec<VersionView>,
+    stats: ToolStats,
+    recent_calls: Vec<CallRow>,
+    recent_events: Vec<EventRow>,
+    /// Keys the user approved for this tool, newest first.
+    approvals: Vec<ledger::ApprovalRow>,
+}
+
+fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Result<(), CliError> {
+    let Some(tool) = registry.tool(name)? else {
+        return Err(RegistryError::NotFound(name.to_string()).into());
+    };
+    let versions: Vec<VersionView> = registry
+        .versions(name)?
+        .into_iter()
+        .map(|v| VersionView {
+            dir: registry.dir_of(&v).display().to_string(),
+            version: v,
+        })
+        .collect();
+    let current = tool
+        .current_version
+        .and_then(|c| versions.iter().find(|v| v.version.version == c).cloned());
+    let output = ShowOutput {
+        name: name.to_string(),
+        removed_at: tool.removed_at.map(ledger::format_ms),
+        current,
+        versions,
+        stats: registry.stats(name)?,
+        recent_calls: registry.recent_calls(name, RECENT)?,
+        recent_events: registry.events(Some(name), RECENT)?,
+        approvals: registry.ledger().approvals(name)?,
+    };
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &output)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+
+    match &output.removed_at {
+        Some(at) => writeln!(out, "{name} (removed {at})")?,
+        None => writeln!(out, "{name}")?,
+    }
+    if let Some(view) = &output.current {
+        let cur = &view.version;
+        writeln!(
+            out,
+            "current version: {} ({})",
+            cur.version,
+            cur.state.as_str()
+        )?;
+        if !cur.description.is_empty() {
+            writeln!(out, "description: {}", cur.description)?;
+        }
+        writeln!(out, "keys: {}", or_none(&cur.required_env))?;
+        writeln!(
+            out,
+            "code: {}/{} (sha256 {})",
+            view.dir,
+            crate::version::TOOL_FILE,
+            cur.code_hash
+        )?;
+        writeln!(
+            out,
+            "pin: {} (code, description and schemas)",
+            crate::pin::of(cur)
+        )?;
+        writeln!(out, "functions:")?;
+        for f in &cur.functions.specs() {
+            writeln!(
+                out,
+                "  {}: {}",
+                f.name,
+                one_line(f.description.as_deref().unwrap_or(""), 90)
+            )?;
+            writeln!(
+                out,
+                "    input:  {}",
+                serde_json::to_string(&f.input_schema)?
+            )?;
+            if let Some(o) = &f.output_schema {
+                writeln!(out, "    output: {}", serde_json::to_string(o)?)?;
+            }
+        }
+    }
+    writeln!(out, "versions:")?;
+    for v in output.versions.iter().map(|v| &v.version) {
+        writeln!(
+            out,
+            "  {:>3}  {}  {}  sha256 {}",
+            v.version,
+            ledger::format_ms(v.created_at),
+            v.state.as_str(),
+            &v.code_hash[..v.code_hash.len().min(16)]
+        )?;
+    }
+    if !output.approvals.is_empty() {
+        writeln!(out, "approvals:")?;
+        for a in &output.approvals {
+            writeln!(
+                out,
+                "  {}  {}  via {}  code {}  {}",
+                a.key,
+                ledger::format_ms(a.granted_at),
+                a.via,
+                &a.code_hash[..a.code_hash.len().min(12)],
+                match &a.allowlist {
+                    Some(l) => format!("allowlist: {}", or_none(l)),
+                    None => "no allowlist: this version only".to_string(),
+                }
+            )?;
+        }
+    }
+    let s = &output.stats;
+    writeln!(out, "calls: {}, failures: {}", s.calls, s.failures)?;
+    if let Some(err) = &s.last_error {
+        writeln!(out, "last error: {}", one_line(err, 200))?;
+    }
+    if !output.recent_calls.is_empty() {
+        writeln!(out, "recent calls:")?;
+        for c in &output.recent_calls {
+            writeln!(
+                out,
+                "  {}  v{} {}  {} ms  {}{}",
+                ledger::format_ms(c.started_at),
+                c.version,
+                c.function,
+                c.duration_ms,
+                match c.outcome {
+                    ledger::CallKind::Ok => "ok",
+                    ledger::CallKind::ToolError => "tool error",
+                    ledger::CallKind::Failure => "error",
+                },
+                c.error
+                    .as_deref()
+                    .map(|e| format!(": {}", one_line(e, 80)))
+                    .unwrap_or_default()
+            )?;
+        }
+    }
+    if !output.recent_events.is_empty() {
+        writeln!(out, "recent events:")?;
+        for e in &output.recent_events {
+            writeln!(
+                out,
+                "  {}  {}  {}",
+                ledger::format_ms(e.at),
+                e.kind,
+                one_line(&e.detail, 100)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn or_none<T: AsRef<str>>(items: &[T]) -> String {
+    if items.is_empty() {
+        "(none)".to_string()
+    } else {
+        items
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The first line of `s`, cut to `max` characters.
+fn one_line(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    let mut cut: String = line.chars().take(max).collect();
+    if cut.len() < line.len() || s.lines().nth(1).is_some() {
+        cut.push('…');
+    }
+    cut
+}

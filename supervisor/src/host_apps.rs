@@ -1,0 +1,693 @@
+//! `autotool setup`: register `autotool serve` (by the absolute path of the running binary)
+//! with every agent app found on this machine.
+//!
+//! | app | config file | format | an autotool entry already there |
+//! | --- | --- | --- | --- |
+//! | Claude Code | `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json` (user scope) | JSON | left untouched |
+//! | Codex | `$CODEX_HOME/config.toml`, else `~/.codex/config.toml` | TOML | left untouched |
+//! | Cursor | `~/.cursor/mcp.json` | JSON with comments | pointed here, `env` kept |
+//! | Claude Desktop | `~/.config/Claude/` (`$XDG_CONFIG_HOME`), `~/Library/Application Support/Claude/`, `%APPDATA%\Claude\` + `claude_desktop_config.json` | JSON | pointed here, `env` kept |
+//! | OpenClaw | `$OPENCLAW_CONFIG_PATH`, else `openclaw.json` in `$OPENCLAW_STATE_DIR` or `~/.openclaw` | JSON5, `mcp.servers` | pointed here, `env` kept |
+//!
+//! An app is *found* when its config directory (or file) exists or its CLI (`claude`, `codex`,
+//! `openclaw`) is on `PATH`; an app named with `--app` is registered even when it is not.
+//!
+//! The steps, each its own function so tests can take them one at a time:
+//! 1. [`locate`]: where an app keeps its config, and whether the app is there ([`HostEnv`] is
+//!    the part of the environment that decides it);
+//! 2. [`edit_for`]: the config's new text from its old text, a pure function (the formats live
+//!    in [`json`] and [`toml`]);
+//! 3. [`plan`]: both, plus reading the file: registered already, a change, or why not;
+//! 4. [`apply`]: the change written through [`files`] (backup to `.bak`, atomic replace, mode
+//!    kept);
+//! 5. [`run`]: every app, and a line for each saying what was done.
+//!
+//! Running it twice changes nothing: the second run finds every entry in place.
+
+pub mod files;
+pub mod json;
+pub mod toml;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The name autotool's entry has in every app.
+pub const SERVER_NAME: &str = "autotool";
+
+/// The agent apps setup knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum App {
+    /// Claude Code (user scope).
+    ClaudeCode,
+    /// OpenAI Codex (CLI, IDE extension and app share one config).
+    Codex,
+    /// Cursor (global MCP servers).
+    Cursor,
+    /// Claude Desktop.
+    ClaudeDesktop,
+    /// OpenClaw (`mcp.servers`).
+    #[value(name = "openclaw")]
+    OpenClaw,
+}
+
+impl App {
+    /// Every app, in the order setup reports them.
+    pub const ALL: [App; 5] = [
+        App::ClaudeCode,
+        App::Codex,
+        App::Cursor,
+        App::ClaudeDesktop,
+        App::OpenClaw,
+    ];
+
+    /// The app's name as users know it.
+    pub fn title(self) -> &'static str {
+        match self {
+            App::ClaudeCode => "Claude Code",
+            App::Codex => "Codex",
+            App::Cursor => "Cursor",
+            App::ClaudeDesktop => "Claude Desktop",
+            App::OpenClaw => "OpenClaw",
+        }
+    }
+
+    /// The name `--app` takes.
+    pub fn id(self) -> &'static str {
+        match self {
+            App::ClaudeCode => "claude-code",
+            App::Codex => "codex",
+            App::Cursor => "cursor",
+            App::ClaudeDesktop => "claude-desktop",
+            App::OpenClaw => "openclaw",
+        }
+    }
+
+    /// The app's CLI, whose presence on `PATH` counts as finding the app.
+    fn cli(self) -> Option<&'static str> {
+        match self {
+            App::ClaudeCode => Some("claude"),
+            App::Codex => Some("codex"),
+            App::OpenClaw => Some("openclaw"),
+            App::Cursor | App::ClaudeDesktop => None,
+        }
+    }
+}
+
+/// Setup errors (per-app problems are not errors: they are reported in [`Plan`]).
+#[derive(Debug, thiserror::Error)]
+pub enum HostsError {
+    #[error(
+        "HOME is not set, so setup cannot tell where the agent apps keep their settings: set HOME \
+         and run it again"
+    )]
+    NoHome,
+    #[error(
+        "cannot tell where this autotool binary is ({0}); run setup with the binary's full path"
+    )]
+    CurrentExe(std::io::Error),
+    #[error(
+        "this autotool binary's path ({0}) is not an absolute UTF-8 path, which app configs need; \
+         install autotool under a plain path and run its setup"
+    )]
+    BadBinary(String),
+    #[error("writing the report: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The command an app is told to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+impl Entry {
+    /// `<binary> serve`.
+    pub fn serve(binary: &Path) -> Result<Entry, HostsError> {
+        let bad = || HostsError::BadBinary(binary.display().to_string());
+        if !binary.is_absolute() {
+            return Err(bad());
+        }
+        let command = binary.to_str().ok_or_else(bad)?.to_string();
+        Ok(Entry {
+            command,
+            args: vec!["serve".to_string()],
+        })
+    }
+
+    /// `autotool serve` for the running binary.
+    pub fn current() -> Result<Entry, HostsError> {
+        let exe = std::env::current_exe().map_err(HostsError::CurrentExe)?;
+        Entry::serve(&exe)
+    }
+}
+
+/// What a config format's editor decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Edit {
+    /// An entry of that name is there and stays as it is; `runs` is its command, `same` whether
+    /// that is exactly this entry.
+    Present { runs: String, same: bool },
+    /// The config's new text; `replaced` is what an updated entry ran before.
+    Changed {
+        text: String,
+        replaced: Option<String>,
+    },
+}
+
+/// The operating system whose conventions decide the paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Os {
+    Linux,
+    MacOs,
+    Windows,
+}
+
+impl Os {
+    /// The one this binary was built for (other Unixes follow Linux).
+    pub fn current() -> Os {
+        if cfg!(target_os = "macos") {
+            Os::MacOs
+        } else if cfg!(windows) {
+            Os::Windows
+        } else {
+            Os::Linux
+        }
+    }
+}
+
+/// The environment variables setup reads besides `HOME`.
+pub const VARIABLES: [&str; 8] = [
+    "PATH",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "XDG_CONFIG_HOME",
+    "APPDATA",
+    "OPENCLAW_HOME",
+    "OPENCLAW_STATE_DIR",
+    "OPENCLAW_CONFIG_PATH",
+];
+
+/// What decides where the apps keep their configs: the home directory (`$HOME`), the OS, and
+/// [`VARIABLES`]. Tests build one around a fixture home.
+#[derive(Debug, Clone)]
+pub struct HostEnv {
+    pub home: PathBuf,
+    pub os: Os,
+    vars: BTreeMap<String, OsString>,
+}
+
+impl HostEnv {
+    /// `$HOME`, this OS, and [`VARIABLES`] from the process environment.
+    pub fn from_process() -> Result<HostEnv, HostsError> {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .ok_or(HostsError::NoHome)?;
+        let mut env = HostEnv::new(PathBuf::from(home), Os::current());
+        for name in VARIABLES {
+            if let Some(v) = std::env::var_os(name) {
+                env = env.with_var(name, v);
+            }
+        }
+        Ok(env)
+    }
+
+    /// A home and an OS, with no variables set.
+    pub fn new(home: impl Into<PathBuf>, os: Os) -> HostEnv {
+        HostEnv {
+            home: home.into(),
+            os,
+            vars: BTreeMap::new(),
+        }
+    }
+
+    /// The same with `name` set to `value`.
+    pub fn with_var(mut self, name: &str, value: impl Into<OsString>) -> HostEnv {
+        self.vars.insert(name.to_string(), value.into());
+        self
+    }
+
+    /// A variable's value, unless unset or empty.
+    fn var(&self, name: &str) -> Option<&OsString> {
+        self.vars.get(name).filter(|v| !v.is_empty())
+    }
+
+    /// A variable naming a directory or file: a leading `~` is the home directory.
+    fn path_var(&self, name: &str) -> Option<PathBuf> {
+        let v = PathBuf::from(self.var(name)?);
+        Some(match v.strip_prefix("~") {
+            Ok(rest) => self.home.join(rest),
+            Err(_) => v,
+        })
+    }
+
+    /// The first executable file called `program` in `$PATH`.
+    pub fn on_path(&self, program: &str) -> Option<PathBuf> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = self.var("PATH")?;
+        std::env::split_paths(path)
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(program))
+            .find(|p| {
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    }
+
+    /// `path` with the home directory shown as `~`, for messages.
+    pub fn show(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.home) {
+            Ok(rest) if rest.as_os_str().is_empty() => "~".to_string(),
+            Ok(rest) => format!("~/{}", rest.display()),
+            Err(_) => path.display().to_string(),
+        }
+    }
+}
+
+/// Where an app keeps its config, and whether it is there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The file autotool's entry goes in.
+    pub config: PathBuf,
+    /// What shows the app is installed (`~/.cursor exists`, `` `claude` on PATH ``), if
+    /// anything does.
+    pub found: Option<String>,
+    /// What setup looked for, for a "not found".
+    pub looked_for: String,
+}
+
+/// Where `app` keeps its config in `env`.
+pub fn locate(app: App, env: &HostEnv) -> Location {
+    let home = &env.home;
+    // (config file, directories or files whose existence shows the app)
+    let (config, signs): (PathBuf, Vec<PathBuf>) = match app {
+        App::ClaudeCode => match env.path_var("CLAUDE_CONFIG_DIR") {
+            Some(dir) => (dir.join(".claude.json"), vec![dir]),
+            None => (
+                home.join(".claude.json"),
+                vec![home.join(".claude.json"), home.join(".claude")],
+            ),
+        },
+        App::Codex => {
+            let dir = env
+                .path_var("CODEX_HOME")
+                .unwrap_or_else(|| home.join(".codex"));
+            (dir.join("config.toml"), vec![dir])
+        }
+        App::Cursor => {
+            let dir = home.join(".cursor");
+            (dir.join("mcp.json"), vec![dir])
+        }
+        App::ClaudeDesktop => {
+            let dir = claude_desktop_dir(env);
+            (dir.join("claude_desktop_config.json"), vec![dir])
+        }
+        App::OpenClaw => {
+            let state = env.path_var("OPENCLAW_STATE_DIR").unwrap_or_else(|| {
+                env.path_var("OPENCLAW_HOME")
+                    .unwrap_or_else(|| home.clone())
+                    .join(".openclaw")
+            });
+            match env.path_var("OPENCLAW_CONFIG_PATH") {
+                Some(file) => (file.clone(), vec![file, state]),
+                None => (state.join("openclaw.json"), vec![state]),
+            }
+        }
+    };
+    let mut found = signs
+        .iter()
+        .find(|p| p.exists())
+        .map(|p| format!("{} exists", env.show(p)));
+    if found.is_none()
+        && let Some(cli) = app.cli()
+        && let Some(p) = env.on_path(cli)
+    {
+        found = Some(format!("`{cli}` is on PATH ({})", env.show(&p)));
+    }
+    let mut looked: Vec<String> = signs.iter().map(|p| env.show(p)).collect();
+    looked.dedup();
+    let mut looked_for = format!("no {}", looked.join(" or "));
+    if let Some(cli) = app.cli() {
+        looked_for.push_str(&format!(", and no `{cli}` on PATH"));
+    }
+    Location {
+        config,
+        found,
+        looked_for,
+    }
+}
+
+/// Claude Desktop's directory on `env.os`.
+fn claude_desktop_dir(env: &HostEnv) -> PathBuf {
+    match env.os {
+        Os::Linux => env
+            .path_var("XDG_CONFIG_HOME")
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| env.home.join(".config"))
+            .join("Claude"),
+        Os::MacOs => env.home.join("Library/Application Support/Claude"),
+        Os::Windows => env
+            .path_var("APPDATA")
+            .unwrap_or_else(|| env.home.join("AppData").join("Roaming"))
+            .join("Claude"),
+    }
+}
+
+/// What Codex passes to the server besides its default list: on Linux, what the keychain
+/// (Secret Service over the session D-Bus) needs to be reachable.
+pub fn codex_env_vars(os: Os) -> &'static [&'static str] {
+    match os {
+        Os::Linux => &["DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"],
+        Os::MacOs | Os::Windows => &[],
+    }
+}
+
+/// `app`'s config text with `entry` registered, from its current `text` ("" when the file does
+/// not exist), or why it cannot be done. Pure.
+pub fn edit_for(app: App, os: Os, entry: &Entry, text: &str) -> Result<Edit, String> {
+    use json::{Dialect, Existing, Spec};
+    use serde_json::{Value, json};
+    let spec = |dialect, servers, existing, extra: &[(&str, Value)], trailing: &[(&str, Value)]| {
+        Spec::new(dialect, servers, existing, entry, extra, trailing)
+    };
+    match app {
+        // The shape `claude mcp add --scope user` writes.
+        App::ClaudeCode => json::edit(
+            text,
+            &spec(
+                Dialect::Json,
+                &["mcpServers"],
+                Existing::LeaveAlone,
+                &[("type", json!("stdio"))],
+                &[("env", json!({}))],
+            ),
+            SERVER_NAME,
+        ),
+        App::Codex => toml::edit(text, entry, codex_env_vars(os), SERVER_NAME),
+        App::Cursor => json::edit(
+            text,
+            &spec(Dialect::Jsonc, &["mcpServers"], Existing::Update, &[], &[]),
+            SERVER_NAME,
+        ),
+        App::ClaudeDesktop => json::edit(
+            text,
+            &spec(Dialect::Json, &["mcpServers"], Existing::Update, &[], &[]),
+            SERVER_NAME,
+        ),
+        App::OpenClaw => json::edit(
+            text,
+            &spec(
+                Dialect::Json5,
+                &["mcp", "servers"],
+                Existing::Update,
+                &[],
+                &[],
+            ),
+            SERVER_NAME,
+        ),
+    }
+}
+
+/// What setup will do for one app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// No sign of the app; `looked_for` says what was looked for.
+    NotFound { looked_for: String },
+    /// The config exists but cannot be read or edited safely; it is left alone.
+    Unreadable { config: PathBuf, why: String },
+    /// An autotool entry is there already and stays as it is.
+    Present {
+        config: PathBuf,
+        runs: String,
+        same: bool,
+    },
+    /// The config gets new text (`before` is `None` for a file that does not exist yet).
+    Change {
+        config: PathBuf,
+        before: Option<String>,
+        after: String,
+        replaced: Option<String>,
+    },
+}
+
+/// What setup will do for `app`. `forced`: register even where no sign of the app is found.
+pub fn plan(app: App, env: &HostEnv, entry: &Entry, forced: bool) -> Plan {
+    let loc = locate(app, env);
+    if loc.found.is_none() && !forced {
+        return Plan::NotFound {
+            looked_for: loc.looked_for,
+        };
+    }
+    let config = loc.config;
+    let before = match std::fs::read(&config) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Some(text),
+            Err(_) => {
+                return Plan::Unreadable {
+                    config,
+                    why: "it is not UTF-8 text".to_string(),
+                };
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Plan::Unreadable {
+                config,
+                why: format!("it cannot be read: {e}"),
+            };
+        }
+    };
+    match edit_for(app, env.os, entry, before.as_deref().unwrap_or("")) {
+        Err(why) => Plan::Unreadable { config, why },
+        Ok(Edit::Present { runs, same }) => Plan::Present { config, runs, same },
+        Ok(Edit::Changed { text, replaced }) => Plan::Change {
+            config,
+            before,
+            after: text,
+            replaced,
+        },
+    }
+}
+
+/// Carry out a [`Plan::Change`] (anything else writes nothing and returns `None`).
+pub fn apply(plan: &Plan) -> std::io::Result<Option<files::Written>> {
+    match plan {
+        Plan::Change { config, after, .. } => files::replace(config, after).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The change as a unified diff without context lines, with every changed line that was already
+/// in the file and is not autotool's own (another server's entry getting a comma, say) shown as
+/// `…`: a neighbouring setting may hold a token, and only autotool's entry is ever printed.
+pub fn diff(env: &HostEnv, config: &Path, before: Option<&str>, after: &str) -> String {
+    let name = env.show(config);
+    let old = if before.is_some() {
+        name.clone()
+    } else {
+        "/dev/null".to_string()
+    };
+    let before = before.unwrap_or("");
+    let key = |line: &str| line.trim().trim_end_matches(',').trim_end().to_string();
+    let neighbours: std::collections::HashSet<String> = before
+        .lines()
+        .map(key)
+        .filter(|l| l.chars().any(char::is_alphanumeric) && !l.contains("autotool"))
+        .collect();
+    let text = similar::TextDiff::from_lines(before, after);
+    let mut unified = text.unified_diff();
+    unified.context_radius(0);
+    let mut out = format!("--- {old}\n+++ {name}\n");
+    for hunk in unified.iter_hunks() {
+        out.push_str(&format!("{}\n", hunk.header()));
+        for change in hunk.iter_changes() {
+            let sign = match change.tag() {
+                similar::ChangeTag::Delete => '-',
+                similar::ChangeTag::Insert => '+',
+                similar::ChangeTag::Equal => ' ',
+            };
+            let line = change.value().trim_end_matches('\n');
+            if neighbours.contains(&key(line)) {
+                let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
+                let comma = if line.trim_end().ends_with(',') {
+                    ","
+                } else {
+                    ""
+                };
+                out.push_str(&format!(
+                    "{sign}{indent}…{comma}    (a line of another setting, not shown)\n"
+                ));
+            } else {
+                out.push_str(&format!("{sign}{line}\n"));
+            }
+        }
+    }
+    out
+}
+
+/// `autotool setup`'s choices.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Only these apps, each registered even where it is not found; empty: every app found.
+    pub apps: Vec<App>,
+    /// Print each change and write nothing.
+    pub dry_run: bool,
+}
+
+/// How a run went, per outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub registered: usize,
+    pub already: usize,
+    pub not_found: usize,
+    /// Configs that could not be read, parsed or written.
+    pub failed: usize,
+}
+
+const TITLE_WIDTH: usize = 16;
+
+/// Register `entry` with the apps `opts` names (or all found), reporting a line per app on `out`.
+pub fn run(
+    opts: &Options,
+    env: &HostEnv,
+    entry: &Entry,
+    out: &mut dyn Write,
+) -> Result<Summary, HostsError> {
+    let forced = !opts.apps.is_empty();
+    let apps: Vec<App> = if forced {
+        App::ALL
+            .into_iter()
+            .filter(|a| opts.apps.contains(a))
+            .collect()
+    } else {
+        App::ALL.to_vec()
+    };
+    let command = std::iter::once(entry.command.as_str())
+        .chain(entry.args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    writeln!(
+        out,
+        "{} `{command}` with the agent apps on this machine:\n",
+        if opts.dry_run {
+            "Dry run: would register"
+        } else {
+            "Registering"
+        }
+    )?;
+    let mut summary = Summary::default();
+    for app in apps {
+        let title = format!("{:<TITLE_WIDTH$}", app.title());
+        let p = plan(app, env, entry, forced);
+        match &p {
+            Plan::NotFound { looked_for } => {
+                summary.not_found += 1;
+                writeln!(out, "{title}not found ({looked_for})")?;
+            }
+            Plan::Unreadable { config, why } => {
+                summary.failed += 1;
+                writeln!(
+                    out,
+                    "{title}config unreadable: {}: {why}. It was left alone: fix it (or move \
+                     it aside) and run `autotool setup` again.",
+                    env.show(config)
+                )?;
+            }
+            Plan::Present { config, runs, same } => {
+                summary.already += 1;
+                let at = env.show(config);
+                if *same {
+                    writeln!(out, "{title}already registered ({at})")?;
+                } else {
+                    writeln!(
+                        out,
+                        "{title}already registered ({at}), left untouched: it runs `{runs}`, not \
+                         this binary. To point it here, {}, then run `autotool setup` again.",
+                        remove_hint(app, &at)
+                    )?;
+                }
+            }
+            Plan::Change {
+                config,
+                before,
+                after,
+                replaced,
+            } => {
+                let at = env.show(config);
+                let was = replaced
+                    .as_ref()
+                    .map(|r| {
+                        format!(
+                            "; the autotool entry ran `{r}`, its env and other settings are kept"
+                        )
+                    })
+                    .unwrap_or_default();
+                if opts.dry_run {
+                    summary.registered += 1;
+                    let what = match before {
+                        Some(_) => format!(
+                            "would register ({at}{was}; a backup would go to {})",
+                            env.show(&files::backup_path(config))
+                        ),
+                        None => format!("would register (would create {at})"),
+                    };
+                    writeln!(out, "{title}{what}")?;
+                    for line in diff(env, config, before.as_deref(), after).lines() {
+                        writeln!(out, "    {line}")?;
+                    }
+                } else {
+                    match apply(&p) {
+                        Ok(Some(files::Written { backup, .. })) => {
+                            summary.registered += 1;
+                            let how = match backup {
+                                Some(b) => {
+                                    format!("{at}{was}; the previous file is {}", env.show(&b))
+                                }
+                                None => format!("created {at}"),
+                            };
+                            writeln!(out, "{title}registered ({how})")?;
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            summary.failed += 1;
+                            writeln!(
+                                out,
+                                "{title}failed: could not write {at}: {e}. The file is as it was."
+                            )?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    writeln!(out)?;
+    if opts.dry_run {
+        writeln!(out, "Dry run: nothing was written.")?;
+    } else if summary.registered > 0 {
+        writeln!(
+            out,
+            "Restart the apps registered above (or start a new session in them) to load autotool."
+        )?;
+    }
+    if summary.registered + summary.already + summary.failed == 0 {
+        writeln!(
+            out,
+            "No agent app was found. Name one to register it anyway: autotool setup --app {}",
+            App::ALL.map(App::id).join("|")
+        )?;
+    }
+    Ok(summary)
+}
+
+/// How a user removes an entry setup leaves untouched.
+fn remove_hint(app: App, at: &str) -> String {
+    match app {
+        App::ClaudeCode => "remove it with `claude mcp remove --scope user autotool`".to_string(),
+        App::Codex => format!(
+            "remove its [mcp_servers.autotool] table from {at} (or run `codex mcp remove autotool`)"
+        ),
+        _ => format!("remove its entry from {at}"),
+    }
+}

@@ -1,0 +1,361 @@
+//! A call of a mounted function: which version runs it (a quarantined or retired one only when
+//! the caller insists, never a draft: [`State::may_call`]), the warm process with the keys it is
+//! granted, the answer, its record in the ledger, and the lifecycle decision after it.
+//!
+//! [`State::may_call`]: autotool_policy::lifecycle::State::may_call
+
+use super::Library;
+use crate::ledger::{CallKind, CallRecord, State};
+use crate::pin::Break;
+use crate::tool::pool::{Launchable, PinCheck, StartError};
+use crate::tool::process::ContentBlock;
+use crate::version::Version;
+use rmcp::model::JsonObject;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A function's answer, as the tool gave it. Its content is the tool's own (untrusted: the
+/// protocol edge renders it, redacted and capped, for the host).
+#[derive(Debug, Clone)]
+pub struct Called {
+    pub tool: String,
+    pub version: u32,
+    pub function: String,
+    pub content: Vec<ContentBlock>,
+    pub structured_content: Option<serde_json::Value>,
+    /// The tool answered with an error (a `ToolError`, or an unexpected exception).
+    pub is_error: bool,
+    /// What the tool wrote to stderr during a failed call (the traceback), to show with it.
+    pub stderr: Option<String>,
+    /// Why the tool is off the list, when it was called with `force`.
+    pub forced: Option<String>,
+}
+
+/// Why a call did not reach the tool, or the tool did not answer. `Display` is for the agent
+/// (redact before it reaches one).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    #[error("no tool named {tool:?} is mounted; tools: {}", known_tools(.known))]
+    NoTool { tool: String, known: Vec<String> },
+    #[error("tool {tool:?} has no function {function:?}; its functions: {}", .known.join(", "))]
+    NoFunction {
+        tool: String,
+        function: String,
+        known: Vec<String>,
+    },
+    /// The tool is off the list and the call may not run it (the text says what can be done).
+    #[error("{0}")]
+    OffList(String),
+    #[error("the Python runtime is not available: {0}")]
+    Runtime(String),
+    #[error(
+        "{tool} v{version} was refused: {reason}. It is off the tool list until it is verified \
+         again; autotool is doing that now, and a verified version is listed as a new version \
+         (watch for the list to change, or search_tools)."
+    )]
+    Unpinned {
+        tool: String,
+        version: u32,
+        reason: String,
+    },
+    #[error("calling {tool}.{function} failed: {why}")]
+    Failed {
+        tool: String,
+        function: String,
+        why: String,
+    },
+}
+
+fn known_tools(known: &[String]) -> String {
+    if known.is_empty() {
+        "none (create one with create_tool)".into()
+    } else {
+        known.join(", ")
+    }
+}
+
+impl Library {
+    /// Why `tool` is not listed (quarantined, retired, draft), if it is a tool that is not.
+    pub fn unlisted(&self, tool: &str) -> Option<String> {
+        let snapshot = self.snapshot();
+        let t = snapshot.tools.get(tool)?;
+        if t.state.listed() {
+            return None;
+        }
+        let why = self
+            .registry
+            .ledger()
+            .state_reason(tool)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        Some(format!(
+            "{tool} is {}{}",
+            t.state,
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
+        ))
+    }
+
+    /// What a call of `tool`, which is off the list, is told: why, and what can be done.
+    /// `None` when `tool` is listed (or unknown).
+    pub fn off_list(&self, tool: &str) -> Option<String> {
+        let why = self.unlisted(tool)?;
+        let draft = self
+            .snapshot()
+            .tools
+            .get(tool)
+            .is_some_and(|t| t.state == State::Draft);
+        Some(if draft {
+            format!(
+                "{why}. Nothing runs it, not even with force, until it is verified again: \
+                 autotool does that by itself when its file changes, or call create_tool with \
+                 its code."
+            )
+        } else {
+            format!(
+                "{why}. It is off the tool list; run_tool with \"force\": true calls it anyway, \
+                 and the user can run `autotool tools rehab {tool}` to put it back on probation."
+            )
+        })
+    }
+
+    /// The version a call of `tool` would run, if it is mounted.
+    pub fn mounted(&self, tool: &str) -> Option<Arc<Version>> {
+        self.snapshot().tools.get(tool).cloned()
+    }
+
+    /// Call `function` of mounted `tool` with `arguments`. A quarantined or retired tool
+    /// answers only with `force`, and the answer says what it is.
+    pub async fn call(
+        &self,
+        tool: &str,
+        function: &str,
+        arguments: JsonObject,
+        force: bool,
+    ) -> Result<Called, CallError> {
+        self.call_with(tool, function, arguments, force, None).await
+    }
+
+    /// [`Library::call`] with the grants already read (by the consent check of the same call)
+    /// for version `.0` of the tool; they are used only if that is still the version the call
+    /// runs, and read again otherwise.
+    pub async fn call_with(
+        &self,
+        tool: &str,
+        function: &str,
+        arguments: JsonObject,
+        force: bool,
+        grants: Option<(u32, super::Grants)>,
+    ) -> Result<Called, CallError> {
+        let snapshot = self.snapshot();
+        let Some(t) = snapshot.tools.get(tool).cloned() else {
+            return Err(CallError::NoTool {
+                tool: tool.to_string(),
+                known: snapshot.tools.keys().map(ToString::to_string).collect(),
+            });
+        };
+        if t.functions.get(function).is_none() {
+            return Err(CallError::NoFunction {
+                tool: tool.to_string(),
+                function: function.to_string(),
+                known: t.functions.names().into_iter().map(String::from).collect(),
+            });
+        }
+        if !t.state.may_call(force) {
+            return Err(CallError::OffList(self.off_list(tool).unwrap_or_default()));
+        }
+        let forced = self.unlisted(tool);
+        let python = self.runtime().await.map_err(CallError::Runtime)?;
+        let keys = match grants {
+            Some((version, g)) if version == t.version => g.keys,
+            _ => self.grants(t.subject()).keys,
+        };
+        let dir = self.registry.dir_of(&t);
+        let what = Launchable {
+            version: t.version,
+            grants: self.fingerprint(&keys),
+            spec: self.spec(tool, dir.clone(), python, &keys),
+            pin: Some(PinCheck {
+                file: dir.join(crate::version::TOOL_FILE),
+                code_hash: t.code_hash.clone(),
+                description: t.description.clone(),
+                functions: t.functions.clone(),
+            }),
+        };
+        let started = Instant::now();
+        let outcome = match self.pool.get(tool, &what).await {
+            Ok(process) => process
+                .call(function, arguments, self.settings.call_timeout)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(StartError::Unpinned(b)) => {
+                self.break_pin(&t, &b).await;
+                return Err(CallError::Unpinned {
+                    tool: tool.to_string(),
+                    version: t.version,
+                    reason: b.reason(),
+                });
+            }
+            Err(StartError::Process(e)) => Err(format!("the tool could not be started: {e}")),
+        };
+        let duration = started.elapsed();
+        let result = match outcome {
+            Ok(out) => {
+                // A ToolError is the tool answering; an unexpected exception is it failing.
+                let kind = if !out.is_error {
+                    CallKind::Ok
+                } else if out.unexpected() {
+                    CallKind::Failure
+                } else {
+                    CallKind::ToolError
+                };
+                let first_text = out.content.iter().find_map(|c| match c {
+                    ContentBlock::Text(t) => Some(t.text.clone()),
+                    _ => None,
+                });
+                self.record(
+                    tool,
+                    t.version,
+                    function,
+                    duration,
+                    kind,
+                    out.is_error.then(|| first_text.unwrap_or_default()),
+                );
+                let stderr = (out.is_error && !out.stderr.trim().is_empty())
+                    .then(|| self.secrets().redact(out.stderr.trim_end()));
+                Ok(Called {
+                    tool: tool.to_string(),
+                    version: t.version,
+                    function: function.to_string(),
+                    content: out.content,
+                    structured_content: out.structured_content,
+                    is_error: out.is_error,
+                    stderr,
+                    forced,
+                })
+            }
+            Err(why) => {
+                let why = self.secrets().redact(&why);
+                self.record(
+                    tool,
+                    t.version,
+                    function,
+                    duration,
+                    CallKind::Failure,
+                    Some(why.clone()),
+                );
+                Err(CallError::Failed {
+                    tool: tool.to_string(),
+                    function: function.to_string(),
+                    why,
+                })
+            }
+        };
+        self.lifecycle_after_call(tool, t.version, t.state).await;
+        result
+    }
+
+    /// Promote or quarantine `tool`'s version by its recent calls; a change is recorded with
+    /// its reason and every host hears of the new list.
+    async fn lifecycle_after_call(&self, tool: &str, version: u32, state: State) {
+        let thresholds = &self.settings.lifecycle;
+        let recent = match self.registry.ledger().recent_outcomes(
+            tool,
+            version,
+            thresholds
+                .window
+                .max(thresholds.promote_after)
+                .max(thresholds.quarantine_consecutive),
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("reading recent calls: {e}");
+                return;
+            }
+        };
+        let health = autotool_policy::lifecycle::Health::of(&recent, thresholds.window);
+        let Some(change) = autotool_policy::lifecycle::after_call(state, &health, thresholds)
+        else {
+            return;
+        };
+        let to = change.to;
+        tracing::info!(
+            tool,
+            version,
+            to = to.as_str(),
+            reason = change.reason,
+            "lifecycle"
+        );
+        // Only from the state decided on: a pin broken meanwhile (draft) is not undone.
+        match self
+            .registry
+            .ledger()
+            .set_state_from(tool, version, state, to, &change.reason)
+        {
+            Ok(true) => {
+                if let Err(e) = self.reload() {
+                    tracing::warn!("reloading the registry: {e}");
+                }
+                self.changed();
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("recording the state change: {e}"),
+        }
+    }
+
+    fn record(
+        &self,
+        tool: &str,
+        version: u32,
+        function: &str,
+        duration: Duration,
+        outcome: CallKind,
+        error: Option<String>,
+    ) {
+        // The ledger never holds a secret value: error text is redacted on the way in.
+        let error = error.map(|e| self.secrets().redact(&e));
+        let call = CallRecord {
+            tool: tool.to_string(),
+            version,
+            function: function.to_string(),
+            started_at: std::time::SystemTime::now() - duration,
+            duration,
+            outcome,
+            error,
+        };
+        if let Err(e) = self.registry.record_call(&call) {
+            tracing::warn!("recording the call in the ledger failed: {e}");
+        }
+    }
+
+    /// Take a version whose pin broke off every list (every supervisor sharing the home follows
+    /// within a poll) and stop its process; a schema change is queued to be verified again.
+    pub(super) async fn break_pin(&self, t: &Version, b: &Break) {
+        let reason = self.secrets().redact(&b.reason());
+        tracing::warn!(tool = %t.name, version = t.version, "pin broken: {reason}");
+        match self
+            .registry
+            .ledger()
+            .break_pin(t.name.as_str(), t.version, &reason)
+        {
+            Ok(true) => {
+                if let Err(e) = self.reload() {
+                    tracing::warn!("reloading the registry: {e}");
+                }
+                self.changed();
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("recording the broken pin: {e}"),
+        }
+        self.pool.stop(t.name.as_str()).await;
+        if let Break::Schemas { now, .. } = b
+            && self.claim(t, &format!("pin {now}"))
+        {
+            self.queue_reverify(t);
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! How a tool enters: [`Library::prepare`] reads what consent needs from the code once (its
+//! hash and `REQUIRED_ENV`, after the size rule), then [`Library::create`] stages it, verifies
+//! it with the keys it is granted, commits it as a new version, hands the verified process to
+//! the pool as the first warm instance and swaps the snapshot. Every way a tool enters (an
+//! agent's `create_tool`, synthesis, a file placed by hand, a changed file verified again)
+//! comes through here, so every one passes the same gate.
+
+use super::Library;
+use crate::ledger::Event;
+use crate::registry::{FunctionSpec, Manifest, RegistryError};
+use crate::verify::{SmokeTest, Thoroughness, VerifyFailure, VerifyRequest};
+use crate::version::Subject;
+use autotool_policy::names::{FunctionName, KeyName, MountedName, ToolName};
+
+/// What to create.
+#[derive(Debug, Clone)]
+pub struct CreateRequest {
+    pub name: ToolName,
+    /// The whole Python file.
+    pub code: String,
+    pub description: String,
+    pub smoke_test: Option<SmokeTest>,
+    pub thoroughness: Thoroughness,
+}
+
+/// A request whose code passed the size rule, with what consent needs read from it once.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub request: CreateRequest,
+    /// sha256 of the code, lowercase hex.
+    pub code_hash: String,
+    /// The keys the code declares; empty when `REQUIRED_ENV` does not parse (verification
+    /// then reports why).
+    pub declared: Vec<KeyName>,
+    /// Whether `REQUIRED_ENV` parsed.
+    declarations_read: bool,
+}
+
+impl Prepared {
+    /// What consent for this code is about.
+    pub fn subject(&self) -> Subject<'_> {
+        Subject {
+            tool: &self.request.name,
+            code_hash: &self.code_hash,
+            declared: &self.declared,
+        }
+    }
+}
+
+/// A tool that passed verification and is mounted.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub tool: ToolName,
+    pub version: u32,
+    /// Each function, with the name it is mounted under.
+    pub functions: Vec<(MountedName, FunctionSpec)>,
+    /// The keys its code declares.
+    pub required_env: Vec<KeyName>,
+    /// The keys it was given.
+    pub keys_granted: Vec<KeyName>,
+    /// Why a declared key was not given, and what the user can do.
+    pub key_notes: Vec<String>,
+    /// What the robustness probes did.
+    pub robustness: String,
+    /// Whether its functions are in the tool list now (the list limit may leave them out).
+    pub listed: bool,
+}
+
+/// Why a tool was not created. `Display` is the text for the agent (redact before it reaches
+/// one).
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("the Python runtime is not available: {0}")]
+    Runtime(String),
+    #[error("create_tool failed: {0}")]
+    Stage(#[source] RegistryError),
+    #[error("{0}")]
+    Verify(VerifyFailure),
+    #[error("create_tool failed storing the tool: {0}")]
+    Store(#[source] RegistryError),
+}
+
+impl Library {
+    /// Check `request`'s code against the size rule and read what consent needs from it: its
+    /// hash and the keys it declares. Nothing of the code runs.
+    pub fn prepare(&self, request: CreateRequest) -> Result<Prepared, CreateError> {
+        self.registry
+            .check_code_size(request.code.len())
+            .map_err(CreateError::Stage)?;
+        let code_hash = crate::version::code_hash(request.code.as_bytes());
+        let (declared, declarations_read) = match crate::verify::required_env(&request.code) {
+            Ok(d) => (d, true),
+            Err(_) => (Vec::new(), false),
+        };
+        Ok(Prepared {
+            request,
+            code_hash,
+            declared,
+            declarations_read,
+        })
+    }
+
+    /// Stage, verify, commit and mount a prepared request as a new version of its tool. The
+    /// keys the process gets are those approved (the host was asked before this runs) or, for
+    /// a tool placed by hand, approved earlier.
+    pub async fn create(&self, prepared: Prepared) -> Result<Created, CreateError> {
+        let grants = self.grants(prepared.subject());
+        self.create_with(prepared, grants).await
+    }
+
+    /// [`Library::create`] with the grants already read (by the consent check of the same
+    /// call).
+    pub async fn create_with(
+        &self,
+        prepared: Prepared,
+        grants: super::Grants,
+    ) -> Result<Created, CreateError> {
+        let python = self.runtime().await.map_err(CreateError::Runtime)?;
+        let name = prepared.request.name.clone();
+        let staged = self
+            .registry
+            .stage_hashed(&name, &prepared.request.code, prepared.code_hash.clone())
+            .map_err(CreateError::Stage)?;
+        let keys = grants.keys;
+        let grants = self.fingerprint(&keys);
+        let secrets = self.secrets();
+        let spec = self.spec(name.as_str(), staged.dir().to_path_buf(), python, &keys);
+        let mut request = VerifyRequest::new(name.clone(), prepared.request.code.clone(), spec);
+        request.smoke_test = prepared.request.smoke_test.clone();
+        request.thoroughness = prepared.request.thoroughness;
+        request.declared = prepared
+            .declarations_read
+            .then(|| prepared.declared.clone());
+        request.redactor = secrets.redactor().cloned();
+        let verified = match crate::verify::verify(request).await {
+            Ok(v) => v,
+            Err(failure) => {
+                let _ = self.registry.discard(staged);
+                self.audit(
+                    name.as_str(),
+                    Event::VerificationFailed,
+                    &format!("{}: {}", failure.stage, failure.message),
+                );
+                return Err(CreateError::Verify(failure));
+            }
+        };
+        let manifest = Manifest {
+            description: prepared.request.description.clone(),
+            required_env: verified.required_env.clone(),
+            functions: verified
+                .tools
+                .iter()
+                .cloned()
+                .map(FunctionSpec::from)
+                .collect(),
+        };
+        let functions: Vec<(MountedName, FunctionSpec)> = manifest
+            .functions
+            .iter()
+            .filter_map(|f| {
+                // Verification checked both rules; a function that somehow fails them is left
+                // out of what is reported rather than reported under a wrong name.
+                let function = FunctionName::parse(&f.name).ok()?;
+                Some((MountedName::join(&name, &function).ok()?, f.clone()))
+            })
+            .collect();
+        let version = match self.registry.commit(staged, manifest) {
+            Ok(v) => v,
+            Err(e) => {
+                verified.process.shutdown().await;
+                return Err(CreateError::Store(e));
+            }
+        };
+        let robustness = verified.robustness.to_string();
+        let required_env = verified.required_env.clone();
+        self.pool
+            .adopt(name.as_str(), version.version, grants, verified.process)
+            .await;
+        if let Err(e) = self.reload() {
+            tracing::warn!("reloading the registry: {e}");
+        }
+        self.changed();
+        let key_notes = self.key_notes(prepared.subject(), &keys);
+        Ok(Created {
+            listed: self.snapshot().shown.contains(&name),
+            tool: name,
+            version: version.version,
+            functions,
+            required_env,
+            keys_granted: keys.keys().cloned().collect(),
+            key_notes,
+            robustness,
+        })
+    }
+}

@@ -1,0 +1,394 @@
+//! What a tool may be given: the keys autotool holds ([`Secrets`]: their names, offered to the
+//! agent; their values; their allowlists; the redactor that keeps every value from the model),
+//! which of them a tool version is granted (consent on record, [`Library::granted`]), and the
+//! process a version runs as: its environment and egress proxy (`Library::spec`).
+
+use super::Library;
+use crate::consent::{self, Ask};
+use crate::credentials::Stamp;
+use crate::ledger::{Event, PendingConsent, now_ms};
+use crate::redact::Redactor;
+use crate::tool::process::{SandboxMode, ToolSpec};
+use crate::tool::runtime::Python;
+use crate::version::Subject;
+use autotool_policy::hosts::AllowRule;
+use autotool_policy::names::KeyName;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What autotool knows of the keys: their names (offered to the agent), the value each
+/// resolves to now, their allowlists, and a redactor holding every value (shadowed ones too),
+/// so no value reaches the model. Reread when the key files change.
+#[derive(Default)]
+pub struct Secrets {
+    pub(super) stamp: Option<Stamp>,
+    pub names: Vec<KeyName>,
+    redactor: Option<Arc<Redactor>>,
+    /// Whether values are known that the redactor could not take in: then no key is granted.
+    unredactable: bool,
+    values: BTreeMap<KeyName, String>,
+    allowlists: BTreeMap<KeyName, Vec<AllowRule>>,
+}
+
+impl std::fmt::Debug for Secrets {
+    /// Names only: a value is never formatted.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("names", &self.names)
+            .field("allowlists", &self.allowlists)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Secrets {
+    /// Secrets holding exactly `values` (for tests of what reaches the model).
+    pub fn with_values(values: &[(&str, &str)]) -> Secrets {
+        let redactor = Redactor::new(values).ok().map(Arc::new);
+        Secrets {
+            stamp: None,
+            names: values
+                .iter()
+                .filter_map(|(k, _)| KeyName::parse(k).ok())
+                .collect(),
+            unredactable: redactor.is_none() && !values.is_empty(),
+            redactor,
+            values: values
+                .iter()
+                .filter_map(|(k, v)| Some((KeyName::parse(k).ok()?, v.to_string())))
+                .collect(),
+            allowlists: BTreeMap::new(),
+        }
+    }
+
+    /// Whether `key` has a value now.
+    pub fn has_value(&self, key: &KeyName) -> bool {
+        self.values.contains_key(key)
+    }
+
+    /// The value `key` resolves to now (environment, keychain, file: first wins). `None` for
+    /// every key when the values could not all be put in the redactor: a key the model might
+    /// see back is never handed out.
+    pub fn value(&self, key: &KeyName) -> Option<&str> {
+        if self.unredactable {
+            return None;
+        }
+        self.values.get(key).map(String::as_str)
+    }
+
+    /// Every key's allowlist; a key missing here has none.
+    pub fn allowlists(&self) -> &BTreeMap<KeyName, Vec<AllowRule>> {
+        &self.allowlists
+    }
+
+    /// The redactor of every value known, if there are any.
+    pub fn redactor(&self) -> Option<&Arc<Redactor>> {
+        self.redactor.as_ref()
+    }
+
+    /// `text` with every known secret replaced by `[REDACTED:NAME]`.
+    pub fn redact(&self, text: &str) -> String {
+        match &self.redactor {
+            Some(r) => r.redact(text).into_owned(),
+            None => text.to_string(),
+        }
+    }
+
+    /// Redact every string (and object key) of `value`.
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        if let Some(r) = &self.redactor {
+            r.redact_json(value);
+        }
+    }
+}
+
+/// What a tool version may hold, as of one read of the approvals ([`Library::grants`]).
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// The keys the user must still be asked for, and why.
+    pub asks: Vec<Ask>,
+    /// The keys it is given, with their values (never formatted: see `Debug` of the map's
+    /// callers; values are only ever put into the tool's environment).
+    pub keys: BTreeMap<KeyName, String>,
+}
+
+impl Library {
+    /// What autotool knows of the keys right now.
+    pub fn secrets(&self) -> Arc<Secrets> {
+        self.secrets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Reread the key store when it changed: names for the agent, values for the redactor.
+    /// Returns whether the names changed (the tool list mentions them).
+    pub fn refresh_keys(&self) -> bool {
+        let stamp = self.keys.stamp();
+        let old = self.secrets();
+        if old.stamp.as_ref() == Some(&stamp) {
+            return false;
+        }
+        let (values, errors) = self.keys.known_values();
+        for e in errors {
+            tracing::warn!("reading a key: {e}");
+        }
+        let (redactor, unredactable) = match Redactor::new(&values) {
+            Ok(r) => (Some(Arc::new(r)), false),
+            Err(e) => {
+                // Fail closed: a value the redactor cannot find is never handed to a tool.
+                tracing::error!("building the redactor: {e}; no key is given to any tool");
+                (None, !values.is_empty())
+            }
+        };
+        let mut names: Vec<KeyName> = self
+            .keys
+            .list()
+            .map(|l| {
+                l.into_iter()
+                    .filter(|k| k.source.is_some())
+                    .filter_map(|k| KeyName::parse(&k.name).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        let mut current = BTreeMap::new();
+        for name in &names {
+            match self.keys.get(name.as_str()) {
+                Ok(Some((value, _))) => {
+                    current.insert(
+                        name.clone(),
+                        String::from_utf8_lossy(value.expose()).into_owned(),
+                    );
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!("reading key {name}: {e}"),
+            }
+        }
+        let allowlists = match self.keys.allowlists() {
+            Ok(lists) => lists
+                .into_iter()
+                .filter_map(|(k, entries)| {
+                    Some((KeyName::parse(&k).ok()?, consent::parse_list(&entries)))
+                })
+                .collect(),
+            Err(e) => {
+                // Fail closed: a list that cannot be read allows nothing for every key.
+                tracing::error!("reading the allowlists: {e}; keys are sent nowhere");
+                names.iter().map(|n| (n.clone(), Vec::new())).collect()
+            }
+        };
+        let changed = names != old.names;
+        if let Some(r) = &redactor {
+            crate::logging::set_redactor(r.clone());
+        }
+        *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Secrets {
+            stamp: Some(stamp),
+            names,
+            redactor,
+            unredactable,
+            values: current,
+            allowlists,
+        });
+        changed
+    }
+
+    fn sandboxed(&self) -> bool {
+        self.settings.sandbox == SandboxMode::Strict
+    }
+
+    /// The keys `subject` wants, holds a value for, and has no approval for, with why each is
+    /// asked. Empty under `--dangerously-allow-all-tools`.
+    pub fn consent_asks(&self, subject: Subject<'_>) -> Vec<Ask> {
+        if self.settings.allow_all_keys {
+            return Vec::new();
+        }
+        let secrets = self.secrets();
+        let known: Vec<KeyName> = subject
+            .declared
+            .iter()
+            .filter(|k| secrets.has_value(k))
+            .cloned()
+            .collect();
+        if known.is_empty() {
+            return Vec::new();
+        }
+        let approvals = match self.registry.ledger().approvals(subject.tool.as_str()) {
+            Ok(a) => a,
+            Err(e) => {
+                // Fail closed: without the record, every key is asked.
+                tracing::warn!("reading approvals: {e}");
+                Vec::new()
+            }
+        };
+        consent::uncovered(
+            subject,
+            &known,
+            secrets.allowlists(),
+            &approvals,
+            self.sandboxed(),
+        )
+    }
+
+    /// What `subject` may hold now, the approvals on record read once: the keys still to be
+    /// asked for, and those granted with their values (declared, holding a value, approved;
+    /// all of them under `--dangerously-allow-all-tools`).
+    pub fn grants(&self, subject: Subject<'_>) -> Grants {
+        let secrets = self.secrets();
+        let asks = self.consent_asks(subject);
+        let keys = subject
+            .declared
+            .iter()
+            .filter(|k| !asks.iter().any(|a| &a.key == *k))
+            .filter_map(|k| secrets.value(k).map(|v| (k.clone(), v.to_string())))
+            .collect();
+        Grants { asks, keys }
+    }
+
+    /// Record the user's yes to `keys` of `subject`.
+    pub fn approve(
+        &self,
+        subject: Subject<'_>,
+        keys: &[KeyName],
+        via: &str,
+    ) -> Result<(), crate::ledger::LedgerError> {
+        let secrets = self.secrets();
+        let rows = consent::rows_for(subject, keys, secrets.allowlists(), self.sandboxed(), via);
+        self.registry.ledger().grant(&rows)
+    }
+
+    /// An audit event about `tool`; a failure to record it is logged.
+    pub fn audit(&self, tool: &str, kind: Event, detail: &str) {
+        let detail = self.secrets().redact(detail);
+        if let Err(e) = self.registry.event(Some(tool), kind, &detail) {
+            tracing::warn!("recording a {kind} event: {e}");
+        }
+    }
+
+    /// Remember the question, so `autotool tools approve` can answer it even if the host never
+    /// does (it may drop an `input_required` result, or the user may close the dialog).
+    pub fn remember(&self, subject: Subject<'_>) {
+        let pending = PendingConsent {
+            tool: subject.tool.to_string(),
+            code_hash: subject.code_hash.to_string(),
+            declared: subject.declared.iter().map(ToString::to_string).collect(),
+            asked_at: now_ms(),
+        };
+        if let Err(e) = self.registry.ledger().set_pending(&pending) {
+            tracing::warn!("remembering the consent question: {e}");
+        }
+    }
+
+    /// Which declared keys the tool did not get, and why, for the agent.
+    pub fn key_notes(
+        &self,
+        subject: Subject<'_>,
+        granted: &BTreeMap<KeyName, String>,
+    ) -> Vec<String> {
+        let secrets = self.secrets();
+        subject
+            .declared
+            .iter()
+            .filter(|k| !granted.contains_key(*k))
+            .map(|k| {
+                if !secrets.has_value(k) {
+                    format!(
+                        "{k} is not set: ask the user to run `autotool keys add {k}`, then call \
+                         create_tool again"
+                    )
+                } else {
+                    format!(
+                        "{k} is not approved for {tool}: the user can run `autotool tools \
+                         approve {tool} {k}`",
+                        tool = subject.tool
+                    )
+                }
+            })
+            .collect()
+    }
+
+    /// The egress proxy for `tool` holding `keys`: where it may go is the intersection of their
+    /// allowlists; the host's loopback only on the ports those lists name and the ports of
+    /// serve's own `*_API_BASE` variables, never one of autotool's listeners; refusals are
+    /// audit events.
+    fn egress(&self, tool: &str, keys: &BTreeMap<KeyName, String>) -> crate::egress::EgressConfig {
+        let mut lists = autotool_policy::hosts::KeyLists::new(tool);
+        let secrets = self.secrets();
+        for key in keys.keys() {
+            lists = lists.with_key(autotool_policy::hosts::KeyAllowlist {
+                key: key.to_string(),
+                rules: secrets.allowlists().get(key).cloned(),
+            });
+        }
+        let mut config = crate::egress::EgressConfig::new(lists).with_api_bases(&self.api_bases);
+        let registry = self.registry.clone();
+        let tool_name = tool.to_string();
+        config.events = Some(Arc::new(move |event: crate::egress::EgressEvent| {
+            let detail = format!("{}: {event}", event.target);
+            tracing::warn!(tool = tool_name, "egress refused: {detail}");
+            let _ = registry.event(Some(&tool_name), Event::EgressDenied, &detail);
+        }));
+        config
+    }
+
+    /// The environment of a process of `tool` holding `keys`, assembled once: the approved
+    /// keys, the OS basics and the `*_API_BASE` overrides (the proxy variables are added where
+    /// the listener is known, [`crate::tool::process`]).
+    fn environment(
+        &self,
+        tool: &str,
+        keys: &BTreeMap<KeyName, String>,
+    ) -> BTreeMap<String, String> {
+        let keys: BTreeMap<String, String> = keys
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let mut env = autotool_policy::launch::tool_environment(&keys, &self.api_bases, None);
+        if self.settings.sandbox == SandboxMode::Off {
+            // Unconfined, the sandbox's /tmp and home do not exist: a private scratch directory
+            // under the home stands in for both.
+            let scratch = self.home.root().join("scratch").join(tool);
+            let _ = std::fs::create_dir_all(&scratch);
+            let s = scratch.display().to_string();
+            env.insert("HOME".into(), s.clone());
+            env.insert("TMPDIR".into(), s);
+        }
+        env
+    }
+
+    /// How to start a process of `tool` from `dir` holding `keys`.
+    pub(super) fn spec(
+        &self,
+        tool: &str,
+        dir: PathBuf,
+        python: Python,
+        keys: &BTreeMap<KeyName, String>,
+    ) -> ToolSpec {
+        let mut spec = ToolSpec::new(
+            dir,
+            crate::version::TOOL_FILE,
+            python,
+            self.settings.sandbox,
+        );
+        spec.env = self.environment(tool, keys);
+        spec.egress = Some(self.egress(tool, keys));
+        spec.limits = self.settings.limits;
+        spec.max_output_bytes = self.settings.max_output_bytes;
+        spec.launcher = self.settings.launcher.clone();
+        spec
+    }
+
+    /// A fingerprint of what a process was given: the keys, their values and allowlists. A
+    /// warm process whose fingerprint differs from the call's is replaced.
+    pub(super) fn fingerprint(&self, keys: &BTreeMap<KeyName, String>) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let secrets = self.secrets();
+        let mut h = self.grants_hasher.build_hasher();
+        for (k, v) in keys {
+            k.hash(&mut h);
+            v.hash(&mut h);
+            secrets.allowlists().get(k).hash(&mut h);
+        }
+        h.finish()
+    }
+}

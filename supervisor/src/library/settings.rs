@@ -1,0 +1,85 @@
+//! What one `autotool serve` was told: every setting its library runs by, resolved from its
+//! flags, the environment, `config.toml` and these defaults by [`crate::config`].
+
+use crate::tool::process::SandboxMode;
+use autotool_policy::Limits;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What `serve` was told (resolved from its flags, the environment, `config.toml` and these
+/// defaults by [`crate::config`]).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub sandbox: SandboxMode,
+    /// Wall-clock bound on one call.
+    pub call_timeout: Duration,
+    /// A tool process unused this long is stopped.
+    pub idle_timeout: Duration,
+    /// Bytes of text a result may carry before it is truncated.
+    pub max_output_bytes: usize,
+    /// Largest `code` accepted by `create_tool`.
+    pub max_code_bytes: usize,
+    /// How often the registry is checked for changes made by other processes.
+    pub poll_interval: Duration,
+    /// The launcher to use (else found by `launcher::locate`).
+    pub launcher: Option<PathBuf>,
+    pub limits: Limits,
+    /// `--dangerously-allow-all-tools` / `AUTOTOOL_CONSENT=dangerously-allow-all`: grant every
+    /// tool the keys it declares without asking (the sandbox and allowlists still hold).
+    pub allow_all_keys: bool,
+    /// When a tool is promoted or quarantined (`autotool_policy::lifecycle`).
+    pub lifecycle: autotool_policy::lifecycle::Thresholds,
+    /// Most entries `tools/list` holds, built-ins included (0: no limit); beyond it only the
+    /// most used tools are listed and the rest are found with `search_tools`
+    /// (`autotool_policy::listing`).
+    pub list_limit: usize,
+    /// Offer `synthesize_tool` when `$AUTOTOOL_HOME/.env` names a model (`synthesize = off`
+    /// turns it off).
+    pub synthesize: bool,
+    /// Rounds of write → verify → repair one `synthesize_tool` call may take.
+    pub synthesize_rounds: usize,
+    /// Bound on one `synthesize_tool` call.
+    pub synthesize_time: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            sandbox: SandboxMode::Strict,
+            call_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(600),
+            max_output_bytes: 256 << 10,
+            max_code_bytes: 256 << 10,
+            poll_interval: Duration::from_millis(500),
+            launcher: None,
+            limits: Limits::default(),
+            allow_all_keys: false,
+            lifecycle: autotool_policy::lifecycle::Thresholds::default(),
+            list_limit: DEFAULT_LIST_LIMIT,
+            synthesize: true,
+            synthesize_rounds: DEFAULT_ROUNDS,
+            synthesize_time: DEFAULT_TIME_BOUND,
+        }
+    }
+}
+
+/// How many tools `search_tools` returns unless asked.
+pub const SEARCH_DEFAULT: usize = 5;
+/// The most `search_tools` returns.
+pub const SEARCH_MAX: u64 = 20;
+
+/// [`Settings::list_limit`] unless told otherwise.
+pub const DEFAULT_LIST_LIMIT: usize = 40;
+
+/// How far back calls count towards "most used" for the list limit.
+pub const USAGE_WINDOW: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Rounds of write → verify → repair before giving up.
+pub const DEFAULT_ROUNDS: usize = 3;
+/// Bound on one `synthesize_tool` call, model requests and verification together. A round that
+/// has begun verifying is finished; no model request starts after the bound.
+pub const DEFAULT_TIME_BOUND: Duration = Duration::from_secs(600);
+/// The variable of the `synthesize` setting ([`crate::config`]): `off` never offers
+/// `synthesize_tool`, whatever the `.env` holds (`autotool run` sets it: its agent writes its
+/// own tools with the same model).
+pub const SWITCH_VAR: &str = "AUTOTOOL_SYNTHESIZE";

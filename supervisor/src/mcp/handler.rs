@@ -1,0 +1,495 @@
+//! The MCP server a host app talks to: `create_tool`, `run_tool`, `search_tools` and every
+//! created function as `<tool>__<function>`, for hosts of both protocol eras on one connection.
+//!
+//! - 2025-06-18 / 2025-11-25 hosts `initialize`, and hear of list changes through
+//!   `notifications/tools/list_changed` on the connection's peer.
+//! - 2026-07-28 hosts call `server/discover`, carry their version in each request's `_meta`, and
+//!   hear of list changes only on the `subscriptions/listen` streams they open.
+//!
+//! A `tools/call` is parsed once into a typed [`Request`], consent is obtained for the version
+//! it would run, and one handler per kind of request calls the library and renders its typed
+//! result ([`super::render`]). The tool list is built once per snapshot and shared by every
+//! connection; `get_tool` (synchronous, used by rmcp to validate calls) reads it without
+//! waiting, and also finds the functions of tools the list limit leaves out, so calls to them by
+//! name work.
+
+use super::listing;
+use super::render::{self, Renderer};
+use super::request::{ParseError, Request};
+use crate::library::{CallError, Library};
+use crate::version::Subject;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CustomRequest, CustomResult,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::json;
+use std::borrow::Cow;
+use std::sync::{Arc, RwLock};
+
+/// The protocol revisions autotool is tested against.
+pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
+
+/// What every connection of one serve shares: the library, and the tool list rendered for its
+/// current snapshot.
+#[derive(Debug)]
+pub struct Surface {
+    pub library: Arc<Library>,
+    /// The tool list of the snapshot revision it was built for.
+    list: RwLock<Option<(u64, Arc<Vec<Tool>>)>>,
+}
+
+impl Surface {
+    pub fn new(library: Arc<Library>) -> Arc<Surface> {
+        Arc::new(Surface {
+            library,
+            list: RwLock::new(None),
+        })
+    }
+
+    /// The tool list for the current snapshot, built (and redacted) once per snapshot.
+    pub fn tools(&self) -> Arc<Vec<Tool>> {
+        let snapshot = self.library.snapshot();
+        if let Some((revision, list)) = &*self.list.read().unwrap_or_else(|p| p.into_inner())
+            && *revision == snapshot.revision
+        {
+            return list.clone();
+        }
+        let secrets = self.library.secrets();
+        let renderer = self.renderer(&secrets);
+        let list: Vec<Tool> =
+            listing::tool_list(&snapshot, &secrets.names, self.library.settings.list_limit)
+                .into_iter()
+                .filter_map(|t| renderer.value(&t))
+                .collect();
+        let list = Arc::new(list);
+        *self.list.write().unwrap_or_else(|p| p.into_inner()) =
+            Some((snapshot.revision, list.clone()));
+        list
+    }
+
+    /// The server instructions.
+    pub fn instructions(&self) -> String {
+        let secrets = self.library.secrets();
+        self.renderer(&secrets).text(&listing::instructions(
+            &self.library.snapshot(),
+            &secrets.names,
+            self.library.settings.list_limit,
+        ))
+    }
+
+    fn renderer<'a>(&self, secrets: &'a crate::library::Secrets) -> Renderer<'a> {
+        Renderer {
+            secrets,
+            cap: self.library.settings.max_output_bytes,
+        }
+    }
+}
+
+/// The server; one per connection (or, for 2026-07-28 requests over HTTP, per request),
+/// sharing the [`Surface`].
+#[derive(Debug, Clone)]
+pub struct AutotoolServer {
+    surface: Arc<Surface>,
+    /// The connection's kind, for what a consent question is bound to (`stdio`, `http`).
+    transport: &'static str,
+}
+
+/// Whether the request comes from a 2026-07-28 host (no `initialize` in its era).
+pub fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| !v.has_initialize())
+}
+
+/// The channel a request came on: the transport, who it authenticated as (over HTTP) and its
+/// session, when it has one. A consent question is answered only on the channel it was asked.
+fn channel(transport: &str, context: &RequestContext<RoleServer>) -> String {
+    let Some(parts) = context.extensions.get::<http::request::Parts>() else {
+        return transport.to_string();
+    };
+    let principal = parts
+        .extensions
+        .get::<super::http::Principal>()
+        .map(|p| p.to_string())
+        .unwrap_or_else(|| "anonymous".into());
+    let session = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    format!("{transport}|{principal}|{session}")
+}
+
+impl AutotoolServer {
+    pub fn new(surface: Arc<Surface>, transport: &'static str) -> Self {
+        AutotoolServer { surface, transport }
+    }
+
+    fn library(&self) -> &Library {
+        &self.surface.library
+    }
+
+    /// The version a request would run, when it declares keys: `create_tool`'s code, or the
+    /// mounted tool behind `run_tool` and `<tool>__<function>`.
+    fn wants_keys<'a>(
+        &self,
+        request: &'a Request,
+        prepared: Option<&'a crate::library::Prepared>,
+        mounted: Option<&'a crate::version::Version>,
+    ) -> Option<Subject<'a>> {
+        let subject = match request {
+            Request::Create(_) => prepared?.subject(),
+            Request::Run { .. } | Request::Mounted { .. } => mounted?.subject(),
+            Request::Search { .. } | Request::Synthesize { .. } => return None,
+        };
+        (!subject.declared.is_empty()).then_some(subject)
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let library = self.library();
+        let args = request.arguments.clone().unwrap_or_default();
+        let parsed = match Request::parse(&request.name, &args, library.synthesize_offered()) {
+            Ok(r) => r,
+            Err(ParseError::Arguments(e)) => return Ok(render::error_result(e).into()),
+            Err(ParseError::UnknownTool(name)) => return Err(unknown_tool(&name)),
+        };
+        // What the request would run, read once: the prepared code, or the mounted version.
+        let mut prepared = None;
+        let mut mounted = None;
+        match &parsed {
+            Request::Create(c) => match library.prepare(c.clone()) {
+                Ok(p) => prepared = Some(p),
+                Err(e) => return Ok(render::create_failed(&e).into()),
+            },
+            Request::Run { tool, function, .. } => {
+                mounted = library
+                    .mounted(tool)
+                    .filter(|t| t.state.listed() && t.functions.get(function).is_some());
+            }
+            Request::Mounted { name, .. } => {
+                let snapshot = library.snapshot();
+                match snapshot.resolve(&name.to_string()) {
+                    Some((t, _)) => mounted = Some(t.clone()),
+                    None => {
+                        if let Some(message) = library.off_list(name.tool().as_str()) {
+                            return Ok(render::error_result(message).into());
+                        }
+                        return Err(unknown_tool(&request.name));
+                    }
+                }
+            }
+            Request::Search { .. } | Request::Synthesize { .. } => {}
+        }
+        // Consent comes before anything runs with a key, verification included. The approvals
+        // are read once here and what they grant goes with the call.
+        let mut grants = None;
+        if let Some(subject) = self.wants_keys(&parsed, prepared.as_ref(), mounted.as_deref()) {
+            let channel = channel(self.transport, &context);
+            let mut g = library.grants(subject);
+            if let Err(answer) =
+                super::consent::obtain(library, subject, &mut g, &request, &context, &channel).await
+            {
+                return Ok(answer);
+            }
+            grants = Some(g);
+        }
+        let for_version = |g: Option<crate::library::Grants>| {
+            g.zip(mounted.as_ref().map(|t| t.version))
+                .map(|(g, version)| (version, g))
+        };
+        let cap = library.settings.max_output_bytes;
+        let result: CallToolResult = match parsed {
+            Request::Create(_) => match prepared {
+                Some(p) => match match grants {
+                    Some(g) => library.create_with(p, g).await,
+                    None => library.create(p).await,
+                } {
+                    Ok(created) => render::created(&created, library.settings.list_limit),
+                    Err(e) => render::create_failed(&e),
+                },
+                None => render::error_result("create_tool: nothing to create"),
+            },
+            Request::Run {
+                tool,
+                function,
+                arguments,
+                force,
+            } => render::call(
+                &library
+                    .call_with(&tool, &function, arguments, force, for_version(grants))
+                    .await,
+                cap,
+            ),
+            Request::Mounted { name, arguments } => render::call(
+                &library
+                    .call_with(
+                        name.tool().as_str(),
+                        name.function().as_str(),
+                        arguments,
+                        false,
+                        for_version(grants),
+                    )
+                    .await,
+                cap,
+            ),
+            Request::Search { query, limit } => {
+                render::search(&query, &library.search(&query, limit))
+            }
+            #[cfg(feature = "own-model")]
+            Request::Synthesize { need } => {
+                let progress = progress_reporter(&context, self.surface.clone());
+                super::synthesize::synthesize_tool(library, &need, &progress).await
+            }
+            #[cfg(not(feature = "own-model"))]
+            Request::Synthesize { .. } => render::error_result(
+                "synthesize_tool is not part of this build of autotool (built without the \
+                 own-model feature)",
+            ),
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+fn unknown_tool(name: &str) -> McpError {
+    McpError::invalid_params(
+        format!(
+            "unknown tool {name:?}; call tools/list (or run_tool) to see the tools autotool has \
+             mounted"
+        ),
+        None,
+    )
+}
+
+#[cfg(feature = "own-model")]
+/// Progress notifications for a request that asked for them (a `progressToken` in `_meta`),
+/// each with the step as its message (redacted); nothing for one that did not.
+fn progress_reporter(
+    context: &RequestContext<RoleServer>,
+    surface: Arc<Surface>,
+) -> impl Fn(String) + Send + Sync + use<> {
+    let token = context.meta.get_progress_token();
+    let peer = context.peer.clone();
+    let count = std::sync::atomic::AtomicU32::new(0);
+    move |message: String| {
+        let Some(token) = token.clone() else {
+            return;
+        };
+        let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let mut params = rmcp::model::ProgressNotificationParam::new(token, f64::from(n));
+        params.message = Some(surface.library.secrets().redact(&message));
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            if let Err(e) = peer.notify_progress(params).await {
+                tracing::debug!("progress not delivered: {e}");
+            }
+        });
+    }
+}
+
+impl ServerHandler for AutotoolServer {
+    // rmcp marks logging deprecated (SEP-2577); the 2025 eras still define it.
+    #[allow(deprecated)]
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            // Prompts and resources: none, but listed (empty, with cache hints) rather than
+            // refused, as clients and the conformance suite expect; reading one is "not found".
+            // Logging: declared so `logging/setLevel` (2025 eras) is accepted; autotool sends
+            // hosts no log messages (tools' logs go to the serve log).
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_resources()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(Implementation::new("autotool", env!("CARGO_PKG_VERSION")))
+        .with_instructions(self.surface.instructions())
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Only hosts of the older eras initialize: they hear of changes on this peer, for as
+        // long as it is connected.
+        let peer = context.peer.clone();
+        let mut changes = self.library().subscribe_changes();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if peer.is_transport_closed() {
+                    return;
+                }
+                if let Err(e) = peer.notify_tool_list_changed().await {
+                    tracing::debug!("list_changed not delivered: {e}");
+                    if peer.is_transport_closed() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.library().subscribe_changes();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    if context.accepted().tools_list_changed == Some(true) {
+                        context
+                            .sink()
+                            .notify_tool_list_changed()
+                            .await
+                            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult {
+            tools: self.surface.tools().as_ref().clone(),
+            ..Default::default()
+        })
+    }
+
+    /// `logging/setLevel` is a request of the 2025 eras, accepted there (nothing is sent at any
+    /// level); 2026-07-28 removed it (a request's `_meta` carries its log level instead), so
+    /// it is "method not found" for those hosts, which rmcp leaves to the handler.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if modern(&context) {
+            return Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "logging/setLevel is not part of 2026-07-28: set `_meta.logLevel` on a request",
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    /// There are no resources: every URI is unknown (-32002 for the 2025 eras; rmcp makes it
+    /// -32602 for 2026-07-28, as SEP-2164 asks), with the URI in `data`.
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        Err(McpError::resource_not_found(
+            format!("no resource {:?}: autotool serves tools only", request.uri),
+            Some(json!({"uri": request.uri})),
+        ))
+    }
+
+    /// There are no prompts: every name is unknown (-32602, as for an unknown tool).
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        Err(McpError::invalid_params(
+            format!("no prompt {:?}: autotool serves tools only", request.name),
+            None,
+        ))
+    }
+
+    /// rmcp hands over requests whose params do not fit the method as custom requests: a known
+    /// method gets "invalid params" naming what it expects, not "method not found". The one
+    /// exception is `initialize` from a 2026-07-28 host, whose era has no such method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        if request.method == "initialize" && modern(&context) {
+            return Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "initialize is not part of 2026-07-28: call server/discover, and carry the \
+                 protocol version in each request's _meta",
+                None,
+            ));
+        }
+        let expected = match request.method.as_str() {
+            "tools/call" => Some("{\"name\": string, \"arguments\"?: object}"),
+            "tools/list" | "prompts/list" | "resources/list" => Some("{\"cursor\"?: string}"),
+            "initialize" => Some(
+                "{\"protocolVersion\": string, \"capabilities\": object, \"clientInfo\": object}",
+            ),
+            "subscriptions/listen" => Some("{\"notifications\": object}"),
+            _ => None,
+        };
+        Err(match expected {
+            Some(shape) => McpError::invalid_params(
+                format!("invalid params for {}: expected {shape}", request.method),
+                None,
+            ),
+            None => McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: {}", request.method),
+                None,
+            ),
+        })
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let list = self.surface.tools();
+        if let Ok(i) = list.binary_search_by(|t| t.name.as_ref().cmp(name)) {
+            return list.get(i).cloned();
+        }
+        // A listed tool that the list limit leaves out is still called by its name.
+        let snapshot = self.library().snapshot();
+        let (t, mounted) = snapshot.resolve(name)?;
+        let f = t.functions.get(mounted.function().as_str())?.spec();
+        let secrets = self.library().secrets();
+        self.surface
+            .renderer(&secrets)
+            .value(&listing::mounted_tool(t, &f))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.call(request, context).await
+    }
+}
+
+impl From<CallError> for CallToolResult {
+    fn from(e: CallError) -> Self {
+        render::error_result(e.to_string())
+    }
+}

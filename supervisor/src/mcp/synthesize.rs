@@ -1,0 +1,116 @@
+//! The `synthesize_tool` built-in: autotool's own model ([`crate::own_model`]) writes a tool
+//! for a need in plain words, each of its `create_tool` calls goes through the same gate as a
+//! host's (parsed, prepared, created, rendered and redacted for the model), and the outcome is
+//! recorded in the ledger and rendered for the host.
+
+use super::render::{self, Renderer};
+use super::request::{ParseError, Request};
+use crate::library::Library;
+use crate::own_model::agent::ToolDef;
+use crate::own_model::synthesize::{Bounds, INSTRUCTIONS, Outcome, synthesize};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+
+/// One `create_tool` call of the model, through the same gate as a host's, and its result as
+/// the model reads it (redacted).
+async fn create_for_model(library: &Library, args: JsonObject) -> CallToolResult {
+    let secrets = library.secrets();
+    let renderer = Renderer {
+        secrets: &secrets,
+        cap: library.settings.max_output_bytes,
+    };
+    let result = match Request::parse("create_tool", &args, false) {
+        Ok(Request::Create(request)) => match library.prepare(request) {
+            Ok(prepared) => match library.create(prepared).await {
+                Ok(created) => render::created(&created, library.settings.list_limit),
+                Err(e) => render::create_failed(&e),
+            },
+            Err(e) => render::create_failed(&e),
+        },
+        Ok(_) | Err(ParseError::UnknownTool(_)) => render::error_result("not a create_tool call"),
+        Err(ParseError::Arguments(e)) => render::error_result(e),
+    };
+    renderer.result(result)
+}
+
+/// The `synthesize_tool` call; `progress` hears each step (for the host's progress
+/// notifications).
+pub async fn synthesize_tool(
+    library: &Library,
+    need: &str,
+    progress: &(dyn Fn(String) + Send + Sync),
+) -> CallToolResult {
+    let model = library.own_model.current();
+    let Some(provider) = model.provider() else {
+        return CallToolResult::error(vec![ContentBlock::text(format!(
+            "synthesize_tool is not available: {}. Write the tool with create_tool instead.",
+            model.why_not()
+        ))]);
+    };
+    let secrets = library.secrets();
+    let Some(create_tool) =
+        crate::mcp::listing::builtin_tools(&secrets.names, library.settings.list_limit)
+            .iter()
+            .find(|t| t.name == "create_tool")
+            .map(ToolDef::from)
+    else {
+        return CallToolResult::error(vec![ContentBlock::text(
+            "synthesize_tool: create_tool is missing from the built-in tools",
+        )]);
+    };
+    let snapshot = library.snapshot();
+    let names: Vec<&str> = snapshot.tools.keys().map(|n| n.as_str()).collect();
+    let system = format!(
+        "{}\n\n{INSTRUCTIONS}\n\nTools mounted now (choose a new name unless the need is \
+         to change one of them): {}.",
+        create_tool.description,
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    );
+    let bounds = Bounds {
+        rounds: library.settings.synthesize_rounds.max(1),
+        time: library.settings.synthesize_time,
+    };
+    tracing::info!(model = provider.describe(), "synthesize_tool: {need:?}");
+    let outcome = synthesize(
+        provider.as_ref(),
+        need,
+        &system,
+        create_tool,
+        bounds,
+        |args| create_for_model(library, args),
+        progress,
+    )
+    .await;
+    let need_shown: String = need.chars().take(300).collect();
+    let (tool, kind, detail) = match &outcome {
+        Outcome::Mounted { round, result } => (
+            result
+                .structured_content
+                .as_ref()
+                .and_then(|s| s["tool"].as_str())
+                .map(str::to_string),
+            crate::ledger::Event::Synthesized,
+            format!("by {} in round {round}: {need_shown}", provider.describe()),
+        ),
+        _ => (
+            None,
+            crate::ledger::Event::SynthesisFailed,
+            format!("by {}: {need_shown}", provider.describe()),
+        ),
+    };
+    let detail = secrets.redact(&model.redact(&detail));
+    if let Err(e) = library.registry.event(tool.as_deref(), kind, &detail) {
+        tracing::warn!("recording the synthesis: {e}");
+    }
+    let mut result = outcome.into_result(&provider.describe(), bounds);
+    // The model's own key is kept out too (the render step covers the tool keys).
+    for block in &mut result.content {
+        if let ContentBlock::Text(t) = block {
+            t.text = model.redact(&t.text);
+        }
+    }
+    result
+}

@@ -1,0 +1,8 @@
+//! A tool process and what it takes to start one: the process itself, spoken to over MCP
+//! ([`process`]), the warm processes a `serve` keeps ([`pool`]), the launcher that confines
+//! each one ([`launcher`]) and the Python runtime it runs on ([`runtime`]).
+
+pub mod launcher;
+pub mod pool;
+pub mod process;
+pub mod runtime;

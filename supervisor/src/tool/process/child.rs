@@ -1,0 +1,348 @@
+//! The tool's OS process in either sandbox mode: starting it, waiting for it, killing it.
+//!
+//! `Strict` runs `autotool-launcher` (a `std::process::Child` from [`crate::tool::launcher::spawn`]);
+//! a small thread blocks in `waitid(WNOWAIT)` on its pidfd and says when it has exited (tokio
+//! can only watch a pidfd through `unsafe`); the launcher kills the tool when it dies. `Off`
+//! runs the interpreter directly with `tokio::process`, as the leader of its own process group,
+//! so killing the group takes anything the tool started along with it.
+//!
+//! With egress, `Strict` maps one end of a fresh unix socket pair into the launcher as the
+//! policy's report descriptor (the launcher sends the listeners it bound inside the tool's
+//! network namespace on it); `Off` binds a listener on the host's loopback. Either way the
+//! tool's proxy variables point at the listener.
+
+use super::{SandboxMode, ToolProcError, ToolSpec};
+use crate::egress;
+use crate::tool::launcher;
+use autotool_policy::launch::DEFAULT_EGRESS_PORT;
+use autotool_policy::{Egress, LaunchPolicy};
+use command_fds::FdMapping;
+use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdOptions};
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+use tokio::sync::oneshot;
+
+/// A started process and its three pipes.
+pub(super) struct Spawned {
+    pub child: Child,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub stderr: ChildStderr,
+    /// The supervisor's end of the tool's egress, when the spec asks for egress.
+    pub egress: Option<EgressEnd>,
+}
+
+/// The supervisor's end of a tool's egress.
+#[derive(Debug)]
+pub(super) enum EgressEnd {
+    /// Confined: the report socket on which the launcher sends the listeners.
+    Report(UnixStream),
+    /// Unconfined: the listener on the host's loopback the proxy variables point at.
+    Host(TcpListener),
+}
+
+/// Descriptor on which the launcher finds the egress report socket.
+const REPORT_FD: i32 = launcher::POLICY_FD + 1;
+
+/// The direct child of the supervisor.
+pub(super) enum Child {
+    /// `--sandbox off`: the interpreter, leader of its own process group, killed on drop.
+    Plain {
+        child: tokio::process::Child,
+        pgid: Option<Pid>,
+    },
+    /// `--sandbox strict`: the launcher.
+    Launcher(LauncherChild),
+}
+
+/// A launcher started by `std::process`, which tokio cannot wait on by itself.
+pub(super) struct LauncherChild {
+    child: std::process::Child,
+    /// Fires once the process has exited (not yet reaped); `None` when the watcher could not
+    /// be started or has fired (then [`Child::wait`] polls).
+    exited: Option<oneshot::Receiver<()>>,
+    reaped: bool,
+}
+
+/// How often to poll for the launcher's exit when its watcher thread is unavailable.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Start the process described by `spec`, with its stdio piped.
+pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
+    let mut policy = LaunchPolicy::new(
+        &spec.tool_dir,
+        spec.tool_file.clone(),
+        &spec.python.interpreter,
+        spec.python.runtime_dirs.clone(),
+    );
+    let mut env = spec.env.clone();
+    let mut extra = Vec::new();
+    let egress_end = match (&spec.egress, spec.sandbox) {
+        (None, _) => None,
+        (Some(_), SandboxMode::Strict) => {
+            let (ours, theirs) = UnixStream::pair().map_err(egress_error)?;
+            extra.push(FdMapping {
+                parent_fd: theirs.into(),
+                child_fd: REPORT_FD,
+            });
+            policy.egress = Some(Egress {
+                report_fd: REPORT_FD,
+                port: DEFAULT_EGRESS_PORT,
+            });
+            env.extend(egress::proxy_variables(DEFAULT_EGRESS_PORT));
+            Some(EgressEnd::Report(ours))
+        }
+        (Some(_), SandboxMode::Off) => {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(egress_error)?;
+            let port = listener.local_addr().map_err(egress_error)?.port();
+            env.extend(egress::proxy_variables(port));
+            Some(EgressEnd::Host(listener))
+        }
+    };
+    policy.env = env;
+    policy.limits = spec.limits;
+    // Both modes refuse what the launcher would (a relative tool directory, a tool file with a
+    // path in it, a malformed variable, a zero limit), with the policy's own message rather
+    // than a launcher exit status.
+    policy.plan()?;
+    let mut spawned = match spec.sandbox {
+        SandboxMode::Strict => spawn_strict(spec, &policy, extra),
+        SandboxMode::Off => spawn_off(spec, &policy.env),
+    }?;
+    spawned.egress = egress_end;
+    Ok(spawned)
+}
+
+fn egress_error(e: std::io::Error) -> ToolProcError {
+    ToolProcError::Egress {
+        what: e.to_string(),
+        stderr_tail: String::new(),
+    }
+}
+
+fn spawn_strict(
+    spec: &ToolSpec,
+    policy: &LaunchPolicy,
+    extra: Vec<FdMapping>,
+) -> Result<Spawned, ToolProcError> {
+    let launcher = match &spec.launcher {
+        Some(path) => path.clone(),
+        None => launcher::locate()?,
+    };
+    let mut child = launcher::spawn(&launcher, policy, extra)?;
+    let fail = |source: std::io::Error| ToolProcError::Spawn {
+        program: launcher.clone(),
+        source,
+    };
+    let pipes = (|| {
+        let missing = || std::io::Error::other("a stdio pipe was not set up");
+        let stdin = ChildStdin::from_std(child.stdin.take().ok_or_else(missing)?)?;
+        let stdout = ChildStdout::from_std(child.stdout.take().ok_or_else(missing)?)?;
+        let stderr = ChildStderr::from_std(child.stderr.take().ok_or_else(missing)?)?;
+        Ok::<_, std::io::Error>((stdin, stdout, stderr))
+    })();
+    let (stdin, stdout, stderr) = match pipes {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(fail(e));
+        }
+    };
+    let exited = watch_exit(Pid::from_child(&child));
+    Ok(Spawned {
+        child: Child::Launcher(LauncherChild {
+            child,
+            exited,
+            reaped: false,
+        }),
+        stdin,
+        stdout,
+        stderr,
+        egress: None,
+    })
+}
+
+/// A thread that waits, without reaping, for our child `pid` to exit and then says so. Through
+/// a pidfd the wait names exactly this process even after it is reaped; without pidfds
+/// (Linux < 5.4) it waits on the pid, which stays ours until we reap it.
+fn watch_exit(pid: Pid) -> Option<oneshot::Receiver<()>> {
+    let (tx, rx) = oneshot::channel();
+    let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok();
+    let spawned = std::thread::Builder::new()
+        .name("autotool-tool-exit".into())
+        .spawn(move || {
+            let options = WaitIdOptions::EXITED | WaitIdOptions::NOWAIT;
+            loop {
+                let id = match &pidfd {
+                    Some(fd) => WaitId::PidFd(fd.as_fd()),
+                    None => WaitId::Pid(pid),
+                };
+                match rustix::process::waitid(id, options) {
+                    Err(rustix::io::Errno::INTR) => continue,
+                    _ => break,
+                }
+            }
+            let _ = tx.send(());
+        });
+    spawned.ok().map(|_| rx)
+}
+
+fn spawn_off(spec: &ToolSpec, env: &BTreeMap<String, String>) -> Result<Spawned, ToolProcError> {
+    let program = &spec.python.interpreter;
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(["-I", "-B"])
+        .arg(&spec.tool_file)
+        .current_dir(&spec.tool_dir)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    let mut child = cmd.spawn().map_err(|source| ToolProcError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw);
+    if let Some(pid) = pid {
+        apply_limits(pid, spec);
+    }
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.start_kill();
+        return Err(ToolProcError::Spawn {
+            program: program.clone(),
+            source: std::io::Error::other("a stdio pipe was not set up"),
+        });
+    };
+    Ok(Spawned {
+        child: Child::Plain { child, pgid: pid },
+        stdin,
+        stdout,
+        stderr,
+        egress: None,
+    })
+}
+
+/// Best-effort resource limits for an unconfined tool, set from outside with `prlimit` right
+/// after the start (the supervisor has no `pre_exec`: it holds no `unsafe`). The thread limit
+/// is left out on purpose: `RLIMIT_NPROC` counts every process of the user, not the tool's.
+fn apply_limits(pid: Pid, spec: &ToolSpec) {
+    let l = &spec.limits;
+    for (resource, value) in [
+        (Resource::As, l.memory_bytes),
+        (Resource::Nofile, l.open_files),
+        (Resource::Fsize, l.file_size_bytes),
+        (Resource::Cpu, l.cpu_seconds),
+        (Resource::Core, 0),
+    ] {
+        let limit = Rlimit {
+            current: Some(value),
+            maximum: Some(value),
+        };
+        if let Err(e) = rustix::process::prlimit(Some(pid), resource, limit) {
+            tracing::warn!(?resource, %e, "could not limit the unconfined tool process");
+        }
+    }
+}
+
+impl Child {
+    /// The direct child's process id, until it has been reaped.
+    pub fn id(&self) -> Option<u32> {
+        match self {
+            Child::Plain { child, .. } => child.id(),
+            Child::Launcher(l) if !l.reaped => Some(l.child.id()),
+            Child::Launcher(_) => None,
+        }
+    }
+
+    /// Wait for the process to exit and reap it. Cancel-safe.
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self {
+            Child::Plain { child, .. } => child.wait().await,
+            Child::Launcher(l) => l.wait().await,
+        }
+    }
+
+    /// SIGKILL: the whole process group when unconfined, the launcher (and with it the tool)
+    /// when confined. Harmless once the process is gone.
+    pub fn kill(&mut self) {
+        match self {
+            Child::Plain { child, pgid } => {
+                if let Some(pgid) = pgid {
+                    let _ = rustix::process::kill_process_group(*pgid, Signal::KILL);
+                }
+                let _ = child.start_kill();
+            }
+            Child::Launcher(l) => {
+                if !l.reaped {
+                    let _ = l.child.kill();
+                }
+            }
+        }
+    }
+
+    /// After the direct child has exited: kill whatever it left behind in its process group
+    /// (unconfined only; a confined tool's namespace dies with the launcher).
+    pub fn kill_leftovers(&mut self) {
+        if let Child::Plain {
+            pgid: Some(pgid), ..
+        } = self
+        {
+            // The group id cannot be reused while any member is alive, so this reaches only
+            // the tool's own leftovers, or nobody.
+            let _ = rustix::process::kill_process_group(*pgid, Signal::KILL);
+        }
+    }
+}
+
+impl LauncherChild {
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                self.reaped = true;
+                return Ok(status);
+            }
+            match self.exited.as_mut() {
+                Some(exited) => {
+                    let _ = exited.await;
+                    self.exited = None;
+                }
+                None => tokio::time::sleep(POLL).await,
+            }
+        }
+    }
+}
+
+impl Drop for LauncherChild {
+    fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
+        // Dropped without being waited for (the runtime went away): the launcher must not
+        // outlive its handle. SIGKILL is final; reap it on a small thread so no zombie is left.
+        let _ = self.child.kill();
+        if let Ok(None) = self.child.try_wait() {
+            let pid = self.child.id();
+            std::thread::spawn(move || reap(pid));
+        }
+    }
+}
+
+/// Reap `pid`, our own killed child, without its `Child` handle.
+fn reap(pid: u32) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+    }
+}

@@ -1,0 +1,144 @@
+//! The tool's stderr, kept in a bounded ring for error messages (its stdin and stdout are the
+//! tool link: [`super::link`]).
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Bytes of stderr kept (the newest).
+pub(super) const STDERR_RING: usize = 64 << 10;
+/// Bytes of stderr quoted in an error message (the newest, from a line start when possible).
+pub(super) const STDERR_IN_ERRORS: usize = 16 << 10;
+/// Capacity of each in-memory pipe between the tool link and rmcp.
+pub(super) const LINK_PIPE: usize = 64 << 10;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The newest [`STDERR_RING`] bytes the tool wrote to stderr, and how many it wrote in all.
+#[derive(Debug, Default)]
+pub(super) struct StderrLog {
+    ring: Mutex<Ring>,
+    /// A duplicate of the pipe's read end, only to ask how much is still unread.
+    pipe: Option<OwnedFd>,
+}
+
+#[derive(Debug, Default)]
+struct Ring {
+    buf: VecDeque<u8>,
+    /// Bytes written since the start, including those no longer kept.
+    total: u64,
+}
+
+impl StderrLog {
+    /// A log for the stderr pipe `pipe` (which [`pump_stderr`] reads).
+    pub fn new(pipe: &impl AsFd) -> Self {
+        StderrLog {
+            ring: Mutex::default(),
+            pipe: pipe.as_fd().try_clone_to_owned().ok(),
+        }
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        let mut ring = lock(&self.ring);
+        ring.total += bytes.len() as u64;
+        let keep = &bytes[bytes.len().saturating_sub(STDERR_RING)..];
+        let overflow = (ring.buf.len() + keep.len()).saturating_sub(STDERR_RING);
+        ring.buf.drain(..overflow);
+        ring.buf.extend(keep);
+    }
+
+    /// Bytes written so far, a mark for [`StderrLog::since`].
+    pub fn total(&self) -> u64 {
+        lock(&self.ring).total
+    }
+
+    /// Everything written after `mark` that is still kept.
+    pub fn since(&self, mark: u64) -> String {
+        let ring = lock(&self.ring);
+        let new = usize::try_from(ring.total.saturating_sub(mark)).unwrap_or(usize::MAX);
+        let skip = ring.buf.len().saturating_sub(new);
+        let bytes: Vec<u8> = ring.buf.iter().skip(skip).copied().collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The newest `max` bytes, starting at a line when one starts within them, trimmed.
+    pub fn tail(&self, max: usize) -> String {
+        let ring = lock(&self.ring);
+        let skip = ring.buf.len().saturating_sub(max);
+        let mut bytes: Vec<u8> = ring.buf.iter().skip(skip).copied().collect();
+        if skip > 0
+            && let Some(nl) = bytes.iter().position(|&b| b == b'\n')
+        {
+            bytes.drain(..=nl);
+        }
+        String::from_utf8_lossy(&bytes).trim().to_string()
+    }
+
+    /// Wait, at most `max`, until the pipe holds nothing unread: what the tool wrote before it
+    /// answered is then in the log (best effort: a chunk the pump has just read may still be
+    /// on its way in).
+    pub async fn catch_up(&self, max: Duration) {
+        let Some(pipe) = &self.pipe else { return };
+        let deadline = tokio::time::Instant::now() + max;
+        let unread = || rustix::io::ioctl_fionread(pipe).unwrap_or(0);
+        if unread() == 0 {
+            return;
+        }
+        while unread() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // The pump files what it read right after reading it; give it that moment.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+
+    /// Wait until nothing new has arrived for `quiet`, at most `max`: lets the stderr reader
+    /// catch up with a traceback written just before an answer.
+    pub async fn settle(&self, quiet: Duration, max: Duration) {
+        let deadline = tokio::time::Instant::now() + max;
+        let mut seen = self.total();
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(quiet).await;
+            let now = self.total();
+            if now == seen {
+                return;
+            }
+            seen = now;
+        }
+    }
+}
+
+/// Copy the tool's stderr into `log` until it closes.
+pub(super) async fn pump_stderr(mut stderr: impl AsyncRead + Unpin, log: Arc<StderrLog>) {
+    let mut chunk = vec![0u8; 8 << 10];
+    loop {
+        match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => log.push(&chunk[..n]),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_keeps_the_newest_bytes_and_counts_all() {
+        let log = StderrLog::default();
+        log.push(b"first line\n");
+        let mark = log.total();
+        log.push(&vec![b'x'; STDERR_RING]);
+        log.push(b"\nlast line\n");
+        assert_eq!(log.total(), 11 + STDERR_RING as u64 + 11);
+        assert!(log.tail(STDERR_RING).ends_with("last line"));
+        assert!(!log.tail(STDERR_RING).contains("first"));
+        assert_eq!(log.tail(16), "last line");
+        assert_eq!(log.since(mark).len(), STDERR_RING);
+        assert_eq!(log.since(log.total()), "");
+    }
+}

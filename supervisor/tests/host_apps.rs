@@ -1,0 +1,799 @@
+//! `autotool setup` against fixture homes, one per situation, for each of the five app formats:
+//! a fresh config, other servers kept, an existing autotool entry (its `env` kept, or for
+//! Claude Code and Codex left untouched), a second run that changes nothing, an unparseable
+//! config left alone with the reason, a dry run that writes nothing, and the `.bak` copy. The
+//! last tests run the `autotool` binary itself.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use autotool::host_apps::{self, App, Entry, HostEnv, Options, Os, Plan, Summary};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+const BIN: &str = "/opt/autotool/bin/autotool";
+
+fn entry() -> Entry {
+    Entry::serve(Path::new(BIN)).unwrap()
+}
+
+/// A fixture home: a temporary directory standing in for `$HOME`, with an empty `bin/` as the
+/// only `PATH` entry.
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        Home { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn env(&self) -> HostEnv {
+        HostEnv::new(self.dir.path(), Os::Linux).with_var("PATH", self.path("bin"))
+    }
+
+    fn mkdir(&self, rel: &str) -> &Home {
+        std::fs::create_dir_all(self.path(rel)).unwrap();
+        self
+    }
+
+    fn write(&self, rel: &str, text: &str) -> &Home {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+        self
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
+    }
+
+    /// A program called `name` on the fixture's PATH.
+    fn cli(&self, name: &str) -> &Home {
+        let p = self.path(&format!("bin/{name}"));
+        std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self
+    }
+
+    /// Every file under the home, with its contents and mode: equal snapshots mean nothing
+    /// was written, created or removed.
+    fn snapshot(&self) -> BTreeMap<PathBuf, (Vec<u8>, u32)> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![self.dir.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let meta = e.metadata().unwrap();
+                if meta.is_dir() {
+                    stack.push(e.path());
+                } else {
+                    out.insert(
+                        e.path(),
+                        (std::fs::read(e.path()).unwrap(), meta.permissions().mode()),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    fn run(&self, apps: &[App], dry_run: bool) -> (Summary, String) {
+        let mut out = Vec::new();
+        let opts = Options {
+            apps: apps.to_vec(),
+            dry_run,
+        };
+        let summary = host_apps::run(&opts, &self.env(), &entry(), &mut out).unwrap();
+        (summary, String::from_utf8(out).unwrap())
+    }
+
+    fn plan(&self, app: App) -> Plan {
+        host_apps::plan(app, &self.env(), &entry(), false)
+    }
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// For each app: the directory that shows it is installed, its config file, and the whole
+/// file a fresh registration writes.
+fn fresh_cases() -> Vec<(App, &'static str, &'static str, String)> {
+    vec![
+        (
+            App::ClaudeCode,
+            ".claude",
+            ".claude.json",
+            format!(
+                "{{\n  \"mcpServers\": {{\n    \"autotool\": {{\n      \"type\": \"stdio\",\n      \
+                 \"command\": \"{BIN}\",\n      \"args\": [\"serve\"],\n      \"env\": {{}}\n    \
+                 }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            App::Codex,
+            ".codex",
+            ".codex/config.toml",
+            format!(
+                "[mcp_servers.autotool]\ncommand = \"{BIN}\"\nargs = [\"serve\"]\nenv_vars = \
+                 [\"DBUS_SESSION_BUS_ADDRESS\", \"XDG_RUNTIME_DIR\"]\n"
+            ),
+        ),
+        (
+            App::Cursor,
+            ".cursor",
+            ".cursor/mcp.json",
+            format!(
+                "{{\n  \"mcpServers\": {{\n    \"autotool\": {{\n      \"command\": \"{BIN}\",\n      \
+                 \"args\": [\"serve\"]\n    }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            App::ClaudeDesktop,
+            ".config/Claude",
+            ".config/Claude/claude_desktop_config.json",
+            format!(
+                "{{\n  \"mcpServers\": {{\n    \"autotool\": {{\n      \"command\": \"{BIN}\",\n      \
+                 \"args\": [\"serve\"]\n    }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            App::OpenClaw,
+            ".openclaw",
+            ".openclaw/openclaw.json",
+            format!(
+                "{{\n  \"mcp\": {{\n    \"servers\": {{\n      \"autotool\": {{\n        \"command\": \
+                 \"{BIN}\",\n        \"args\": [\"serve\"]\n      }}\n    }}\n  }}\n}}\n"
+            ),
+        ),
+    ]
+}
+
+#[test]
+fn a_fresh_config_is_created_private_for_each_app_found() {
+    for (app, dir, config, expected) in fresh_cases() {
+        let home = Home::new();
+        home.mkdir(dir);
+        let (summary, out) = home.run(&[], false);
+        assert_eq!(summary.registered, 1, "{app:?}: {out}");
+        assert_eq!(summary.not_found, 4, "{app:?}: {out}");
+        assert_eq!(home.read(config), expected, "{app:?}");
+        assert_eq!(mode(&home.path(config)), 0o600, "{app:?}");
+        assert!(!home.path(&format!("{config}.bak")).exists(), "{app:?}");
+        assert!(
+            out.contains(&format!(
+                "{:<16}registered (created ~/{config})",
+                app.title()
+            )),
+            "{app:?}: {out}"
+        );
+    }
+}
+
+#[test]
+fn nothing_found_means_nothing_written_and_says_where_it_looked() {
+    let home = Home::new();
+    let before = home.snapshot();
+    let (summary, out) = home.run(&[], false);
+    assert_eq!(
+        summary,
+        Summary {
+            not_found: 5,
+            ..Summary::default()
+        }
+    );
+    assert_eq!(home.snapshot(), before);
+    assert!(
+        out.contains(
+            "Claude Code     not found (no ~/.claude.json or ~/.claude, and no `claude` on PATH)"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("Cursor          not found (no ~/.cursor)"),
+        "{out}"
+    );
+    assert!(out.contains("autotool setup --app"), "{out}");
+}
+
+#[test]
+fn a_cli_on_path_counts_as_found() {
+    let home = Home::new();
+    home.cli("claude").cli("codex").cli("openclaw");
+    let (summary, out) = home.run(&[], false);
+    assert_eq!(summary.registered, 3, "{out}");
+    assert!(home.path(".claude.json").is_file());
+    assert!(home.path(".codex/config.toml").is_file());
+    assert_eq!(mode(&home.path(".codex")), 0o700);
+    assert!(home.path(".openclaw/openclaw.json").is_file());
+}
+
+#[test]
+fn an_app_named_with_app_is_registered_even_when_not_found() {
+    let home = Home::new();
+    let (summary, out) = home.run(&[App::Cursor], false);
+    assert_eq!(
+        summary,
+        Summary {
+            registered: 1,
+            ..Summary::default()
+        },
+        "{out}"
+    );
+    assert!(home.path(".cursor/mcp.json").is_file());
+    assert!(
+        !out.contains("Claude Code"),
+        "only the named app is reported: {out}"
+    );
+}
+
+#[test]
+fn other_servers_and_settings_are_kept_and_the_old_file_is_backed_up() {
+    let home = Home::new();
+    let claude = "{\n  \"numStartups\": 7,\n  \"mcpServers\": {\n    \"github\": {\n      \"type\": \"stdio\",\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"gh\"],\n      \"env\": {\"GITHUB_TOKEN\": \"t\"}\n    }\n  },\n  \"projects\": {\"/w\": {\"mcpServers\": {}}}\n}\n";
+    let codex =
+        "# mine\nmodel = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"npx\"\nargs = [\"docs\"]\n";
+    let cursor =
+        "{\n  // personal\n  \"mcpServers\": {\n    \"db\": {\"command\": \"db-mcp\"},\n  },\n}\n";
+    let desktop = "{\"mcpServers\":{\"fs\":{\"command\":\"fs-mcp\",\"args\":[\"/\"]}},\"globalShortcut\":\"\"}";
+    let openclaw = "// OpenClaw\n{\n  gateway: { port: 18789 }, // local\n  mcp: {\n    servers: {\n      docs: { command: 'npx', args: ['-y', 'fetch'] },\n    },\n  },\n}\n";
+    home.write(".claude.json", claude)
+        .write(".codex/config.toml", codex)
+        .write(".cursor/mcp.json", cursor)
+        .write(".config/Claude/claude_desktop_config.json", desktop)
+        .write(".openclaw/openclaw.json", openclaw);
+    std::fs::set_permissions(
+        home.path(".claude.json"),
+        std::fs::Permissions::from_mode(0o640),
+    )
+    .unwrap();
+    let (summary, out) = home.run(&[], false);
+    assert_eq!(summary.registered, 5, "{out}");
+
+    // Claude Code: everything else as data and the file's mode.
+    let v: Value = serde_json::from_str(&home.read(".claude.json")).unwrap();
+    assert_eq!(
+        v,
+        json!({
+            "numStartups": 7,
+            "mcpServers": {
+                "github": {"type": "stdio", "command": "npx", "args": ["-y", "gh"], "env": {"GITHUB_TOKEN": "t"}},
+                "autotool": {"type": "stdio", "command": BIN, "args": ["serve"], "env": {}}
+            },
+            "projects": {"/w": {"mcpServers": {}}}
+        })
+    );
+    assert_eq!(mode(&home.path(".claude.json")), 0o640);
+    assert_eq!(mode(&home.path(".claude.json.bak")), 0o640);
+
+    // Codex and the comment-carrying formats: the old text is a prefix or kept around the edit.
+    let codex_after = home.read(".codex/config.toml");
+    assert!(codex_after.starts_with(codex), "{codex_after}");
+    let cursor_after = home.read(".cursor/mcp.json");
+    assert!(
+        cursor_after.starts_with(
+            "{\n  // personal\n  \"mcpServers\": {\n    \"db\": {\"command\": \"db-mcp\"},\n"
+        ),
+        "{cursor_after}"
+    );
+    let openclaw_after = home.read(".openclaw/openclaw.json");
+    assert!(
+        openclaw_after.starts_with(
+            "// OpenClaw\n{\n  gateway: { port: 18789 }, // local\n  mcp: {\n    servers: {\n      docs: { command: 'npx', args: ['-y', 'fetch'] },\n"
+        ),
+        "{openclaw_after}"
+    );
+    let desktop_after: Value =
+        serde_json::from_str(&home.read(".config/Claude/claude_desktop_config.json")).unwrap();
+    assert_eq!(
+        desktop_after,
+        json!({"mcpServers": {"fs": {"command": "fs-mcp", "args": ["/"]}, "autotool": {"command": BIN, "args": ["serve"]}}, "globalShortcut": ""})
+    );
+
+    // Each old file is in its .bak.
+    for (rel, old) in [
+        (".claude.json", claude),
+        (".codex/config.toml", codex),
+        (".cursor/mcp.json", cursor),
+        (".config/Claude/claude_desktop_config.json", desktop),
+        (".openclaw/openclaw.json", openclaw),
+    ] {
+        assert_eq!(home.read(&format!("{rel}.bak")), old, "{rel}.bak");
+        assert!(
+            out.contains(&format!("the previous file is ~/{rel}.bak")),
+            "{rel}: {out}"
+        );
+    }
+}
+
+#[test]
+fn an_existing_autotool_entry_is_pointed_here_and_keeps_its_env() {
+    let old = |servers_open: &str, servers_close: &str| {
+        format!(
+            "{servers_open}\"autotool\": {{\"command\": \"/old/autotool\", \"args\": [\"serve\"], \"env\": {{\"AUTOTOOL_HOME\": \"/data/at\"}}, \"disabled\": false}}{servers_close}"
+        )
+    };
+    let cases = [
+        (
+            App::Cursor,
+            ".cursor/mcp.json",
+            old("{\"mcpServers\": {", "}}\n"),
+            "/mcpServers/autotool",
+        ),
+        (
+            App::ClaudeDesktop,
+            ".config/Claude/claude_desktop_config.json",
+            old("{\"mcpServers\": {", "}}\n"),
+            "/mcpServers/autotool",
+        ),
+        (
+            App::OpenClaw,
+            ".openclaw/openclaw.json",
+            old("{mcp: {servers: {", "}}} // end\n"),
+            "/mcp/servers/autotool",
+        ),
+    ];
+    for (app, rel, text, pointer) in cases {
+        let home = Home::new();
+        home.write(rel, &text);
+        let (summary, out) = home.run(&[], false);
+        assert_eq!(summary.registered, 1, "{app:?}: {out}");
+        assert!(
+            out.contains(
+                "the autotool entry ran `/old/autotool serve`, its env and other settings are kept"
+            ),
+            "{app:?}: {out}"
+        );
+        let after = home.read(rel);
+        let v: Value = jsonc_value(&after);
+        assert_eq!(
+            v.pointer(pointer).unwrap(),
+            &json!({"command": BIN, "args": ["serve"], "env": {"AUTOTOOL_HOME": "/data/at"}, "disabled": false}),
+            "{app:?}: {after}"
+        );
+        assert_eq!(home.read(&format!("{rel}.bak")), text, "{app:?}");
+    }
+}
+
+/// A JSON5 text as data, through serde_json after stripping what JSON lacks: only what the
+/// fixtures above use (a trailing `// …` comment, unquoted keys).
+fn jsonc_value(text: &str) -> Value {
+    let no_comment = text.split("//").next().unwrap();
+    let quoted = no_comment
+        .replace("{mcp:", "{\"mcp\":")
+        .replace("{servers:", "{\"servers\":");
+    serde_json::from_str(&quoted).unwrap_or_else(|e| panic!("{e}: {quoted}"))
+}
+
+#[test]
+fn an_existing_claude_code_or_codex_entry_is_left_untouched() {
+    let home = Home::new();
+    home.write(
+        ".claude.json",
+        "{\"mcpServers\": {\"autotool\": {\"type\": \"stdio\", \"command\": \"/old/autotool\", \"args\": [\"serve\"], \"env\": {\"X\": \"1\"}}}}",
+    )
+    .write(
+        ".codex/config.toml",
+        "[mcp_servers.autotool]\ncommand = \"/old/autotool\"\nargs = [\"serve\", \"--sandbox\", \"off\"]\n",
+    );
+    let before = home.snapshot();
+    let (summary, out) = home.run(&[], false);
+    assert_eq!(home.snapshot(), before, "nothing may be written: {out}");
+    assert_eq!(summary.already, 2, "{out}");
+    assert!(
+        out.contains(
+            "Claude Code     already registered (~/.claude.json), left untouched: it runs \
+             `/old/autotool serve`, not this binary. To point it here, remove it with `claude mcp \
+             remove --scope user autotool`, then run `autotool setup` again."
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "Codex           already registered (~/.codex/config.toml), left untouched: it runs \
+             `/old/autotool serve --sandbox off`"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_second_run_changes_nothing() {
+    let home = Home::new();
+    for (_, dir, _, _) in fresh_cases() {
+        home.mkdir(dir);
+    }
+    home.write(
+        ".cursor/mcp.json",
+        "{\"mcpServers\": {\"a\": {\"command\": \"a\"}}}",
+    );
+    let (first, _) = home.run(&[], false);
+    assert_eq!(first.registered, 5);
+    let after_first = home.snapshot();
+    let (second, out) = home.run(&[], false);
+    assert_eq!(
+        second,
+        Summary {
+            already: 5,
+            ..Summary::default()
+        },
+        "{out}"
+    );
+    assert_eq!(
+        home.snapshot(),
+        after_first,
+        "the second run wrote something: {out}"
+    );
+    for app in App::ALL {
+        assert!(
+            out.contains(&format!("{:<16}already registered (", app.title())),
+            "{app:?}: {out}"
+        );
+    }
+}
+
+#[test]
+fn an_unparseable_config_is_left_alone_with_the_reason() {
+    let cases = [
+        (
+            App::ClaudeCode,
+            ".claude.json",
+            "{\"mcpServers\": {}, // a comment JSON does not allow\n}",
+            "it is not valid JSON: Comments are not allowed at line 1, column 20",
+        ),
+        (
+            App::Codex,
+            ".codex/config.toml",
+            "model = \"o3\"\n[mcp_servers.autotool\n",
+            "it is not valid TOML: ",
+        ),
+        (
+            App::Cursor,
+            ".cursor/mcp.json",
+            "{\"mcpServers\": [\"not\", \"an object\"]}",
+            "`mcpServers` in it is not an object",
+        ),
+        (
+            App::ClaudeDesktop,
+            ".config/Claude/claude_desktop_config.json",
+            "{\"mcpServers\": {\"autotool\": ",
+            "it is not valid JSON: ",
+        ),
+        (
+            App::OpenClaw,
+            ".openclaw/openclaw.json",
+            "{ mcp: { servers: { a: { command: 'x' } } } ",
+            "it is not valid JSON5: ",
+        ),
+    ];
+    for (app, rel, text, why) in cases {
+        let home = Home::new();
+        home.write(rel, text);
+        let before = home.snapshot();
+        match home.plan(app) {
+            Plan::Unreadable { config, why: got } => {
+                assert_eq!(config, home.path(rel), "{app:?}");
+                assert!(got.starts_with(why), "{app:?}: {got}");
+            }
+            other => panic!("{app:?}: expected Unreadable, got {other:?}"),
+        }
+        let (summary, out) = home.run(&[], false);
+        assert_eq!(summary.failed, 1, "{app:?}: {out}");
+        assert_eq!(
+            home.snapshot(),
+            before,
+            "{app:?}: the file must be left alone"
+        );
+        assert!(
+            out.contains(&format!(
+                "{:<16}config unreadable: ~/{rel}: {why}",
+                app.title()
+            )),
+            "{app:?}: {out}"
+        );
+        assert!(out.contains("It was left alone"), "{app:?}: {out}");
+    }
+}
+
+#[test]
+fn a_dry_run_writes_nothing_and_prints_each_change() {
+    let home = Home::new();
+    for (_, dir, _, _) in fresh_cases() {
+        home.mkdir(dir);
+    }
+    home.write(
+        ".cursor/mcp.json",
+        "{\n  \"mcpServers\": {\n    \"autotool\": {\"command\": \"/old\", \"args\": [\"serve\"]}\n  }\n}\n",
+    );
+    let before = home.snapshot();
+    let (summary, out) = home.run(&[], true);
+    assert_eq!(home.snapshot(), before, "a dry run wrote something: {out}");
+    assert_eq!(summary.registered, 5, "{out}");
+    assert!(out.starts_with(&format!(
+        "Dry run: would register `{BIN} serve` with the agent apps on this machine:\n"
+    )));
+    assert!(out.contains("Claude Code     would register (would create ~/.claude.json)\n    --- /dev/null\n    +++ ~/.claude.json\n"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "Cursor          would register (~/.cursor/mcp.json; the autotool entry ran `/old \
+             serve`, its env and other settings are kept; a backup would go to \
+             ~/.cursor/mcp.json.bak)\n    --- ~/.cursor/mcp.json\n    +++ ~/.cursor/mcp.json\n    \
+             @@ -3 +3 @@\n    -    \"autotool\": {{\"command\": \"/old\", \"args\": [\"serve\"]}}\n    \
+             +    \"autotool\": {{\"command\": \"{BIN}\", \"args\": [\"serve\"]}}\n"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("    +command = \"{BIN}\"\n")),
+        "the Codex diff: {out}"
+    );
+    assert!(out.ends_with("Dry run: nothing was written.\n"), "{out}");
+}
+
+/// A neighbouring server's settings may hold a token: a dry run never prints them, even when the
+/// edit changes their line (a comma added after a compact entry). Control: the plain diff of the
+/// same change shows the token.
+#[test]
+fn a_dry_run_never_prints_another_servers_settings() {
+    let home = Home::new();
+    home.mkdir(".cursor");
+    let token = "ghp_neighbour0secret0token0123456789";
+    let before = format!(
+        "{{\n  \"mcpServers\": {{\n    \"github\": {{\"command\": \"gh-mcp\", \"env\": {{\"GITHUB_TOKEN\": \"{token}\"}}}}\n  }}\n}}\n"
+    );
+    home.write(".cursor/mcp.json", &before);
+    let (summary, out) = home.run(&[App::Cursor], true);
+    assert_eq!(summary.registered, 1, "{out}");
+    assert!(
+        !out.contains(token),
+        "the dry run printed a neighbour's token:\n{out}"
+    );
+    assert!(
+        out.contains("(a line of another setting, not shown)"),
+        "{out}"
+    );
+    assert!(out.contains(&format!("\"command\": \"{BIN}\"")), "{out}");
+    // Control: the change does touch the neighbour's line, and a plain diff shows it.
+    let Plan::Change { after, .. } = host_apps::plan(App::Cursor, &home.env(), &entry(), false)
+    else {
+        panic!("no change planned for Cursor");
+    };
+    let plain = similar::TextDiff::from_lines(before.as_str(), after.as_str())
+        .unified_diff()
+        .context_radius(0)
+        .to_string();
+    assert!(
+        plain.contains(token),
+        "control: the plain diff does not show it:\n{plain}"
+    );
+}
+
+#[test]
+fn where_each_app_keeps_its_config() {
+    let home = Home::new();
+    let h = |rel: &str| home.path(rel);
+    let cfg = |app, env: &HostEnv| host_apps::locate(app, env).config;
+    let env = home.env();
+    assert_eq!(cfg(App::ClaudeCode, &env), h(".claude.json"));
+    assert_eq!(cfg(App::Codex, &env), h(".codex/config.toml"));
+    assert_eq!(cfg(App::Cursor, &env), h(".cursor/mcp.json"));
+    assert_eq!(
+        cfg(App::ClaudeDesktop, &env),
+        h(".config/Claude/claude_desktop_config.json")
+    );
+    assert_eq!(cfg(App::OpenClaw, &env), h(".openclaw/openclaw.json"));
+
+    let moved = home
+        .env()
+        .with_var("CLAUDE_CONFIG_DIR", "/cfg/claude")
+        .with_var("CODEX_HOME", "~/codex-home")
+        .with_var("XDG_CONFIG_HOME", "/xdg")
+        .with_var("OPENCLAW_STATE_DIR", "/state/openclaw");
+    assert_eq!(
+        cfg(App::ClaudeCode, &moved),
+        PathBuf::from("/cfg/claude/.claude.json")
+    );
+    assert_eq!(cfg(App::Codex, &moved), h("codex-home/config.toml"));
+    assert_eq!(
+        cfg(App::ClaudeDesktop, &moved),
+        PathBuf::from("/xdg/Claude/claude_desktop_config.json")
+    );
+    assert_eq!(
+        cfg(App::OpenClaw, &moved),
+        PathBuf::from("/state/openclaw/openclaw.json")
+    );
+    let explicit = home
+        .env()
+        .with_var("OPENCLAW_HOME", "/oc")
+        .with_var("OPENCLAW_CONFIG_PATH", "/etc/oc.json5");
+    assert_eq!(
+        cfg(App::OpenClaw, &explicit),
+        PathBuf::from("/etc/oc.json5")
+    );
+    let oc_home = home.env().with_var("OPENCLAW_HOME", "/oc");
+    assert_eq!(
+        cfg(App::OpenClaw, &oc_home),
+        PathBuf::from("/oc/.openclaw/openclaw.json")
+    );
+
+    let mac = HostEnv::new("/Users/me", Os::MacOs);
+    assert_eq!(
+        cfg(App::ClaudeDesktop, &mac),
+        PathBuf::from("/Users/me/Library/Application Support/Claude/claude_desktop_config.json")
+    );
+    let win =
+        HostEnv::new("C:/Users/me", Os::Windows).with_var("APPDATA", "C:/Users/me/AppData/Roaming");
+    assert_eq!(
+        cfg(App::ClaudeDesktop, &win),
+        PathBuf::from("C:/Users/me/AppData/Roaming")
+            .join("Claude")
+            .join("claude_desktop_config.json")
+    );
+    // Codex passes the keychain's variables on Linux only.
+    assert_eq!(
+        host_apps::codex_env_vars(Os::Linux),
+        ["DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR"]
+    );
+    assert!(host_apps::codex_env_vars(Os::MacOs).is_empty());
+}
+
+#[test]
+fn claude_code_honours_claude_config_dir() {
+    let home = Home::new();
+    home.mkdir("claude-cfg");
+    let env = home
+        .env()
+        .with_var("CLAUDE_CONFIG_DIR", home.path("claude-cfg"));
+    let mut out = Vec::new();
+    let opts = Options::default();
+    let summary = host_apps::run(&opts, &env, &entry(), &mut out).unwrap();
+    assert_eq!(summary.registered, 1, "{}", String::from_utf8_lossy(&out));
+    assert!(home.path("claude-cfg/.claude.json").is_file());
+    assert!(!home.path(".claude.json").exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The binary.
+
+fn autotool(home: &Home, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_autotool"))
+        .args(args)
+        .env_clear()
+        .env("HOME", home.dir.path())
+        .env("PATH", home.path("bin"))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_cli_registers_its_own_path_and_exits_non_zero_on_an_unreadable_config() {
+    let home = Home::new();
+    home.mkdir(".cursor")
+        .write(".codex/config.toml", "not toml at all\n");
+    let before = home.snapshot();
+    let (code, out, err) = autotool(&home, &["setup", "--dry-run"]);
+    assert_eq!(home.snapshot(), before, "--dry-run wrote something: {out}");
+    assert_eq!(code, Some(1), "{out}{err}");
+
+    let (code, out, err) = autotool(&home, &["setup", "--app", "cursor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_autotool")).unwrap();
+    let v: Value = serde_json::from_str(&home.read(".cursor/mcp.json")).unwrap();
+    assert_eq!(
+        v["mcpServers"]["autotool"],
+        json!({"command": exe.to_str().unwrap(), "args": ["serve"]})
+    );
+    assert!(
+        !out.contains("Codex"),
+        "--app cursor reports Cursor only: {out}"
+    );
+}
+
+#[test]
+fn setup_service_registers_the_bridge_and_switches_an_existing_entry() {
+    let home = Home::new();
+    home.mkdir(".cursor");
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_autotool")).unwrap();
+    let (code, out, err) = autotool(&home, &["setup", "--app", "cursor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = autotool(&home, &["setup", "--service", "--app", "cursor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let v: Value = serde_json::from_str(&home.read(".cursor/mcp.json")).unwrap();
+    assert_eq!(
+        v["mcpServers"]["autotool"],
+        json!({"command": exe.to_str().unwrap(), "args": ["connect"]})
+    );
+    let (code, _, err) = autotool(&home, &["setup", "--service", "--launcher"]);
+    assert_eq!(code, Some(2), "{err}");
+}
+
+#[test]
+fn doctor_names_each_app_found_and_whether_it_runs_autotool() {
+    let home = Home::new();
+    home.mkdir(".cursor")
+        .write(".codex/config.toml", "not toml at all\n");
+    let host_checks = |home: &Home| -> Vec<Value> {
+        let (_, out, err) = autotool(home, &["doctor", "--json"]);
+        let report: Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"] == "host")
+            .cloned()
+            .collect()
+    };
+    let checks = host_checks(&home);
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    let cursor = checks
+        .iter()
+        .find(|c| c["detail"].as_str().unwrap().starts_with("Cursor"))
+        .unwrap();
+    assert_eq!(cursor["status"], "warn", "{cursor}");
+    assert_eq!(cursor["fix"], "autotool setup --app cursor");
+    let codex = checks
+        .iter()
+        .find(|c| c["detail"].as_str().unwrap().starts_with("Codex"))
+        .unwrap();
+    assert_eq!(codex["status"], "fail", "{codex}");
+    let (code, out, err) = autotool(&home, &["setup", "--app", "cursor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let cursor = host_checks(&home)
+        .into_iter()
+        .find(|c| c["detail"].as_str().unwrap().starts_with("Cursor"))
+        .unwrap();
+    assert_eq!(cursor["status"], "ok", "{cursor}");
+    assert!(
+        cursor["detail"].as_str().unwrap().contains("registered"),
+        "{cursor}"
+    );
+}
+
+#[test]
+fn the_cli_keeps_setup_launcher_apart() {
+    let home = Home::new();
+    let (code, _, err) = autotool(&home, &["setup", "--launcher", "--app", "cursor"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, _, err) = autotool(&home, &["setup", "--yes"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--launcher"), "{err}");
+    let (code, out, err) = autotool(&home, &["setup", "--app", "nonesuch"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        err.contains("claude-code"),
+        "the error lists the app names: {err}"
+    );
+}
+
+#[test]
+fn setup_launcher_still_installs_the_launcher() {
+    let home = Home::new();
+    let before = home.snapshot();
+    let (code, out, err) = autotool(&home, &["setup", "--launcher", "--dry-run"]);
+    assert_eq!(home.snapshot(), before, "{out}");
+    let beside = Path::new(env!("CARGO_BIN_EXE_autotool")).with_file_name("autotool-launcher");
+    if beside.is_file() {
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(out.contains("This installs the sandbox launcher"), "{out}");
+        assert!(out.ends_with("(dry run: nothing was changed)\n"), "{out}");
+    } else {
+        // Built without the launcher: the launcher path still answers, not host registration.
+        assert_eq!(code, Some(1), "{out}{err}");
+        assert!(err.contains("no launcher to install"), "{err}");
+    }
+    assert!(!out.contains("agent apps"), "{out}");
+}
