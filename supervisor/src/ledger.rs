@@ -22,6 +22,7 @@ mod approvals;
 mod calls;
 mod event;
 mod schema;
+mod verdicts;
 
 pub use calls::{CallRecord, CallRow, ToolStats};
 pub use event::Event;

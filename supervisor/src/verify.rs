@@ -14,8 +14,14 @@
 //! 5. [`Stage::ListTools`]: `tools/list`: at least one function, valid names that fit with
 //!    the tool's own in a mounted name and hold no key value, object schemas ([`check_tools`]).
 //! 6. [`Stage::SmokeTest`]: the optional call the author asked for, within its timeout.
-//! 7. [`Stage::Robustness`]: edge-case calls derived from each function's input schema
-//!    ([`probes`]); a function that crashes on one, or hangs, fails. Whether they run is
+//! 7. [`Stage::Examples`]: each example the code declares in `EXAMPLES` (read statically at
+//!    stage 2, like `REQUIRED_ENV`) called, and its answer compared with what it expects.
+//! 8. [`Stage::Robustness`]: edge-case calls derived from each function's input schema
+//!    ([`probes`]); a function that crashes on one, or hangs, fails; then the [`verdicts`] no
+//!    author writes: a function answering one constant to distinct inputs fails
+//!    (`non_degenerate`), and one answering the same arguments differently fails
+//!    (`deterministic`) unless it declares so in `NONDETERMINISTIC` or holds keys or reached
+//!    the network (then the difference is recorded). Whether stages 7 and 8 make calls is
 //!    [`Thoroughness::skips`]: by default only for tools that declare no keys, so no API quota
 //!    is spent by surprise.
 //!
@@ -26,21 +32,25 @@
 //! size, so a key value straddling the cut cannot leave a piece behind; the message is redacted
 //! again where it is rendered for the host.
 //!
-//! Layout: [`declarations`] reads `REQUIRED_ENV`; [`lint`](mod@lint) runs ruff; [`probes`] plans
-//! and makes the robustness calls.
+//! Layout: [`declarations`] reads `REQUIRED_ENV`, `EXAMPLES` and `NONDETERMINISTIC`;
+//! [`lint`](mod@lint) runs ruff; [`probes`] plans and makes the robustness calls; [`verdicts`]
+//! judges answers; `judge` makes the calls verdicts are judged from.
 
 pub mod declarations;
 mod failure;
 mod functions;
+mod judge;
 pub mod lint;
 pub mod probes;
+pub mod verdicts;
 
 use failure::{SCRUB, cap_head, cap_tail};
 pub use failure::{Stage, VerifyFailure, tail_of};
 pub use functions::check_tools;
 use functions::smoke;
 
-pub use declarations::{EXPECTED_FORM, required_env};
+pub use declarations::{EXPECTED_FORM, Example, required_env};
+pub use verdicts::Verdict;
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
 pub use probes::{PROBE_BUDGET, PROBE_TIMEOUT};
 
@@ -224,6 +234,8 @@ pub struct Verified {
     pub smoke: Option<CallOutcome>,
     /// Whether the probes ran, and how many.
     pub robustness: Robustness,
+    /// Every verdict reached (examples, non-degeneracy, determinism), passed or recorded.
+    pub verdicts: Vec<Verdict>,
     /// How long each stage took (Launch: writing the file; Initialize: spawn to `initialize`
     /// answered).
     pub timings: Vec<(Stage, Duration)>,
@@ -246,13 +258,14 @@ pub async fn verify(req: VerifyRequest) -> Result<Verified, VerifyFailure> {
             tracing::info!(tool = %name, stage = %f.stage, took = ?t0.elapsed(), "verification failed")
         }
     }
-    let (process, tools, required_env, smoke, robustness) = result?;
+    let (process, tools, required_env, smoke, robustness, verdicts) = result?;
     Ok(Verified {
         process,
         tools,
         required_env,
         smoke,
         robustness,
+        verdicts,
         timings,
     })
 }
@@ -263,7 +276,15 @@ type Passed = (
     Vec<KeyName>,
     Option<CallOutcome>,
     Robustness,
+    Vec<Verdict>,
 );
+
+/// What the code declares, read statically at [`Stage::Declarations`].
+struct Declared {
+    keys: Vec<KeyName>,
+    examples: Vec<Example>,
+    nondeterministic: Vec<String>,
+}
 
 async fn run(
     req: VerifyRequest,
@@ -282,8 +303,11 @@ async fn run(
         declared,
         redactor,
     } = req;
-    let required_env =
-        check_source_timed(&code, &spec.python, lint_timeout, declared, timings).await?;
+    let Declared {
+        keys: required_env,
+        examples,
+        nondeterministic,
+    } = check_source_timed(&code, &spec.python, lint_timeout, declared, timings).await?;
 
     let t = Instant::now();
     stage_file(&spec, &code)?;
@@ -343,15 +367,62 @@ async fn run(
         }
     };
 
-    let robustness = match thoroughness.skips(&required_env) {
-        Some(why) => Robustness::Skipped(why),
+    let skip = thoroughness.skips(&required_env);
+    let t = Instant::now();
+    let mut verdicts = match judge::examples(
+        &process,
+        &tools,
+        &examples,
+        skip,
+        smoke_timeout,
+        &tool_file,
+    )
+    .await
+    {
+        Ok(verdicts) => verdicts,
+        Err(failure) => {
+            process.shutdown().await;
+            return Err(failure);
+        }
+    };
+    if !examples.is_empty() {
+        timings.push((Stage::Examples, t.elapsed()));
+    }
+
+    let robustness = match skip {
+        Some(why) => {
+            verdicts.extend(judge::skipped(&tools, why));
+            Robustness::Skipped(why)
+        }
         None => {
             let t = Instant::now();
             let planned = probes::plan(&tools);
-            match probes::run(&process, &planned, probe_timeout, probe_budget, &tool_file).await {
-                Ok(made) => {
+            let reach = judge::Reach {
+                holds_keys: !required_env.is_empty(),
+                nondeterministic: &nondeterministic,
+                sandbox,
+            };
+            let judged = async {
+                let made =
+                    probes::run(&process, &planned, probe_timeout, probe_budget, &tool_file)
+                        .await?;
+                let judged = judge::after_probes(
+                    &process,
+                    &tools,
+                    &planned,
+                    &made,
+                    &reach,
+                    probe_timeout,
+                    &tool_file,
+                )
+                .await?;
+                Ok::<_, VerifyFailure>((made.len(), judged))
+            };
+            match judged.await {
+                Ok((made, judged)) => {
                     let took = t.elapsed();
                     timings.push((Stage::Robustness, took));
+                    verdicts.extend(judged);
                     Robustness::Probed {
                         made,
                         planned: planned.len(),
@@ -365,7 +436,7 @@ async fn run(
             }
         }
     };
-    Ok((process, tools, required_env, smoke, robustness))
+    Ok((process, tools, required_env, smoke, robustness, verdicts))
 }
 
 /// Stages 1–2, [`Stage::Lint`] and [`Stage::Declarations`]: everything that needs no process.
@@ -375,7 +446,9 @@ pub async fn check_source(
     python: &Python,
     lint_timeout: Duration,
 ) -> Result<Vec<KeyName>, VerifyFailure> {
-    check_source_timed(code, python, lint_timeout, None, &mut Vec::new()).await
+    Ok(check_source_timed(code, python, lint_timeout, None, &mut Vec::new())
+        .await?
+        .keys)
 }
 
 async fn check_source_timed(
@@ -384,7 +457,7 @@ async fn check_source_timed(
     lint_timeout: Duration,
     declared: Option<Vec<KeyName>>,
     timings: &mut Vec<(Stage, Duration)>,
-) -> Result<Vec<KeyName>, VerifyFailure> {
+) -> Result<Declared, VerifyFailure> {
     let t = Instant::now();
     if code.trim().is_empty() {
         return Err(VerifyFailure::new(Stage::Lint, "the code is empty", ""));
@@ -393,12 +466,19 @@ async fn check_source_timed(
     timings.push((Stage::Lint, t.elapsed()));
 
     let t = Instant::now();
-    let declared = match declared {
+    let refused = |m| VerifyFailure::new(Stage::Declarations, m, "");
+    let keys = match declared {
         Some(d) => d,
-        None => required_env(code).map_err(|m| VerifyFailure::new(Stage::Declarations, m, ""))?,
+        None => required_env(code).map_err(refused)?,
     };
+    let examples = declarations::examples(code).map_err(refused)?;
+    let nondeterministic = declarations::nondeterministic(code).map_err(refused)?;
     timings.push((Stage::Declarations, t.elapsed()));
-    Ok(declared)
+    Ok(Declared {
+        keys,
+        examples,
+        nondeterministic,
+    })
 }
 
 /// Put `code` where the spec will start it, unless it is already there.
@@ -559,6 +639,7 @@ mod tests {
                 "initialize",
                 "list_tools",
                 "smoke_test",
+                "examples",
                 "robustness"
             ]
         );

@@ -350,6 +350,8 @@ struct ShowOutput {
     recent_events: Vec<EventRow>,
     /// Keys the user approved for this tool, newest first.
     approvals: Vec<ledger::ApprovalRow>,
+    /// What verification found of the current version's functions.
+    verdicts: Vec<crate::verify::Verdict>,
 }
 
 fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Result<(), CliError> {
@@ -376,6 +378,10 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         recent_calls: registry.recent_calls(name, RECENT)?,
         recent_events: registry.events(Some(name), RECENT)?,
         approvals: registry.ledger().approvals(name)?,
+        verdicts: match tool.current_version {
+            Some(v) => registry.ledger().verdicts(name, v)?,
+            None => Vec::new(),
+        },
     };
     if json {
         serde_json::to_writer_pretty(&mut *out, &output)?;
@@ -426,6 +432,12 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             )?;
             if let Some(o) = &f.output_schema {
                 writeln!(out, "    output: {}", serde_json::to_string(o)?)?;
+            }
+        }
+        if !output.verdicts.is_empty() {
+            writeln!(out, "verdicts:")?;
+            for v in &output.verdicts {
+                writeln!(out, "  {}", one_line(&v.to_string(), 160))?;
             }
         }
     }

@@ -72,6 +72,20 @@ pub const MIGRATIONS: &[&str] = &[
         asked_at  INTEGER NOT NULL
     ) STRICT;
     "#,
+    // 3: verdicts. What verification found of each function of a version.
+    r#"
+    CREATE TABLE verdicts (
+        id         INTEGER PRIMARY KEY,
+        tool       TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        function   TEXT NOT NULL,
+        check_name TEXT NOT NULL,          -- deterministic, non_degenerate, example
+        example    INTEGER,                -- which entry of EXAMPLES, from 1
+        outcome    TEXT NOT NULL,          -- passed, failed, recorded, skipped
+        detail     TEXT NOT NULL DEFAULT ''
+    ) STRICT;
+    CREATE INDEX verdicts_by_version ON verdicts (tool, version);
+    "#,
 ];
 
 /// The schema version this build writes.

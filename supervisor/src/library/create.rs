@@ -8,7 +8,7 @@
 use super::Library;
 use crate::ledger::Event;
 use crate::registry::{FunctionSpec, Manifest, RegistryError};
-use crate::verify::{SmokeTest, Thoroughness, VerifyFailure, VerifyRequest};
+use crate::verify::{SmokeTest, Thoroughness, Verdict, VerifyFailure, VerifyRequest};
 use crate::version::Subject;
 use autotool_policy::names::{FunctionName, KeyName, MountedName, ToolName};
 
@@ -62,6 +62,8 @@ pub struct Created {
     pub key_notes: Vec<String>,
     /// What the robustness probes did.
     pub robustness: String,
+    /// What verification found of each function (redacted), as kept in the ledger.
+    pub verdicts: Vec<Verdict>,
     /// Whether its functions are in the tool list now (the list limit may leave them out).
     pub listed: bool,
 }
@@ -172,6 +174,21 @@ impl Library {
             }
         };
         let robustness = verified.robustness.to_string();
+        let verdicts: Vec<Verdict> = verified
+            .verdicts
+            .iter()
+            .map(|v| Verdict {
+                detail: secrets.redact(&v.detail),
+                ..v.clone()
+            })
+            .collect();
+        if let Err(e) =
+            self.registry
+                .ledger()
+                .record_verdicts(name.as_str(), version.version, &verdicts)
+        {
+            tracing::warn!(tool = %name, "recording the verdicts: {e}");
+        }
         let required_env = verified.required_env.clone();
         self.pool
             .adopt(name.as_str(), version.version, grants, verified.process)
@@ -190,6 +207,7 @@ impl Library {
             keys_granted: keys.keys().cloned().collect(),
             key_notes,
             robustness,
+            verdicts,
         })
     }
 }

@@ -25,6 +25,7 @@
 
 use autotool_policy::names::{KeyName, MAX_KEY_NAME};
 
+mod literal;
 mod tokens;
 use tokens::{Kind, Token, tokenize};
 
@@ -48,10 +49,23 @@ const BINDING_KEYWORDS: [&str; 9] = [
 /// wrong, on which line, and what form is expected.
 pub fn required_env(code: &str) -> Result<Vec<KeyName>, String> {
     let tokens = tokenize(code).map_err(|e| format!("{e}. {EXPECTED_FORM}"))?;
-    let context = Context::new(&tokens);
-    let mut declarations: Vec<(usize, Vec<KeyName>)> = Vec::new();
+    Ok(read_declaration(&tokens, NAME, EXPECTED_FORM, declaration)?.unwrap_or_default())
+}
+
+/// The value of the one top-level declaration of `name` in `tokens`, read by `parse` (given
+/// the tokens and the index of the declaration's name token); `None` when `name` is not
+/// declared. Every other binding or change of `name`, and a second declaration, is refused:
+/// the messages end with `expected`.
+fn read_declaration<T>(
+    tokens: &[Token],
+    name: &str,
+    expected: &str,
+    parse: impl Fn(&[Token], usize) -> Result<T, String>,
+) -> Result<Option<T>, String> {
+    let context = Context::new(tokens);
+    let mut declarations: Vec<(usize, T)> = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
-        if token.kind != Kind::Name || token.text != NAME {
+        if token.kind != Kind::Name || token.text != name {
             continue;
         }
         if i > 0 && tokens[i - 1].is_op(".") {
@@ -63,31 +77,31 @@ pub fn required_env(code: &str) -> Result<Vec<KeyName>, String> {
             && token.indent == 0
             && next.is_some_and(|n| n.is_op("=") || n.is_op(":"));
         if declares {
-            let names = declaration(&tokens, i).map_err(|e| {
+            let value = parse(tokens, i).map_err(|e| {
                 if e.starts_with("line ") {
-                    format!("{e}. {EXPECTED_FORM}")
+                    format!("{e}. {expected}")
                 } else {
-                    format!("line {}: {e}. {EXPECTED_FORM}", token.line)
+                    format!("line {}: {e}. {expected}", token.line)
                 }
             })?;
-            declarations.push((token.line, names));
-        } else if let Some(how) = context.binding(&tokens, i) {
+            declarations.push((token.line, value));
+        } else if let Some(how) = context.binding(tokens, i) {
             let place = if token.indent > 0 {
                 "inside a function, class or block"
             } else {
                 "not as a top-level declaration line of its own"
             };
             return Err(format!(
-                "line {}: REQUIRED_ENV is {how} ({place}); autotool reads the declaration without running the code, so it must be the only place the name is set. {EXPECTED_FORM}",
+                "line {}: {name} is {how} ({place}); autotool reads the declaration without running the code, so it must be the only place the name is set. {expected}",
                 token.line
             ));
         }
     }
     match declarations.len() {
-        0 => Ok(Vec::new()),
-        1 => Ok(declarations.swap_remove(0).1),
+        0 => Ok(None),
+        1 => Ok(Some(declarations.swap_remove(0).1)),
         _ => Err(format!(
-            "REQUIRED_ENV is declared more than once (lines {}); autotool cannot tell which one counts without running the code. {EXPECTED_FORM}",
+            "{name} is declared more than once (lines {}); autotool cannot tell which one counts without running the code. {expected}",
             declarations
                 .iter()
                 .map(|(l, _)| l.to_string())
@@ -97,8 +111,138 @@ pub fn required_env(code: &str) -> Result<Vec<KeyName>, String> {
     }
 }
 
-/// Parse the declaration whose name token is `tokens[at]`.
-fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
+/// The declared value of `name` as a JSON value: any Python literal ([`literal`]), alone on
+/// its declaration's line; `None` when the code does not declare it.
+pub fn declared_literal(
+    code: &str,
+    name: &str,
+    expected: &str,
+) -> Result<Option<serde_json::Value>, String> {
+    let tokens = tokenize(code).map_err(|e| format!("{e}. {expected}"))?;
+    read_declaration(&tokens, name, expected, |tokens, at| {
+        let start = value_start(tokens, at, name)?;
+        let (value, end) = literal::read(tokens, start)?;
+        if let Some(rest) = tokens.get(end)
+            && rest.kind != Kind::Newline
+        {
+            return Err(format!(
+                "line {}: nothing may follow the literal on the declaration's line (found {})",
+                rest.line,
+                rest.describe()
+            ));
+        }
+        Ok(value)
+    })
+}
+
+/// Refusals of `EXAMPLES` end with this.
+pub const EXAMPLES_FORM: &str = "Declare examples once, at the top level of the file, as a list \
+of dict literals: EXAMPLES = [{\"function\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}, \
+\"expect\": 3}] (expect is the function's answer: its return value, or its text); leave \
+EXAMPLES out if there are none.";
+
+/// Refusals of `NONDETERMINISTIC` end with this.
+pub const NONDETERMINISTIC_FORM: &str = "Declare the functions whose answers may differ for the \
+same arguments (they read a clock, draw random numbers) once, at the top level of the file, as \
+a list of string literals: NONDETERMINISTIC = [\"roll_dice\"].";
+
+/// Most examples one tool declares.
+pub const MAX_EXAMPLES: usize = 20;
+
+/// One entry of a tool's `EXAMPLES`: a call and the answer it must give.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Example {
+    pub function: String,
+    #[serde(default)]
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+    pub expect: serde_json::Value,
+}
+
+/// The examples a tool declares in `EXAMPLES`, read without running the code; none when it
+/// declares none.
+pub fn examples(code: &str) -> Result<Vec<Example>, String> {
+    let Some(value) = declared_literal(code, "EXAMPLES", EXAMPLES_FORM)? else {
+        return Ok(Vec::new());
+    };
+    let serde_json::Value::Array(items) = value else {
+        return Err(format!("EXAMPLES must be a list. {EXAMPLES_FORM}"));
+    };
+    if items.len() > MAX_EXAMPLES {
+        return Err(format!(
+            "EXAMPLES lists {} examples; at most {MAX_EXAMPLES} are checked. {EXAMPLES_FORM}",
+            items.len()
+        ));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let n = i + 1;
+            let serde_json::Value::Object(entry) = item else {
+                return Err(format!("EXAMPLES entry {n} is not a dict. {EXAMPLES_FORM}"));
+            };
+            if let Some(other) = entry
+                .keys()
+                .find(|k| !matches!(k.as_str(), "function" | "arguments" | "expect"))
+            {
+                return Err(format!(
+                    "EXAMPLES entry {n} has the key {other:?}; the keys are function, arguments and expect. {EXAMPLES_FORM}"
+                ));
+            }
+            let function = match entry.get("function") {
+                Some(serde_json::Value::String(f)) => f.clone(),
+                _ => {
+                    return Err(format!(
+                        "EXAMPLES entry {n} needs \"function\": the name of a function, as a string. {EXAMPLES_FORM}"
+                    ));
+                }
+            };
+            let arguments = match entry.get("arguments") {
+                None => serde_json::Map::new(),
+                Some(serde_json::Value::Object(a)) => a.clone(),
+                Some(_) => {
+                    return Err(format!(
+                        "EXAMPLES entry {n}: \"arguments\" must be a dict of argument names to values. {EXAMPLES_FORM}"
+                    ));
+                }
+            };
+            let Some(expect) = entry.get("expect").cloned() else {
+                return Err(format!(
+                    "EXAMPLES entry {n} needs \"expect\": the answer the call must give. {EXAMPLES_FORM}"
+                ));
+            };
+            Ok(Example {
+                function,
+                arguments,
+                expect,
+            })
+        })
+        .collect()
+}
+
+/// The functions a tool declares in `NONDETERMINISTIC`; none when it declares none.
+pub fn nondeterministic(code: &str) -> Result<Vec<String>, String> {
+    let Some(value) = declared_literal(code, "NONDETERMINISTIC", NONDETERMINISTIC_FORM)? else {
+        return Ok(Vec::new());
+    };
+    let names = match value {
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                serde_json::Value::String(s) => Some(s),
+                _ => None,
+            })
+            .collect::<Option<Vec<String>>>(),
+        _ => None,
+    };
+    names.ok_or_else(|| {
+        format!("NONDETERMINISTIC must be a list of function names. {NONDETERMINISTIC_FORM}")
+    })
+}
+
+/// The index of the first token of the value in the declaration at `tokens[at]` (past an
+/// annotation and the `=`).
+fn value_start(tokens: &[Token], at: usize, name: &str) -> Result<usize, String> {
     let mut i = at + 1;
     if tokens[i].is_op(":") {
         // An annotation: skip to the `=` of this line.
@@ -106,13 +250,20 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
             i += 1;
         }
         if !tokens.get(i).is_some_and(|t| t.is_op("=")) {
-            return Err("REQUIRED_ENV is annotated but given no value".into());
+            return Err(format!("{name} is annotated but given no value"));
         }
     }
     i += 1; // past `=`
-    let Some(open) = tokens.get(i) else {
-        return Err("REQUIRED_ENV has no value".into());
-    };
+    match tokens.get(i) {
+        Some(t) if t.kind != Kind::Newline => Ok(i),
+        _ => Err(format!("{name} has no value")),
+    }
+}
+
+/// Parse the declaration whose name token is `tokens[at]`.
+fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
+    let mut i = value_start(tokens, at, NAME)?;
+    let open = &tokens[i];
     let close = if open.is_op("[") {
         "]"
     } else if open.is_op("(") {
