@@ -24,6 +24,8 @@
 //!    the network (then the difference is recorded). Whether stages 7 and 8 make calls is
 //!    [`Thoroughness::skips`]: by default only for tools that declare no keys, so no API quota
 //!    is spent by surprise.
+//! 9. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
+//!    ([`baseline`]): their smoke tests and examples called again, their verdicts held.
 //!
 //! Which keys the tool receives is the caller's decision (the spec's environment); [`verify`]
 //! only reports what the code declares. A caller that must ask for consent before anything runs
@@ -36,6 +38,7 @@
 //! [`lint`](mod@lint) runs ruff; [`probes`] plans and makes the robustness calls; [`verdicts`]
 //! judges answers; `judge` makes the calls verdicts are judged from.
 
+pub mod baseline;
 pub mod declarations;
 mod failure;
 mod functions;
@@ -49,10 +52,11 @@ pub use failure::{Stage, VerifyFailure, tail_of};
 pub use functions::check_tools;
 use functions::smoke;
 
+pub use baseline::Obligation;
 pub use declarations::{EXPECTED_FORM, Example, required_env};
-pub use verdicts::Verdict;
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
 pub use probes::{PROBE_BUDGET, PROBE_TIMEOUT};
+pub use verdicts::Verdict;
 
 use crate::redact::Redactor;
 use crate::tool::process::{
@@ -202,6 +206,8 @@ pub struct VerifyRequest {
     /// Every key value autotool knows: logs are redacted with it before they are cut, and a
     /// function whose name holds a value is refused.
     pub redactor: Option<Arc<Redactor>>,
+    /// What trusted versions of the tool did, owed by this one ([`Stage::Baseline`]).
+    pub baseline: Vec<Obligation>,
 }
 
 impl VerifyRequest {
@@ -219,6 +225,7 @@ impl VerifyRequest {
             probe_budget: PROBE_BUDGET,
             declared: None,
             redactor: None,
+            baseline: Vec::new(),
         }
     }
 }
@@ -234,8 +241,11 @@ pub struct Verified {
     pub smoke: Option<CallOutcome>,
     /// Whether the probes ran, and how many.
     pub robustness: Robustness,
-    /// Every verdict reached (examples, non-degeneracy, determinism), passed or recorded.
+    /// Every verdict reached (examples, non-degeneracy, determinism, the baseline), passed,
+    /// recorded or skipped.
     pub verdicts: Vec<Verdict>,
+    /// What this version met, owed by later ones once it is trusted ([`baseline::met`]).
+    pub met: Vec<Obligation>,
     /// How long each stage took (Launch: writing the file; Initialize: spawn to `initialize`
     /// answered).
     pub timings: Vec<(Stage, Duration)>,
@@ -258,7 +268,7 @@ pub async fn verify(req: VerifyRequest) -> Result<Verified, VerifyFailure> {
             tracing::info!(tool = %name, stage = %f.stage, took = ?t0.elapsed(), "verification failed")
         }
     }
-    let (process, tools, required_env, smoke, robustness, verdicts) = result?;
+    let (process, tools, required_env, smoke, robustness, verdicts, met) = result?;
     Ok(Verified {
         process,
         tools,
@@ -266,6 +276,7 @@ pub async fn verify(req: VerifyRequest) -> Result<Verified, VerifyFailure> {
         smoke,
         robustness,
         verdicts,
+        met,
         timings,
     })
 }
@@ -277,6 +288,7 @@ type Passed = (
     Option<CallOutcome>,
     Robustness,
     Vec<Verdict>,
+    Vec<Obligation>,
 );
 
 /// What the code declares, read statically at [`Stage::Declarations`].
@@ -302,6 +314,7 @@ async fn run(
         probe_budget,
         declared,
         redactor,
+        baseline,
     } = req;
     let Declared {
         keys: required_env,
@@ -350,11 +363,11 @@ async fn run(
     };
     timings.push((Stage::ListTools, t.elapsed()));
 
-    let smoke = match smoke_test {
+    let smoke = match &smoke_test {
         None => None,
         Some(test) => {
             let t = Instant::now();
-            match smoke(&process, &tools, &test, smoke_timeout, &tool_file).await {
+            match smoke(&process, &tools, test, smoke_timeout, &tool_file).await {
                 Ok(outcome) => {
                     timings.push((Stage::SmokeTest, t.elapsed()));
                     Some(outcome)
@@ -369,25 +382,15 @@ async fn run(
 
     let skip = thoroughness.skips(&required_env);
     let t = Instant::now();
-    let mut verdicts = match judge::examples(
-        &process,
-        &tools,
-        &examples,
-        skip,
-        smoke_timeout,
-        &tool_file,
-    )
-    .await
-    {
-        Ok(verdicts) => verdicts,
-        Err(failure) => {
-            process.shutdown().await;
-            return Err(failure);
-        }
-    };
-    if !examples.is_empty() {
-        timings.push((Stage::Examples, t.elapsed()));
-    }
+    let mut verdicts =
+        match judge::examples(&process, &tools, &examples, skip, smoke_timeout, &tool_file).await {
+            Ok(verdicts) => verdicts,
+            Err(failure) => {
+                process.shutdown().await;
+                return Err(failure);
+            }
+        };
+    timings.push((Stage::Examples, t.elapsed()));
 
     let robustness = match skip {
         Some(why) => {
@@ -403,9 +406,8 @@ async fn run(
                 sandbox,
             };
             let judged = async {
-                let made =
-                    probes::run(&process, &planned, probe_timeout, probe_budget, &tool_file)
-                        .await?;
+                let made = probes::run(&process, &planned, probe_timeout, probe_budget, &tool_file)
+                    .await?;
                 let judged = judge::after_probes(
                     &process,
                     &tools,
@@ -436,7 +438,50 @@ async fn run(
             }
         }
     };
-    Ok((process, tools, required_env, smoke, robustness, verdicts))
+    let t = Instant::now();
+    let owed = baseline::Owed {
+        baseline: &baseline,
+        no_calls: !required_env.is_empty() && thoroughness != Thoroughness::Thorough,
+        nondeterministic: &nondeterministic,
+        redactor: redactor.as_deref(),
+    };
+    match baseline::check(
+        &process,
+        &tools,
+        &verdicts,
+        &owed,
+        smoke_timeout,
+        &tool_file,
+    )
+    .await
+    {
+        Ok(kept) => verdicts.extend(kept),
+        Err(failure) => {
+            process.shutdown().await;
+            return Err(failure);
+        }
+    }
+    timings.push((Stage::Baseline, t.elapsed()));
+    let smoke_answer = smoke.as_ref().map(verdicts::Answer::of);
+    let met = baseline::met(
+        0,
+        smoke_test
+            .as_ref()
+            .zip(smoke_answer.as_ref())
+            .map(|(t, a)| (t.function.as_str(), &t.arguments, a)),
+        &examples,
+        &verdicts,
+        redactor.as_deref(),
+    );
+    Ok((
+        process,
+        tools,
+        required_env,
+        smoke,
+        robustness,
+        verdicts,
+        met,
+    ))
 }
 
 /// Stages 1–2, [`Stage::Lint`] and [`Stage::Declarations`]: everything that needs no process.
@@ -446,9 +491,11 @@ pub async fn check_source(
     python: &Python,
     lint_timeout: Duration,
 ) -> Result<Vec<KeyName>, VerifyFailure> {
-    Ok(check_source_timed(code, python, lint_timeout, None, &mut Vec::new())
-        .await?
-        .keys)
+    Ok(
+        check_source_timed(code, python, lint_timeout, None, &mut Vec::new())
+            .await?
+            .keys,
+    )
 }
 
 async fn check_source_timed(
@@ -640,7 +687,8 @@ mod tests {
                 "list_tools",
                 "smoke_test",
                 "examples",
-                "robustness"
+                "robustness",
+                "baseline"
             ]
         );
         for stage in Stage::ALL {

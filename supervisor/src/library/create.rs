@@ -80,6 +80,8 @@ pub enum CreateError {
     Verify(VerifyFailure),
     #[error("create_tool failed storing the tool: {0}")]
     Store(#[source] RegistryError),
+    #[error("create_tool failed reading the tool's baseline: {0}")]
+    Baseline(String),
 }
 
 impl Library {
@@ -134,6 +136,13 @@ impl Library {
             .declarations_read
             .then(|| prepared.declared.clone());
         request.redactor = secrets.redactor().cloned();
+        request.baseline = match self.registry.ledger().baseline(name.as_str(), false) {
+            Ok(rows) => rows.into_iter().map(|r| r.obligation).collect(),
+            Err(e) => {
+                let _ = self.registry.discard(staged);
+                return Err(CreateError::Baseline(e.to_string()));
+            }
+        };
         let verified = match crate::verify::verify(request).await {
             Ok(v) => v,
             Err(failure) => {
@@ -188,6 +197,13 @@ impl Library {
                 .record_verdicts(name.as_str(), version.version, &verdicts)
         {
             tracing::warn!(tool = %name, "recording the verdicts: {e}");
+        }
+        if let Err(e) =
+            self.registry
+                .ledger()
+                .record_met(name.as_str(), version.version, &verified.met)
+        {
+            tracing::warn!(tool = %name, "recording what the version met: {e}");
         }
         let required_env = verified.required_env.clone();
         self.pool

@@ -19,11 +19,12 @@ pub enum Stage {
     SmokeTest,
     Examples,
     Robustness,
+    Baseline,
 }
 
 impl Stage {
     /// Every stage, in the order they run.
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Lint,
         Stage::Declarations,
         Stage::Launch,
@@ -32,10 +33,11 @@ impl Stage {
         Stage::SmokeTest,
         Stage::Examples,
         Stage::Robustness,
+        Stage::Baseline,
     ];
 
     /// `lint`, `declarations`, `launch`, `initialize`, `list_tools`, `smoke_test`,
-    /// `examples`, `robustness`.
+    /// `examples`, `robustness`, `baseline`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Lint => "lint",
@@ -46,6 +48,7 @@ impl Stage {
             Stage::SmokeTest => "smoke_test",
             Stage::Examples => "examples",
             Stage::Robustness => "robustness",
+            Stage::Baseline => "baseline",
         }
     }
 
@@ -66,6 +69,9 @@ impl Stage {
             }
             Stage::Examples => {
                 "An example the code declares in EXAMPLES did not hold. Fix the function, or the example if the function is right, then create the tool again."
+            }
+            Stage::Baseline => {
+                "A trusted version of this tool met the obligation above; every later version owes it. Fix the function, then create the tool again."
             }
             Stage::Robustness => {
                 "Probes are edge-case calls autotool derives from each function's input schema (empty and huge strings, unicode, boundary numbers, missing optional arguments). Make the function answer such input with a result, or raise ToolError with a message the caller can act on; a range it cannot serve can be refused by the schema itself (`Annotated[int, Field(ge=1, le=100)]`). Then create the tool again. A tool whose calls change things outside it can be created with \"verify\": \"quick\", which skips the probes."

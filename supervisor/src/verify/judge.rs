@@ -114,8 +114,8 @@ pub(super) async fn after_probes(
                 (probe.function == tool.name).then_some((&probe.arguments, a.as_ref()?))
             })
             .collect();
-        let takes = verdicts::takes_arguments(&tool.input_schema);
-        if let Some(v) = verdicts::non_degenerate(&tool.name, takes, &answers) {
+        let arguments = verdicts::arguments_of(&tool.input_schema);
+        if let Some(v) = verdicts::non_degenerate(&tool.name, &arguments, &answers) {
             verdicts.push(v);
         }
         let first = made.iter().find_map(|(i, a)| {

@@ -564,32 +564,28 @@ pub(super) async fn call(
     timeout: Duration,
     tool_file: &str,
 ) -> Result<Option<Answer>, VerifyFailure> {
+    match process
+        .call(&probe.function, probe.arguments.clone(), timeout)
+        .await
     {
-        match process
-            .call(&probe.function, probe.arguments.clone(), timeout)
-            .await
-        {
-            Ok(outcome) if outcome.unexpected() => {
-                return Err(crashed(probe, &outcome, tool_file));
-            }
-            // A result, a ToolError, or the tool refusing with a JSON-RPC error: an answer.
-            Ok(outcome) => Ok(Some(Answer::of(&outcome))),
-            Err(ToolProcError::Rejected { .. }) => Ok(None),
-            Err(e) => {
-                let (message, log) = split(e);
-                let raised = traceback_summary(&log, tool_file)
-                    .map(|r| format!("; it raised {r}"))
-                    .unwrap_or_default();
-                Err(VerifyFailure::new(
-                    Stage::Robustness,
-                    format!(
-                        "the probe {} ({}) failed: {message}{raised}",
-                        probe.shown(),
-                        probe.what
-                    ),
-                    log,
-                ))
-            }
+        Ok(outcome) if outcome.unexpected() => Err(crashed(probe, &outcome, tool_file)),
+        // A result, a ToolError, or the tool refusing with a JSON-RPC error: an answer.
+        Ok(outcome) => Ok(Some(Answer::of(&outcome))),
+        Err(ToolProcError::Rejected { .. }) => Ok(None),
+        Err(e) => {
+            let (message, log) = split(e);
+            let raised = traceback_summary(&log, tool_file)
+                .map(|r| format!("; it raised {r}"))
+                .unwrap_or_default();
+            Err(VerifyFailure::new(
+                Stage::Robustness,
+                format!(
+                    "the probe {} ({}) failed: {message}{raised}",
+                    probe.shown(),
+                    probe.what
+                ),
+                log,
+            ))
         }
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! - [`Check::NonDegenerate`]: a function that gives one and the same successful answer to at
 //!   least [`DEGENERATE_INPUTS`] distinct inputs (plain values and the robustness probes' edge
-//!   cases, garbage included) answers nothing: it fails. A function without arguments, or one
-//!   probed with fewer distinct inputs, is not judged.
+//!   cases, garbage included) in which every argument took at least two values answers nothing:
+//!   it fails. A function without arguments is not judged; nor is one whose probes left an
+//!   argument at one value (the answer may hang on it), or that was probed with fewer inputs.
 //! - [`Check::Deterministic`]: the same arguments twice must give the same answer, for a tool
 //!   that holds no keys and reached no network while it was verified (a confined tool whose
 //!   egress proxy saw no connection). A function listed in `NONDETERMINISTIC` (a clock,
@@ -32,25 +33,38 @@ const SHOWN: usize = 160;
 pub enum Check {
     Deterministic,
     NonDegenerate,
-    /// The declared example at this index (0-based) of `EXAMPLES`.
+    /// An entry of `EXAMPLES` (which one: [`Verdict::example`]).
     Example,
+    /// The smoke test, as an obligation of later versions ([`super::baseline`]).
+    SmokeTest,
+    /// An obligation inherited from a trusted version, checked.
+    Baseline,
 }
 
 impl Check {
-    /// `deterministic`, `non_degenerate`, `example`.
+    /// Every check.
+    pub const ALL: [Check; 5] = [
+        Check::Deterministic,
+        Check::NonDegenerate,
+        Check::Example,
+        Check::SmokeTest,
+        Check::Baseline,
+    ];
+
+    /// `deterministic`, `non_degenerate`, `example`, `smoke_test`, `baseline`.
     pub fn name(self) -> &'static str {
         match self {
             Check::Deterministic => "deterministic",
             Check::NonDegenerate => "non_degenerate",
             Check::Example => "example",
+            Check::SmokeTest => "smoke_test",
+            Check::Baseline => "baseline",
         }
     }
 
     /// The check named `name`.
     pub fn named(name: &str) -> Option<Check> {
-        [Check::Deterministic, Check::NonDegenerate, Check::Example]
-            .into_iter()
-            .find(|c| c.name() == name)
+        Check::ALL.into_iter().find(|c| c.name() == name)
     }
 }
 
@@ -203,9 +217,20 @@ pub fn same_value(a: &Value, b: &Value) -> bool {
 /// Whether `answer` is what an example expects: a result equal to `expect` (a text answer
 /// also matches an `expect` string equal to its text).
 pub fn meets(answer: &Answer, expect: &Value) -> bool {
-    !answer.is_error
-        && (same_value(&answer.value, expect)
-            || matches!(expect, Value::String(s) if !answer.value.is_string() && *s == answer.value.to_string()))
+    if answer.is_error {
+        return false;
+    }
+    if same_value(&answer.value, expect) {
+        return true;
+    }
+    match expect {
+        // A text answer read as JSON (`"3"` became 3) still meets `"3"`.
+        Value::String(s) if !answer.value.is_string() => {
+            let text = answer.value.to_string();
+            text.as_str() == s.as_str()
+        }
+        _ => false,
+    }
 }
 
 fn shorten(s: &str) -> String {
@@ -216,22 +241,23 @@ fn shorten(s: &str) -> String {
     format!("{head}… [{} characters]", s.chars().count())
 }
 
-/// Whether a function's schema takes any argument.
-pub fn takes_arguments(input_schema: &JsonObject) -> bool {
+/// The arguments a function's schema names.
+pub fn arguments_of(input_schema: &JsonObject) -> Vec<String> {
     input_schema
         .get("properties")
         .and_then(Value::as_object)
-        .is_some_and(|p| !p.is_empty())
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
-/// The [`Check::NonDegenerate`] verdict on `function` from its `answers` (arguments, answer),
-/// `None` when it takes no arguments.
+/// The [`Check::NonDegenerate`] verdict on `function`, which takes `arguments`, from its
+/// `answers` (arguments, answer); `None` when it takes no arguments.
 pub fn non_degenerate(
     function: &str,
-    takes_arguments: bool,
+    arguments: &[String],
     answers: &[(&JsonObject, &Answer)],
 ) -> Option<Verdict> {
-    if !takes_arguments {
+    if arguments.is_empty() {
         return None;
     }
     let verdict = |outcome, detail: String| Verdict {
@@ -256,9 +282,27 @@ pub fn non_degenerate(
             ),
         ));
     }
-    let Some((_, first)) = answers.first() else {
-        return None;
-    };
+    // An argument the probes left at one value (left out counts as a value) may be what the
+    // answer hangs on.
+    let unvaried = arguments.iter().find(|name| {
+        let mut seen: Vec<String> = answers
+            .iter()
+            .map(|(a, _)| {
+                a.get(name.as_str())
+                    .map_or_else(String::new, Value::to_string)
+            })
+            .collect();
+        seen.sort();
+        seen.dedup();
+        seen.len() < 2
+    });
+    if let Some(name) = unvaried {
+        return Some(verdict(
+            Outcome::Skipped,
+            format!("the probes did not vary {name}"),
+        ));
+    }
+    let (_, first) = answers.first()?;
     let constant = !first.is_error && answers.iter().all(|(_, a)| a.same(first));
     Some(if constant {
         verdict(
@@ -296,7 +340,10 @@ pub fn deterministic(
     second: &Answer,
     strictness: Strictness,
 ) -> Verdict {
-    let call = format!("{function}({})", shorten(&Value::Object(arguments.clone()).to_string()));
+    let call = format!(
+        "{function}({})",
+        shorten(&Value::Object(arguments.clone()).to_string())
+    );
     let (outcome, detail) = if first.same(second) {
         (Outcome::Passed, format!("{call} answered alike twice"))
     } else {
@@ -351,6 +398,7 @@ pub fn example(function: &str, index: u32, expect: &Value, answer: &Answer) -> V
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use rmcp::model::ContentBlock;
     use serde_json::json;
@@ -383,7 +431,10 @@ mod tests {
         assert_eq!(Answer::of(&wrapped), ok(json!(3)));
         let object = outcome("{}", Some(json!({"a": 1, "b": 2})), false);
         assert_eq!(Answer::of(&object), ok(json!({"a": 1, "b": 2})));
-        assert_eq!(Answer::of(&outcome("[1, 2]", None, false)), ok(json!([1, 2])));
+        assert_eq!(
+            Answer::of(&outcome("[1, 2]", None, false)),
+            ok(json!([1, 2]))
+        );
         assert_eq!(Answer::of(&outcome("hi", None, false)), ok(json!("hi")));
         let error = Answer::of(&outcome("bad", Some(json!({"result": 1})), true));
         assert!(error.is_error && error.value == json!("bad"));
@@ -399,27 +450,57 @@ mod tests {
 
     #[test]
     fn a_constant_answer_to_distinct_inputs_is_degenerate() {
-        let inputs = [args(json!({"q": "a"})), args(json!({"q": ""})), args(json!({"q": "😀"}))];
+        let inputs = [
+            args(json!({"q": "a"})),
+            args(json!({"q": ""})),
+            args(json!({"q": "😀"})),
+        ];
         let same = ok(json!("sunny"));
+        let q = ["q".to_string()];
         let answers: Vec<_> = inputs.iter().map(|a| (a, &same)).collect();
-        let v = non_degenerate("forecast", true, &answers).unwrap();
+        let v = non_degenerate("forecast", &q, &answers).unwrap();
         assert_eq!(v.outcome, Outcome::Failed, "{v}");
-        assert!(v.detail.contains("\"sunny\"") && v.detail.contains("3 distinct"), "{v}");
+        assert!(
+            v.detail.contains("\"sunny\"") && v.detail.contains("3 distinct"),
+            "{v}"
+        );
 
         // Control: one answer differing is enough.
         let other = ok(json!("rain"));
         let mut answers = answers;
         answers[2].1 = &other;
-        assert_eq!(non_degenerate("forecast", true, &answers).unwrap().outcome, Outcome::Passed);
+        assert_eq!(
+            non_degenerate("forecast", &q, &answers).unwrap().outcome,
+            Outcome::Passed
+        );
 
         // Errors alike are not judged degenerate here; too few inputs are not judged at all;
         // a function without arguments is not judged.
-        let error = Answer { is_error: true, value: json!("no") };
+        let error = Answer {
+            is_error: true,
+            value: json!("no"),
+        };
         let errors: Vec<_> = inputs.iter().map(|a| (a, &error)).collect();
-        assert_eq!(non_degenerate("f", true, &errors).unwrap().outcome, Outcome::Passed);
-        let repeated = [(&inputs[0], &same), (&inputs[0], &same), (&inputs[1], &same)];
-        assert_eq!(non_degenerate("f", true, &repeated).unwrap().outcome, Outcome::Skipped);
-        assert_eq!(non_degenerate("f", false, &answers), None);
+        assert_eq!(
+            non_degenerate("f", &q, &errors).unwrap().outcome,
+            Outcome::Passed
+        );
+        let repeated = [
+            (&inputs[0], &same),
+            (&inputs[0], &same),
+            (&inputs[1], &same),
+        ];
+        assert_eq!(
+            non_degenerate("f", &q, &repeated).unwrap().outcome,
+            Outcome::Skipped
+        );
+        assert_eq!(non_degenerate("f", &[], &answers), None);
+        // An argument the probes never varied leaves the verdict unjudged: the answer may hang
+        // on it (`len(items)` with items always empty).
+        let both = ["q".to_string(), "items".to_string()];
+        let v = non_degenerate("f", &both, &answers).unwrap();
+        assert_eq!(v.outcome, Outcome::Skipped, "{v}");
+        assert!(v.detail.contains("did not vary items"), "{v}");
     }
 
     #[test]
@@ -430,7 +511,10 @@ mod tests {
         assert_eq!(v.outcome, Outcome::Failed);
         assert!(v.detail.contains("answered 1 and then 2"), "{v}");
         for s in [Strictness::Declared, Strictness::MayReachNetwork] {
-            assert_eq!(deterministic("roll", &a, &one, &two, s).outcome, Outcome::Recorded);
+            assert_eq!(
+                deterministic("roll", &a, &one, &two, s).outcome,
+                Outcome::Recorded
+            );
         }
         assert_eq!(
             deterministic("roll", &a, &one, &one.clone(), Strictness::Enforced).outcome,
@@ -440,20 +524,37 @@ mod tests {
 
     #[test]
     fn examples_compare_the_value() {
-        assert_eq!(example("add", 1, &json!(3), &ok(json!(3.0))).outcome, Outcome::Passed);
+        assert_eq!(
+            example("add", 1, &json!(3), &ok(json!(3.0))).outcome,
+            Outcome::Passed
+        );
         let v = example("add", 2, &json!(3), &ok(json!(4)));
-        assert_eq!((v.outcome, v.label().as_str()), (Outcome::Failed, "example 2"));
+        assert_eq!(
+            (v.outcome, v.label().as_str()),
+            (Outcome::Failed, "example 2")
+        );
         assert!(v.detail.contains("expected 3, got 4"), "{v}");
-        let error = Answer { is_error: true, value: json!("3") };
-        assert_eq!(example("add", 1, &json!("3"), &error).outcome, Outcome::Failed);
+        let error = Answer {
+            is_error: true,
+            value: json!("3"),
+        };
+        assert_eq!(
+            example("add", 1, &json!("3"), &error).outcome,
+            Outcome::Failed
+        );
     }
 
     #[test]
     fn names_round_trip() {
-        for c in [Check::Deterministic, Check::NonDegenerate, Check::Example] {
+        for c in Check::ALL {
             assert_eq!(Check::named(c.name()), Some(c));
         }
-        for o in [Outcome::Passed, Outcome::Failed, Outcome::Recorded, Outcome::Skipped] {
+        for o in [
+            Outcome::Passed,
+            Outcome::Failed,
+            Outcome::Recorded,
+            Outcome::Skipped,
+        ] {
             assert_eq!(Outcome::named(o.name()), Some(o));
         }
     }

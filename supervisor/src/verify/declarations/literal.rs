@@ -348,8 +348,7 @@ fn unescape(body: &str) -> Result<String, String> {
                     .flatten()
                     .ok_or_else(|| format!("\\{e} needs {width} hex digits"))?;
                 out.push(
-                    char::from_u32(code)
-                        .ok_or_else(|| format!("\\{e}{hex} is not a character"))?,
+                    char::from_u32(code).ok_or_else(|| format!("\\{e}{hex} is not a character"))?,
                 );
             }
             'N' => return Err("\\N{…} escapes are not read; write the character itself".into()),
@@ -365,6 +364,7 @@ fn unescape(body: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::super::tokens::tokenize;
     use super::*;
     use serde_json::json;
@@ -381,8 +381,12 @@ mod tests {
     #[test]
     fn literals_become_json() {
         assert_eq!(
-            lit("[{'function': \"add\", 'arguments': {'a': 1, 'b': -2.5}, 'expect': None}, (True, False), ()]\n"),
-            Ok(json!([{"function": "add", "arguments": {"a": 1, "b": -2.5}, "expect": null}, [true, false], []]))
+            lit(
+                "[{'function': \"add\", 'arguments': {'a': 1, 'b': -2.5}, 'expect': None}, (True, False), ()]\n"
+            ),
+            Ok(
+                json!([{"function": "add", "arguments": {"a": 1, "b": -2.5}, "expect": null}, [true, false], []])
+            )
         );
         assert_eq!(lit("(1)\n"), Ok(json!(1)));
         assert_eq!(lit("(1,)\n"), Ok(json!([1])));
@@ -429,7 +433,11 @@ mod tests {
 
     #[test]
     fn nesting_and_size_are_bounded() {
-        let deep = format!("{}{}\n", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
+        let deep = format!(
+            "{}{}\n",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
         assert!(lit(&deep).unwrap_err().contains("nested"));
         let ok = format!("{}{}\n", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert!(lit(&ok).is_ok());
