@@ -440,6 +440,7 @@ async fn run(
     };
     let t = Instant::now();
     let owed = baseline::Owed {
+        tool: name.as_str(),
         baseline: &baseline,
         no_calls: !required_env.is_empty() && thoroughness != Thoroughness::Thorough,
         nondeterministic: &nondeterministic,

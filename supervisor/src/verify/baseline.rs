@@ -164,6 +164,8 @@ pub fn met(
 
 /// How the new version is checked against the baseline.
 pub(super) struct Owed<'a> {
+    /// The tool's name, for the command that drops an obligation.
+    pub tool: &'a str,
     pub baseline: &'a [Obligation],
     /// The tool declares keys and `thorough` was not asked for: no calls.
     pub no_calls: bool,
@@ -194,6 +196,7 @@ pub(super) async fn check(
         if !tools.iter().any(|t| t.name == ob.function) {
             return Err(unmet(
                 ob,
+                owed.tool,
                 format!(
                     "the function {} is gone; a rewrite must keep what a trusted version offered",
                     ob.function
@@ -235,6 +238,7 @@ pub(super) async fn check(
                     let how = if ob.exact { "" } else { " (its shape)" };
                     return Err(unmet(
                         ob,
+                        owed.tool,
                         format!(
                             "v{} answered{how} {}; this version answers {}",
                             ob.since_version,
@@ -257,6 +261,7 @@ pub(super) async fn check(
                 if owed.nondeterministic.contains(&ob.function) {
                     return Err(unmet(
                         ob,
+                        owed.tool,
                         format!(
                             "{} gave the same answer to the same arguments in v{}; declaring it NONDETERMINISTIC now does not drop that",
                             ob.function, ob.since_version
@@ -283,12 +288,12 @@ pub(super) async fn check(
     Ok(out)
 }
 
-fn unmet(ob: &Obligation, what: String) -> VerifyFailure {
+fn unmet(ob: &Obligation, tool: &str, what: String) -> VerifyFailure {
     let id = ob.id.map_or_else(|| "ID".to_string(), |i| i.to_string());
     VerifyFailure::new(
         Stage::Baseline,
         format!(
-            "an obligation inherited from a trusted version is not met: {}: {what}. Repair the function so it meets it; if the change is intended, tell the user why: they can drop the obligation with `autotool tools baseline TOOL --drop {id}`",
+            "an obligation inherited from a trusted version is not met: {}: {what}. Repair the function so it meets it; if the change is intended, tell the user why: they can drop the obligation with `autotool tools baseline {tool} --drop {id}`",
             ob.shown()
         ),
         "",

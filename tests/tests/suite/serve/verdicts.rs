@@ -290,7 +290,7 @@ fn a_rewrite_owes_what_a_trusted_version_did() {
         "smoke_test greet({\"name\":\"Ada\"}) from v1",
         "v1 answered \"Hello, Ada!\"",
         "this version answers \"Hi Ada\"",
-        "autotool tools baseline TOOL --drop",
+        "autotool tools baseline greeter --drop",
     ] {
         assert!(text.contains(needle), "no {needle:?} in:\n{text}");
     }
