@@ -90,6 +90,27 @@ impl Ledger {
 }
 
 impl Ledger {
+    /// The fit the trigger check found for each tool's current version, where it ran.
+    pub fn trigger_fits_of_current(
+        &self,
+    ) -> Result<std::collections::HashMap<String, f64>, LedgerError> {
+        let conn = self.conn();
+        let mut query = conn.prepare(
+            "SELECT v.tool, v.detail FROM verdicts v
+             JOIN tools t ON t.name = v.tool AND t.current_version = v.version
+             WHERE v.check_name = 'trigger' AND v.outcome IN ('passed', 'failed')",
+        )?;
+        let rows = query.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        let mut fits = std::collections::HashMap::new();
+        for row in rows {
+            let (tool, detail) = row?;
+            if let Some(fit) = crate::verify::verdicts::fit_in(&detail) {
+                fits.insert(tool, fit);
+            }
+        }
+        Ok(fits)
+    }
+
     /// Keep `met` as what `tool` version `version` met (replacing any kept before).
     pub fn record_met(
         &self,

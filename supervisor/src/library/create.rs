@@ -64,6 +64,8 @@ pub struct Created {
     pub robustness: String,
     /// What verification found of each function (redacted), as kept in the ledger.
     pub verdicts: Vec<Verdict>,
+    /// The trigger check's findings (`{"skipped": why}` without a model of its own).
+    pub trigger_check: serde_json::Value,
     /// Whether its functions are in the tool list now (the list limit may leave them out).
     pub listed: bool,
 }
@@ -214,6 +216,9 @@ impl Library {
         }
         self.changed();
         let key_notes = self.key_notes(prepared.subject(), &keys);
+        let trigger_check = self
+            .trigger_check(&name, version.version, &prepared.request.description)
+            .await;
         Ok(Created {
             listed: self.snapshot().shown.contains(&name),
             tool: name,
@@ -224,6 +229,7 @@ impl Library {
             key_notes,
             robustness,
             verdicts,
+            trigger_check,
         })
     }
 }

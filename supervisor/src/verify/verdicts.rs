@@ -39,19 +39,23 @@ pub enum Check {
     SmokeTest,
     /// An obligation inherited from a trusted version, checked.
     Baseline,
+    /// Whether autotool's own model picks the tool for requests it should serve and not for
+    /// near misses (of the whole tool, `function` empty).
+    Trigger,
 }
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 5] = [
+    pub const ALL: [Check; 6] = [
         Check::Deterministic,
         Check::NonDegenerate,
         Check::Example,
         Check::SmokeTest,
         Check::Baseline,
+        Check::Trigger,
     ];
 
-    /// `deterministic`, `non_degenerate`, `example`, `smoke_test`, `baseline`.
+    /// `deterministic`, `non_degenerate`, `example`, `smoke_test`, `baseline`, `trigger`.
     pub fn name(self) -> &'static str {
         match self {
             Check::Deterministic => "deterministic",
@@ -59,6 +63,7 @@ impl Check {
             Check::Example => "example",
             Check::SmokeTest => "smoke_test",
             Check::Baseline => "baseline",
+            Check::Trigger => "trigger",
         }
     }
 
@@ -129,18 +134,36 @@ impl Verdict {
 
 impl std::fmt::Display for Verdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: {} {}",
-            self.function,
-            self.label(),
-            self.outcome.name()
-        )?;
+        if self.function.is_empty() {
+            write!(f, "{} {}", self.label(), self.outcome.name())?;
+        } else {
+            write!(
+                f,
+                "{}: {} {}",
+                self.function,
+                self.label(),
+                self.outcome.name()
+            )?;
+        }
         if !self.detail.is_empty() {
             write!(f, " ({})", self.detail)?;
         }
         Ok(())
     }
+}
+
+/// A trigger verdict's detail ends with this and the fit: `… (fit 0.67)`.
+const FIT_MARK: &str = " (fit ";
+
+/// The detail of a trigger verdict: `summary`, then the fit.
+pub fn trigger_detail(summary: &str, fit: f64) -> String {
+    format!("{summary}{FIT_MARK}{fit:.2})")
+}
+
+/// The fit a trigger verdict's detail ends with.
+pub fn fit_in(detail: &str) -> Option<f64> {
+    let (_, rest) = detail.rsplit_once(FIT_MARK)?;
+    rest.strip_suffix(')')?.parse().ok()
 }
 
 /// A function's answer to one call, as compared.
@@ -542,6 +565,16 @@ mod tests {
             example("add", 1, &json!("3"), &error).outcome,
             Outcome::Failed
         );
+    }
+
+    #[test]
+    fn the_fit_reads_back_from_a_trigger_detail() {
+        let detail = trigger_detail(
+            "trigger rate 0.33 (fit 9) …; missed: [\"x (fit 1)\"]",
+            0.111,
+        );
+        assert_eq!(fit_in(&detail), Some(0.11));
+        assert_eq!(fit_in("no fit here"), None);
     }
 
     #[test]
