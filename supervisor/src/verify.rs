@@ -514,7 +514,9 @@ async fn check_source_timed(
     timings.push((Stage::Lint, t.elapsed()));
 
     let t = Instant::now();
-    let refused = |m| VerifyFailure::new(Stage::Declarations, m, "");
+    let refused = |e: declarations::DeclarationError| {
+        VerifyFailure::new(Stage::Declarations, e.to_string(), "")
+    };
     let keys = match declared {
         Some(d) => d,
         None => required_env(code).map_err(refused)?,

@@ -42,6 +42,8 @@ mod error;
 mod monitor;
 
 pub use answers::{CallOutcome, ServerDetails, ShutdownReport, ToolInfo};
+#[cfg(test)]
+pub(crate) use child::launch_policy;
 pub use egress::EgressSetupError;
 pub use error::{InitFailure, ToolProcError};
 

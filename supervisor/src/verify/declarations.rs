@@ -27,6 +27,7 @@ use autotool_policy::names::{KeyName, MAX_KEY_NAME};
 
 mod literal;
 mod tokens;
+pub use tokens::TokenError;
 use tokens::{Kind, Token, tokenize};
 
 /// Refusals end with this, so an agent can rewrite the line in one go.
@@ -45,23 +46,127 @@ const BINDING_KEYWORDS: [&str; 9] = [
     "global", "nonlocal", "del", "import", "def", "class", "as", "for", "lambda",
 ];
 
+/// Why a declaration (`REQUIRED_ENV`, `EXAMPLES`, `NONDETERMINISTIC`) cannot be read without
+/// running the code. The text says what is wrong, on which line, and ends with the expected form
+/// (`form`: [`EXPECTED_FORM`] for `REQUIRED_ENV`), so an agent can rewrite the line in one go.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeclarationError {
+    /// The code does not tokenize (Python would refuse it too).
+    #[error("{source}. {form}")]
+    Tokens {
+        source: TokenError,
+        form: &'static str,
+    },
+    /// The declaration at `line` is not of the form expected.
+    #[error("line {line}: {problem}. {form}")]
+    Declaration {
+        line: usize,
+        problem: Problem,
+        form: &'static str,
+    },
+    /// The name is bound somewhere other than its declaration line.
+    #[error(
+        "line {line}: {name} is {how} ({place}); autotool reads the declaration without \
+         running the code, so it must be the only place the name is set. {form}"
+    )]
+    SetElsewhere {
+        name: &'static str,
+        line: usize,
+        how: String,
+        place: &'static str,
+        form: &'static str,
+    },
+    #[error(
+        "{name} is declared more than once (lines {}); autotool cannot tell which one \
+         counts without running the code. {form}",
+        join_lines(lines)
+    )]
+    DeclaredTwice {
+        name: &'static str,
+        lines: Vec<usize>,
+        form: &'static str,
+    },
+    /// The value reads, but is not what the declaration holds (an example without `expect`).
+    #[error("{message}. {form}")]
+    Shape { message: String, form: &'static str },
+}
+
+fn join_lines(lines: &[usize]) -> String {
+    lines
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What is wrong with a declaration's value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("{0} is annotated but given no value")]
+    AnnotatedWithoutValue(&'static str),
+    #[error("{0} has no value")]
+    NoValue(&'static str),
+    /// A literal declaration's value is not a literal autotool reads ([`literal`]).
+    #[error("{0}")]
+    Literal(String),
+    #[error("REQUIRED_ENV must be a list literal, but its value starts with {starts_with}")]
+    NotAList { starts_with: String },
+    #[error("REQUIRED_ENV must list its names, not compute them with a comprehension")]
+    Comprehension,
+    #[error("the list is not closed")]
+    NotClosed,
+    #[error(
+        "two string literals side by side are joined into one (implicit concatenation); \
+         separate the names with commas"
+    )]
+    ImplicitConcatenation,
+    #[error("elements must be whole string literals, not built with `{op}`")]
+    BuiltWith { op: String },
+    #[error("expected `,` or `{close}` after a name, found {found}")]
+    NoSeparator { close: &'static str, found: String },
+    #[error("(\"NAME\") is a string in parentheses, not a tuple; write a list: [\"NAME\"]")]
+    ParenthesizedString,
+    #[error(
+        "nothing may follow the closing `{close}` on the declaration's line (found {found}); \
+         concatenation and other expressions are not read"
+    )]
+    Trailing { close: &'static str, found: String },
+    #[error("each element must be a string literal, found {found}")]
+    NotALiteral { found: String },
+    #[error("element {literal} is an f-string (or t-string); write the name as a plain string")]
+    Formatted { literal: String },
+    #[error("element {literal} is a bytes literal; write the name as a plain string")]
+    Bytes { literal: String },
+    #[error(
+        "{literal} is not an environment variable name autotool accepts (upper-case letters, \
+         digits and `_`, starting with a letter, at most {MAX_KEY_NAME} characters)"
+    )]
+    NotAKeyName { literal: String },
+}
+
+/// A problem and its line, when the problem has one of its own (else the declaration's).
+type Located = (Option<usize>, Problem);
+
 /// The names a tool declares in `REQUIRED_ENV`, in order, without repeats; `Err` says what is
 /// wrong, on which line, and what form is expected.
-pub fn required_env(code: &str) -> Result<Vec<KeyName>, String> {
-    let tokens = tokenize(code).map_err(|e| format!("{e}. {EXPECTED_FORM}"))?;
+pub fn required_env(code: &str) -> Result<Vec<KeyName>, DeclarationError> {
+    let tokens = tokenize(code).map_err(|source| DeclarationError::Tokens {
+        source,
+        form: EXPECTED_FORM,
+    })?;
     Ok(read_declaration(&tokens, NAME, EXPECTED_FORM, declaration)?.unwrap_or_default())
 }
 
 /// The value of the one top-level declaration of `name` in `tokens`, read by `parse` (given
 /// the tokens and the index of the declaration's name token); `None` when `name` is not
-/// declared. Every other binding or change of `name`, and a second declaration, is refused:
-/// the messages end with `expected`.
+/// declared. Every other binding or change of `name`, and a second declaration, is refused;
+/// the messages end with `form`.
 fn read_declaration<T>(
     tokens: &[Token],
-    name: &str,
-    expected: &str,
-    parse: impl Fn(&[Token], usize) -> Result<T, String>,
-) -> Result<Option<T>, String> {
+    name: &'static str,
+    form: &'static str,
+    parse: impl Fn(&[Token], usize) -> Result<T, Located>,
+) -> Result<Option<T>, DeclarationError> {
     let context = Context::new(tokens);
     let mut declarations: Vec<(usize, T)> = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
@@ -77,13 +182,12 @@ fn read_declaration<T>(
             && token.indent == 0
             && next.is_some_and(|n| n.is_op("=") || n.is_op(":"));
         if declares {
-            let value = parse(tokens, i).map_err(|e| {
-                if e.starts_with("line ") {
-                    format!("{e}. {expected}")
-                } else {
-                    format!("line {}: {e}. {expected}", token.line)
-                }
-            })?;
+            let value =
+                parse(tokens, i).map_err(|(line, problem)| DeclarationError::Declaration {
+                    line: line.unwrap_or(token.line),
+                    problem,
+                    form,
+                })?;
             declarations.push((token.line, value));
         } else if let Some(how) = context.binding(tokens, i) {
             let place = if token.indent > 0 {
@@ -91,23 +195,23 @@ fn read_declaration<T>(
             } else {
                 "not as a top-level declaration line of its own"
             };
-            return Err(format!(
-                "line {}: {name} is {how} ({place}); autotool reads the declaration without running the code, so it must be the only place the name is set. {expected}",
-                token.line
-            ));
+            return Err(DeclarationError::SetElsewhere {
+                name,
+                line: token.line,
+                how,
+                place,
+                form,
+            });
         }
     }
     match declarations.len() {
         0 => Ok(None),
         1 => Ok(Some(declarations.swap_remove(0).1)),
-        _ => Err(format!(
-            "{name} is declared more than once (lines {}); autotool cannot tell which one counts without running the code. {expected}",
-            declarations
-                .iter()
-                .map(|(l, _)| l.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        _ => Err(DeclarationError::DeclaredTwice {
+            name,
+            lines: declarations.iter().map(|(l, _)| *l).collect(),
+            form,
+        }),
     }
 }
 
@@ -115,20 +219,22 @@ fn read_declaration<T>(
 /// its declaration's line; `None` when the code does not declare it.
 pub fn declared_literal(
     code: &str,
-    name: &str,
-    expected: &str,
-) -> Result<Option<serde_json::Value>, String> {
-    let tokens = tokenize(code).map_err(|e| format!("{e}. {expected}"))?;
-    read_declaration(&tokens, name, expected, |tokens, at| {
+    name: &'static str,
+    form: &'static str,
+) -> Result<Option<serde_json::Value>, DeclarationError> {
+    let tokens = tokenize(code).map_err(|source| DeclarationError::Tokens { source, form })?;
+    read_declaration(&tokens, name, form, |tokens, at| {
         let start = value_start(tokens, at, name)?;
-        let (value, end) = literal::read(tokens, start)?;
+        let (value, end) = literal::read(tokens, start).map_err(located)?;
         if let Some(rest) = tokens.get(end)
             && rest.kind != Kind::Newline
         {
-            return Err(format!(
-                "line {}: nothing may follow the literal on the declaration's line (found {})",
-                rest.line,
-                rest.describe()
+            return Err((
+                Some(rest.line),
+                Problem::Literal(format!(
+                    "nothing may follow the literal on the declaration's line (found {})",
+                    rest.describe()
+                )),
             ));
         }
         Ok(value)
@@ -160,17 +266,20 @@ pub struct Example {
 
 /// The examples a tool declares in `EXAMPLES`, read without running the code; none when it
 /// declares none.
-pub fn examples(code: &str) -> Result<Vec<Example>, String> {
+pub fn examples(code: &str) -> Result<Vec<Example>, DeclarationError> {
     let Some(value) = declared_literal(code, "EXAMPLES", EXAMPLES_FORM)? else {
         return Ok(Vec::new());
     };
     let serde_json::Value::Array(items) = value else {
-        return Err(format!("EXAMPLES must be a list. {EXAMPLES_FORM}"));
+        return Err(shape("EXAMPLES must be a list".into(), EXAMPLES_FORM));
     };
     if items.len() > MAX_EXAMPLES {
-        return Err(format!(
-            "EXAMPLES lists {} examples; at most {MAX_EXAMPLES} are checked. {EXAMPLES_FORM}",
-            items.len()
+        return Err(shape(
+            format!(
+                "EXAMPLES lists {} examples; at most {MAX_EXAMPLES} are checked",
+                items.len()
+            ),
+            EXAMPLES_FORM,
         ));
     }
     items
@@ -179,37 +288,33 @@ pub fn examples(code: &str) -> Result<Vec<Example>, String> {
         .map(|(i, item)| {
             let n = i + 1;
             let serde_json::Value::Object(entry) = item else {
-                return Err(format!("EXAMPLES entry {n} is not a dict. {EXAMPLES_FORM}"));
+                return Err(shape(format!("EXAMPLES entry {n} is not a dict"), EXAMPLES_FORM));
             };
             if let Some(other) = entry
                 .keys()
                 .find(|k| !matches!(k.as_str(), "function" | "arguments" | "expect"))
             {
-                return Err(format!(
-                    "EXAMPLES entry {n} has the key {other:?}; the keys are function, arguments and expect. {EXAMPLES_FORM}"
-                ));
+                return Err(shape(format!("EXAMPLES entry {n} has the key {other:?}; the keys are function, arguments and expect"
+                ), EXAMPLES_FORM));
             }
             let function = match entry.get("function") {
                 Some(serde_json::Value::String(f)) => f.clone(),
                 _ => {
-                    return Err(format!(
-                        "EXAMPLES entry {n} needs \"function\": the name of a function, as a string. {EXAMPLES_FORM}"
-                    ));
+                    return Err(shape(format!("EXAMPLES entry {n} needs \"function\": the name of a function, as a string"
+                    ), EXAMPLES_FORM));
                 }
             };
             let arguments = match entry.get("arguments") {
                 None => serde_json::Map::new(),
                 Some(serde_json::Value::Object(a)) => a.clone(),
                 Some(_) => {
-                    return Err(format!(
-                        "EXAMPLES entry {n}: \"arguments\" must be a dict of argument names to values. {EXAMPLES_FORM}"
-                    ));
+                    return Err(shape(format!("EXAMPLES entry {n}: \"arguments\" must be a dict of argument names to values"
+                    ), EXAMPLES_FORM));
                 }
             };
             let Some(expect) = entry.get("expect").cloned() else {
-                return Err(format!(
-                    "EXAMPLES entry {n} needs \"expect\": the answer the call must give. {EXAMPLES_FORM}"
-                ));
+                return Err(shape(format!("EXAMPLES entry {n} needs \"expect\": the answer the call must give"
+                ), EXAMPLES_FORM));
             };
             Ok(Example {
                 function,
@@ -221,7 +326,7 @@ pub fn examples(code: &str) -> Result<Vec<Example>, String> {
 }
 
 /// The functions a tool declares in `NONDETERMINISTIC`; none when it declares none.
-pub fn nondeterministic(code: &str) -> Result<Vec<String>, String> {
+pub fn nondeterministic(code: &str) -> Result<Vec<String>, DeclarationError> {
     let Some(value) = declared_literal(code, "NONDETERMINISTIC", NONDETERMINISTIC_FORM)? else {
         return Ok(Vec::new());
     };
@@ -236,13 +341,32 @@ pub fn nondeterministic(code: &str) -> Result<Vec<String>, String> {
         _ => None,
     };
     names.ok_or_else(|| {
-        format!("NONDETERMINISTIC must be a list of function names. {NONDETERMINISTIC_FORM}")
+        shape(
+            "NONDETERMINISTIC must be a list of function names".into(),
+            NONDETERMINISTIC_FORM,
+        )
     })
 }
 
-/// The index of the first token of the value in the declaration at `tokens[at]` (past an
-/// annotation and the `=`).
-fn value_start(tokens: &[Token], at: usize, name: &str) -> Result<usize, String> {
+fn shape(message: String, form: &'static str) -> DeclarationError {
+    DeclarationError::Shape { message, form }
+}
+
+/// A literal reader's `line N: message` as a located problem.
+fn located(message: String) -> Located {
+    let line = message
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_once(": "))
+        .and_then(|(n, rest)| Some((n.parse().ok()?, rest.to_string())));
+    match line {
+        Some((n, rest)) => (Some(n), Problem::Literal(rest)),
+        None => (None, Problem::Literal(message)),
+    }
+}
+
+/// The index of the first token of the value in the declaration of `name` at `tokens[at]`
+/// (past an annotation and the `=`).
+fn value_start(tokens: &[Token], at: usize, name: &'static str) -> Result<usize, Located> {
     let mut i = at + 1;
     if tokens[i].is_op(":") {
         // An annotation: skip to the `=` of this line.
@@ -250,18 +374,18 @@ fn value_start(tokens: &[Token], at: usize, name: &str) -> Result<usize, String>
             i += 1;
         }
         if !tokens.get(i).is_some_and(|t| t.is_op("=")) {
-            return Err(format!("{name} is annotated but given no value"));
+            return Err((None, Problem::AnnotatedWithoutValue(name)));
         }
     }
     i += 1; // past `=`
     match tokens.get(i) {
-        Some(t) if t.kind != Kind::Newline => Ok(i),
-        _ => Err(format!("{name} has no value")),
+        Some(_) => Ok(i),
+        None => Err((None, Problem::NoValue(name))),
     }
 }
 
 /// Parse the declaration whose name token is `tokens[at]`.
-fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
+fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, Located> {
     let mut i = value_start(tokens, at, NAME)?;
     let open = &tokens[i];
     let close = if open.is_op("[") {
@@ -269,9 +393,11 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
     } else if open.is_op("(") {
         ")"
     } else {
-        return Err(format!(
-            "REQUIRED_ENV must be a list literal, but its value starts with {}",
-            open.describe()
+        return Err((
+            None,
+            Problem::NotAList {
+                starts_with: open.describe(),
+            },
         ));
     };
     let inside = open.depth + 1;
@@ -280,9 +406,7 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
         .take_while(|t| t.depth >= inside && t.kind != Kind::Newline)
         .any(|t| t.depth == inside && t.is_name("for"));
     if comprehension {
-        return Err(
-            "REQUIRED_ENV must list its names, not compute them with a comprehension".into(),
-        );
+        return Err((None, Problem::Comprehension));
     }
     i += 1;
     let mut names: Vec<KeyName> = Vec::new();
@@ -290,16 +414,16 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
     let mut trailing_comma = false;
     loop {
         let Some(t) = tokens.get(i).filter(|t| t.kind != Kind::Newline) else {
-            return Err("the list is not closed".into());
+            return Err((None, Problem::NotClosed));
         };
         if t.is_op(close) {
             break;
         }
-        names.push(element(t)?);
+        names.push(element(t).map_err(|p| (Some(t.line), p))?);
         elements += 1;
         i += 1;
         let Some(after) = tokens.get(i).filter(|t| t.kind != Kind::Newline) else {
-            return Err("the list is not closed".into());
+            return Err((None, Problem::NotClosed));
         };
         if after.is_op(",") {
             trailing_comma = true;
@@ -307,34 +431,36 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
         } else if after.is_op(close) {
             trailing_comma = false;
         } else if after.kind == Kind::Str {
-            return Err(format!(
-                "line {}: two string literals side by side are joined into one (implicit concatenation); separate the names with commas",
-                after.line
-            ));
+            return Err((Some(after.line), Problem::ImplicitConcatenation));
         } else if after.is_op("+") || after.is_op("%") {
-            return Err(format!(
-                "line {}: elements must be whole string literals, not built with `{}`",
-                after.line, after.text
+            return Err((
+                Some(after.line),
+                Problem::BuiltWith {
+                    op: after.text.clone(),
+                },
             ));
         } else {
-            return Err(format!(
-                "line {}: expected `,` or `{close}` after a name, found {}",
-                after.line,
-                after.describe()
+            return Err((
+                Some(after.line),
+                Problem::NoSeparator {
+                    close,
+                    found: after.describe(),
+                },
             ));
         }
     }
     if close == ")" && elements == 1 && !trailing_comma {
-        return Err(
-            "(\"NAME\") is a string in parentheses, not a tuple; write a list: [\"NAME\"]".into(),
-        );
+        return Err((None, Problem::ParenthesizedString));
     }
     if let Some(rest) = tokens.get(i + 1)
         && rest.kind != Kind::Newline
     {
-        return Err(format!(
-            "nothing may follow the closing `{close}` on the declaration's line (found {}); concatenation and other expressions are not read",
-            rest.describe()
+        return Err((
+            None,
+            Problem::Trailing {
+                close,
+                found: rest.describe(),
+            },
         ));
     }
     let mut unique: Vec<KeyName> = Vec::with_capacity(names.len());
@@ -347,35 +473,27 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
 }
 
 /// One element of the list: a plain string literal holding an environment variable name.
-fn element(t: &Token) -> Result<KeyName, String> {
-    let line = t.line;
+fn element(t: &Token) -> Result<KeyName, Problem> {
     if t.kind != Kind::Str {
         let what = match t.kind {
             Kind::Name => format!("`{}` (a variable or call)", t.text),
             _ => t.describe(),
         };
-        return Err(format!(
-            "line {line}: each element must be a string literal, found {what}"
-        ));
+        return Err(Problem::NotALiteral { found: what });
     }
     let prefix = t.prefix.to_ascii_lowercase();
     if prefix.contains('f') || prefix.contains('t') {
-        return Err(format!(
-            "line {line}: element {} is an f-string (or t-string); write the name as a plain string",
-            t.text
-        ));
+        return Err(Problem::Formatted {
+            literal: t.text.clone(),
+        });
     }
     if prefix.contains('b') {
-        return Err(format!(
-            "line {line}: element {} is a bytes literal; write the name as a plain string",
-            t.text
-        ));
+        return Err(Problem::Bytes {
+            literal: t.text.clone(),
+        });
     }
-    KeyName::parse(t.body.as_str()).map_err(|_| {
-        format!(
-            "line {line}: {} is not an environment variable name autotool accepts (upper-case letters, digits and `_`, starting with a letter, at most {MAX_KEY_NAME} characters)",
-            t.text
-        )
+    KeyName::parse(t.body.as_str()).map_err(|_| Problem::NotAKeyName {
+        literal: t.text.clone(),
     })
 }
 

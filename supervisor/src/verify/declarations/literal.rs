@@ -370,7 +370,7 @@ mod tests {
     use serde_json::json;
 
     fn lit(code: &str) -> Result<Value, String> {
-        let tokens = tokenize(code)?;
+        let tokens = tokenize(code).map_err(|e| e.to_string())?;
         let (value, end) = read(&tokens, 0)?;
         match tokens.get(end) {
             Some(t) if t.kind != Kind::Newline => Err(format!("trailing {}", t.describe())),
