@@ -6,7 +6,10 @@
 //!   BM25 (k1 = 1.2, b = 0.75) divided by the best BM25 among the candidates; a tool's words are
 //!   its name, its description, its functions' names and descriptions and their parameter names,
 //!   `snake_case` and `camelCase` split. The share keeps a tool that repeats a word from
-//!   outranking one that has every word once;
+//!   outranking one that has every word once. Where a trigger check measured how well the
+//!   description draws the requests it serves (`fit`, in [0, 1]: trigger rate × (1 −
+//!   false-trigger rate)), relevance is scaled by `0.5 + 0.5 × fit`: words that mislead a model
+//!   count for less;
 //! - `success` is the tool's success rate over its recent calls with a prior of one success and
 //!   one failure (`(ok + 1) / (ok + failures + 2)`; a tool never called scores 0.5); a
 //!   `ToolError` counts as neither;
@@ -72,6 +75,9 @@ pub struct Entry {
     /// Successful and failed calls recently (`ToolError`s not counted).
     pub ok: u32,
     pub failures: u32,
+    /// How well its description draws the requests it serves, from a trigger check (`None`:
+    /// never checked).
+    pub fit: Option<f64>,
 }
 
 /// Entries with their words counted once, to answer many queries fast.
@@ -186,6 +192,10 @@ impl Index {
                     .count() as f64
                     / asked;
                 let relevance = 0.5 * share + 0.5 * if best > 0.0 { s / best } else { 0.0 };
+                let relevance = match e.fit {
+                    Some(fit) => relevance * (0.5 + 0.5 * fit.clamp(0.0, 1.0)),
+                    None => relevance,
+                };
                 let (ok, failures) = health(&e.name).unwrap_or((e.ok, e.failures));
                 let success = (f64::from(ok) + 1.0) / (f64::from(ok) + f64::from(failures) + 2.0);
                 let trust = e.state.trust();
@@ -223,7 +233,22 @@ mod tests {
             state,
             ok,
             failures,
+            fit: None,
         }
+    }
+
+    #[test]
+    fn a_misleading_description_counts_for_less() {
+        let described = |fit| Entry {
+            fit,
+            ..entry("weather", "forecast for a city", State::Active, 0, 0)
+        };
+        let plain = Index::new(vec![described(None)]);
+        let misleading = Index::new(vec![described(Some(0.0))]);
+        let drawing = Index::new(vec![described(Some(1.0))]);
+        let r = |i: &Index| i.search("forecast city", 5, &WEIGHTS)[0].relevance;
+        assert!((r(&drawing) - r(&plain)).abs() < 1e-9);
+        assert!((r(&misleading) - 0.5 * r(&plain)).abs() < 1e-9);
     }
 
     #[test]

@@ -321,6 +321,8 @@ struct State {
     active: Arc<Semaphore>,
     /// Connections accepted (served or waiting for an `active` slot).
     accepted: Arc<Semaphore>,
+    /// Connections accepted since the proxy started, refused ones included.
+    opened: std::sync::atomic::AtomicU64,
 }
 
 impl State {
@@ -381,6 +383,7 @@ impl EgressProxy {
             config,
             active: Arc::new(Semaphore::new(max)),
             accepted: Arc::new(Semaphore::new(2 * max)),
+            opened: std::sync::atomic::AtomicU64::new(0),
         });
         let task = tokio::spawn(accept_loop(tokio_listeners, state.clone()));
         Ok(EgressProxy {
@@ -414,6 +417,11 @@ impl EgressProxy {
         self.state.config.limits.max_connections.max(1) - self.state.active.available_permits()
     }
 
+    /// Connections the tool opened to the proxy since it started, refused ones included.
+    pub fn connections_opened(&self) -> u64 {
+        self.state.opened.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Stop serving (the same as dropping it).
     pub fn stop(self) {}
 }
@@ -444,6 +452,9 @@ async fn accept_loop(listeners: Vec<TcpListener>, state: Arc<State>) {
         };
         match accepted {
             Ok(stream) => {
+                state
+                    .opened
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 connections.spawn(conn::serve(stream, state.clone(), slot));
             }
             Err(e) => {

@@ -22,11 +22,13 @@ mod approvals;
 mod calls;
 mod event;
 mod schema;
+mod verdicts;
 
 pub use calls::{CallRecord, CallRow, ToolStats};
 pub use event::Event;
 use schema::migrate;
 pub use schema::{MIGRATIONS, SCHEMA_VERSION};
+pub use verdicts::BaselineRow;
 
 pub use approvals::{ApprovalRow, PendingConsent};
 
@@ -431,6 +433,9 @@ impl Ledger {
                 Event::StateChanged,
                 &format!("version {version} is now {}: {why}", to.as_str()),
             )?;
+            if to == State::Active {
+                tx.adopt_met(name, version)?;
+            }
             Ok(true)
         })
     }
@@ -601,6 +606,11 @@ impl Tx<'_> {
     pub fn mark_removed(&self, name: &str) -> Result<bool, LedgerError> {
         let n = self.tx.execute(
             "UPDATE tools SET removed_at = ?2 WHERE name = ?1 AND removed_at IS NULL",
+            params![name, now_ms()],
+        )?;
+        // A tool created again under the name starts with no baseline (the rows are kept).
+        self.tx.execute(
+            "UPDATE obligations SET dropped_at = ?2 WHERE tool = ?1 AND dropped_at IS NULL",
             params![name, now_ms()],
         )?;
         Ok(n > 0)

@@ -14,10 +14,18 @@
 //! 5. [`Stage::ListTools`]: `tools/list`: at least one function, valid names that fit with
 //!    the tool's own in a mounted name and hold no key value, object schemas ([`check_tools`]).
 //! 6. [`Stage::SmokeTest`]: the optional call the author asked for, within its timeout.
-//! 7. [`Stage::Robustness`]: edge-case calls derived from each function's input schema
-//!    ([`probes`]); a function that crashes on one, or hangs, fails. Whether they run is
+//! 7. [`Stage::Examples`]: each example the code declares in `EXAMPLES` (read statically at
+//!    stage 2, like `REQUIRED_ENV`) called, and its answer compared with what it expects.
+//! 8. [`Stage::Robustness`]: edge-case calls derived from each function's input schema
+//!    ([`probes`]); a function that crashes on one, or hangs, fails; then the [`verdicts`] no
+//!    author writes: a function answering one constant to distinct inputs fails
+//!    (`non_degenerate`), and one answering the same arguments differently fails
+//!    (`deterministic`) unless it declares so in `NONDETERMINISTIC` or holds keys or reached
+//!    the network (then the difference is recorded). Whether stages 7 and 8 make calls is
 //!    [`Thoroughness::skips`]: by default only for tools that declare no keys, so no API quota
 //!    is spent by surprise.
+//! 9. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
+//!    ([`baseline`]): their smoke tests and examples called again, their verdicts held.
 //!
 //! Which keys the tool receives is the caller's decision (the spec's environment); [`verify`]
 //! only reports what the code declares. A caller that must ask for consent before anything runs
@@ -26,23 +34,29 @@
 //! size, so a key value straddling the cut cannot leave a piece behind; the message is redacted
 //! again where it is rendered for the host.
 //!
-//! Layout: [`declarations`] reads `REQUIRED_ENV`; [`lint`](mod@lint) runs ruff; [`probes`] plans
-//! and makes the robustness calls.
+//! Layout: [`declarations`] reads `REQUIRED_ENV`, `EXAMPLES` and `NONDETERMINISTIC`;
+//! [`lint`](mod@lint) runs ruff; [`probes`] plans and makes the robustness calls; [`verdicts`]
+//! judges answers; `judge` makes the calls verdicts are judged from.
 
+pub mod baseline;
 pub mod declarations;
 mod failure;
 mod functions;
+mod judge;
 pub mod lint;
 pub mod probes;
+pub mod verdicts;
 
 use failure::{SCRUB, cap_head, cap_tail};
 pub use failure::{Stage, VerifyFailure, tail_of};
 pub use functions::check_tools;
 use functions::smoke;
 
-pub use declarations::{EXPECTED_FORM, required_env};
+pub use baseline::Obligation;
+pub use declarations::{EXPECTED_FORM, Example, required_env};
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
 pub use probes::{PROBE_BUDGET, PROBE_TIMEOUT};
+pub use verdicts::Verdict;
 
 use crate::redact::Redactor;
 use crate::tool::process::{
@@ -192,6 +206,8 @@ pub struct VerifyRequest {
     /// Every key value autotool knows: logs are redacted with it before they are cut, and a
     /// function whose name holds a value is refused.
     pub redactor: Option<Arc<Redactor>>,
+    /// What trusted versions of the tool did, owed by this one ([`Stage::Baseline`]).
+    pub baseline: Vec<Obligation>,
 }
 
 impl VerifyRequest {
@@ -209,6 +225,7 @@ impl VerifyRequest {
             probe_budget: PROBE_BUDGET,
             declared: None,
             redactor: None,
+            baseline: Vec::new(),
         }
     }
 }
@@ -224,6 +241,11 @@ pub struct Verified {
     pub smoke: Option<CallOutcome>,
     /// Whether the probes ran, and how many.
     pub robustness: Robustness,
+    /// Every verdict reached (examples, non-degeneracy, determinism, the baseline), passed,
+    /// recorded or skipped.
+    pub verdicts: Vec<Verdict>,
+    /// What this version met, owed by later ones once it is trusted ([`baseline::met`]).
+    pub met: Vec<Obligation>,
     /// How long each stage took (Launch: writing the file; Initialize: spawn to `initialize`
     /// answered).
     pub timings: Vec<(Stage, Duration)>,
@@ -246,13 +268,15 @@ pub async fn verify(req: VerifyRequest) -> Result<Verified, VerifyFailure> {
             tracing::info!(tool = %name, stage = %f.stage, took = ?t0.elapsed(), "verification failed")
         }
     }
-    let (process, tools, required_env, smoke, robustness) = result?;
+    let (process, tools, required_env, smoke, robustness, verdicts, met) = result?;
     Ok(Verified {
         process,
         tools,
         required_env,
         smoke,
         robustness,
+        verdicts,
+        met,
         timings,
     })
 }
@@ -263,7 +287,16 @@ type Passed = (
     Vec<KeyName>,
     Option<CallOutcome>,
     Robustness,
+    Vec<Verdict>,
+    Vec<Obligation>,
 );
+
+/// What the code declares, read statically at [`Stage::Declarations`].
+struct Declared {
+    keys: Vec<KeyName>,
+    examples: Vec<Example>,
+    nondeterministic: Vec<String>,
+}
 
 async fn run(
     req: VerifyRequest,
@@ -281,9 +314,13 @@ async fn run(
         probe_budget,
         declared,
         redactor,
+        baseline,
     } = req;
-    let required_env =
-        check_source_timed(&code, &spec.python, lint_timeout, declared, timings).await?;
+    let Declared {
+        keys: required_env,
+        examples,
+        nondeterministic,
+    } = check_source_timed(&code, &spec.python, lint_timeout, declared, timings).await?;
 
     let t = Instant::now();
     stage_file(&spec, &code)?;
@@ -326,11 +363,11 @@ async fn run(
     };
     timings.push((Stage::ListTools, t.elapsed()));
 
-    let smoke = match smoke_test {
+    let smoke = match &smoke_test {
         None => None,
         Some(test) => {
             let t = Instant::now();
-            match smoke(&process, &tools, &test, smoke_timeout, &tool_file).await {
+            match smoke(&process, &tools, test, smoke_timeout, &tool_file).await {
                 Ok(outcome) => {
                     timings.push((Stage::SmokeTest, t.elapsed()));
                     Some(outcome)
@@ -343,15 +380,51 @@ async fn run(
         }
     };
 
-    let robustness = match thoroughness.skips(&required_env) {
-        Some(why) => Robustness::Skipped(why),
+    let skip = thoroughness.skips(&required_env);
+    let t = Instant::now();
+    let mut verdicts =
+        match judge::examples(&process, &tools, &examples, skip, smoke_timeout, &tool_file).await {
+            Ok(verdicts) => verdicts,
+            Err(failure) => {
+                process.shutdown().await;
+                return Err(failure);
+            }
+        };
+    timings.push((Stage::Examples, t.elapsed()));
+
+    let robustness = match skip {
+        Some(why) => {
+            verdicts.extend(judge::skipped(&tools, why));
+            Robustness::Skipped(why)
+        }
         None => {
             let t = Instant::now();
             let planned = probes::plan(&tools);
-            match probes::run(&process, &planned, probe_timeout, probe_budget, &tool_file).await {
-                Ok(made) => {
+            let reach = judge::Reach {
+                holds_keys: !required_env.is_empty(),
+                nondeterministic: &nondeterministic,
+                sandbox,
+            };
+            let judged = async {
+                let made = probes::run(&process, &planned, probe_timeout, probe_budget, &tool_file)
+                    .await?;
+                let judged = judge::after_probes(
+                    &process,
+                    &tools,
+                    &planned,
+                    &made,
+                    &reach,
+                    probe_timeout,
+                    &tool_file,
+                )
+                .await?;
+                Ok::<_, VerifyFailure>((made.len(), judged))
+            };
+            match judged.await {
+                Ok((made, judged)) => {
                     let took = t.elapsed();
                     timings.push((Stage::Robustness, took));
+                    verdicts.extend(judged);
                     Robustness::Probed {
                         made,
                         planned: planned.len(),
@@ -365,7 +438,51 @@ async fn run(
             }
         }
     };
-    Ok((process, tools, required_env, smoke, robustness))
+    let t = Instant::now();
+    let owed = baseline::Owed {
+        tool: name.as_str(),
+        baseline: &baseline,
+        no_calls: !required_env.is_empty() && thoroughness != Thoroughness::Thorough,
+        nondeterministic: &nondeterministic,
+        redactor: redactor.as_deref(),
+    };
+    match baseline::check(
+        &process,
+        &tools,
+        &verdicts,
+        &owed,
+        smoke_timeout,
+        &tool_file,
+    )
+    .await
+    {
+        Ok(kept) => verdicts.extend(kept),
+        Err(failure) => {
+            process.shutdown().await;
+            return Err(failure);
+        }
+    }
+    timings.push((Stage::Baseline, t.elapsed()));
+    let smoke_answer = smoke.as_ref().map(verdicts::Answer::of);
+    let met = baseline::met(
+        0,
+        smoke_test
+            .as_ref()
+            .zip(smoke_answer.as_ref())
+            .map(|(t, a)| (t.function.as_str(), &t.arguments, a)),
+        &examples,
+        &verdicts,
+        redactor.as_deref(),
+    );
+    Ok((
+        process,
+        tools,
+        required_env,
+        smoke,
+        robustness,
+        verdicts,
+        met,
+    ))
 }
 
 /// Stages 1–2, [`Stage::Lint`] and [`Stage::Declarations`]: everything that needs no process.
@@ -375,7 +492,11 @@ pub async fn check_source(
     python: &Python,
     lint_timeout: Duration,
 ) -> Result<Vec<KeyName>, VerifyFailure> {
-    check_source_timed(code, python, lint_timeout, None, &mut Vec::new()).await
+    Ok(
+        check_source_timed(code, python, lint_timeout, None, &mut Vec::new())
+            .await?
+            .keys,
+    )
 }
 
 async fn check_source_timed(
@@ -384,7 +505,7 @@ async fn check_source_timed(
     lint_timeout: Duration,
     declared: Option<Vec<KeyName>>,
     timings: &mut Vec<(Stage, Duration)>,
-) -> Result<Vec<KeyName>, VerifyFailure> {
+) -> Result<Declared, VerifyFailure> {
     let t = Instant::now();
     if code.trim().is_empty() {
         return Err(VerifyFailure::new(Stage::Lint, "the code is empty", ""));
@@ -393,13 +514,21 @@ async fn check_source_timed(
     timings.push((Stage::Lint, t.elapsed()));
 
     let t = Instant::now();
-    let declared = match declared {
-        Some(d) => d,
-        None => required_env(code)
-            .map_err(|e| VerifyFailure::new(Stage::Declarations, e.to_string(), ""))?,
+    let refused = |e: declarations::DeclarationError| {
+        VerifyFailure::new(Stage::Declarations, e.to_string(), "")
     };
+    let keys = match declared {
+        Some(d) => d,
+        None => required_env(code).map_err(refused)?,
+    };
+    let examples = declarations::examples(code).map_err(refused)?;
+    let nondeterministic = declarations::nondeterministic(code).map_err(refused)?;
     timings.push((Stage::Declarations, t.elapsed()));
-    Ok(declared)
+    Ok(Declared {
+        keys,
+        examples,
+        nondeterministic,
+    })
 }
 
 /// Put `code` where the spec will start it, unless it is already there.
@@ -560,7 +689,9 @@ mod tests {
                 "initialize",
                 "list_tools",
                 "smoke_test",
-                "robustness"
+                "examples",
+                "robustness",
+                "baseline"
             ]
         );
         for stage in Stage::ALL {

@@ -1,6 +1,8 @@
 //! `synthesize_tool`: autotool's own model, named by `$AUTOTOOL_HOME/.env` and nothing else,
-//! writes a tool, has each failure fed back, and mounts the repair; a fake Chat Completions
-//! server on loopback plays the model.
+//! writes a tool, has each failure fed back, and mounts the repair; with a model of its own,
+//! every created tool gets a trigger check (does the model pick it for the requests it serves,
+//! and not for near misses?), kept as a verdict and fed back by `synthesize_tool`. A fake Chat
+//! Completions server on loopback plays the model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "common/chat.rs"]
@@ -129,9 +131,14 @@ async fn wait_for_synthesize(client: &Client, want: bool) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_tool_is_repaired_from_its_failure_and_mounted() {
-    let fake = ChatFake::start(|request| match chat::tool_results(request).len() {
-        0 => create(BROKEN),
-        _ => create(FIXED),
+    let fake = ChatFake::start(|request| {
+        if chat::offered(request).is_empty() {
+            return trigger_answer(request, PICKED_WELL);
+        }
+        match chat::tool_results(request).len() {
+            0 => create(BROKEN),
+            _ => create(FIXED),
+        }
     })
     .await;
     let home = tempfile::tempdir().unwrap();
@@ -154,7 +161,7 @@ async fn a_broken_tool_is_repaired_from_its_failure_and_mounted() {
         "{out}"
     );
 
-    let requests = fake.requests();
+    let requests = synthesis_requests(&fake);
     assert_eq!(requests.len(), 2, "{requests:#?}");
     // The model is offered create_tool alone, with create_tool's own template as instructions,
     // and the need as the user message.
@@ -256,6 +263,208 @@ async fn a_model_that_never_gets_it_right_is_given_up_on_after_the_rounds() {
             .await
             .iter()
             .any(|n| n.starts_with("adder__"))
+    );
+    client.close().await.unwrap();
+}
+
+/// The requests of the synthesis loop (create_tool offered), not the trigger check's.
+fn synthesis_requests(fake: &ChatFake) -> Vec<Value> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| !chat::offered(r).is_empty())
+        .collect()
+}
+
+/// The last user message of a request.
+fn last_user(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Picks for three requests the adder should serve, then three near misses: all right.
+const PICKED_WELL: &[&str] = &[
+    "adder__add",
+    "adder__add",
+    "adder__add",
+    "none",
+    "none",
+    "none",
+];
+/// One request of three picked it, and two near misses did.
+const PICKED_BADLY: &[&str] = &[
+    "none",
+    "adder__add",
+    "none",
+    "adder__add",
+    "adder__add",
+    "none",
+];
+
+/// The trigger check's two questions answered: the requests it writes, then `picks`.
+fn trigger_answer(request: &Value, picks: &[&str]) -> Value {
+    let question = last_user(request);
+    if question.contains("near misses") && question.contains("should_not") {
+        chat::say(
+            &json!({
+                "should": ["add 2 and 3", "what is 40 plus 2", "the sum of 7 and 8"],
+                "should_not": ["the weather in Paris", "translate hello", "what is 3 to the power 4"],
+            })
+            .to_string(),
+        )
+    } else {
+        chat::say(&json!({"choices": picks}).to_string())
+    }
+}
+
+/// `autotool tools show NAME` on `home`.
+fn show(home: &Path, name: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_autotool"))
+        .args(["tools", "show", name])
+        .env("AUTOTOOL_HOME", home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_tool_gets_a_trigger_check_with_a_model_of_its_own() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let badly = std::sync::Arc::new(AtomicBool::new(false));
+    let b = badly.clone();
+    let fake = ChatFake::start(move |request| {
+        let picks = if b.load(Ordering::Relaxed) {
+            PICKED_BADLY
+        } else {
+            PICKED_WELL
+        };
+        trigger_answer(request, picks)
+    })
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let client = serve(home.path(), vec![]).await;
+    let code = args(json!({"name": "adder", "code": FIXED, "description": "adds numbers"}));
+
+    // Without a model of its own: skipped, and said so.
+    let r = client.call_tool("create_tool", code.clone()).await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let skipped = &r.structured_content.as_ref().unwrap()["trigger_check"]["skipped"];
+    assert!(
+        skipped
+            .as_str()
+            .is_some_and(|s| s.contains("no model of its own")),
+        "{}",
+        text(&r)
+    );
+    assert!(fake.requests().is_empty());
+
+    // With one: the model writes requests and near misses, then picks from the whole list.
+    std::fs::write(home.path().join(".env"), model_env(&fake)).unwrap();
+    wait_for_synthesize(&client, true).await;
+    let r = client.call_tool("create_tool", code.clone()).await.unwrap();
+    let check = r.structured_content.as_ref().unwrap()["trigger_check"].clone();
+    assert_eq!(check["passed"], true, "{check}");
+    assert_eq!(check["trigger_rate"], 1.0, "{check}");
+    assert_eq!(check["false_trigger_rate"], 0.0, "{check}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let listed = last_user(&requests[1]);
+    assert!(
+        listed.contains("- adder__add: Add two numbers.")
+            && listed.contains("1. add 2 and 3")
+            && listed.contains("6. what is 3 to the power 4"),
+        "{listed}"
+    );
+    let shown = show(home.path(), "adder");
+    assert!(
+        shown.contains("trigger passed (trigger rate 1.00 (3 of 3"),
+        "{shown}"
+    );
+    let relevance = |r: CallToolResult| {
+        r.structured_content.unwrap()["results"][0]["score"]["relevance"]
+            .as_f64()
+            .unwrap()
+    };
+    let search = args(json!({"query": "add two numbers"}));
+    let drawing = relevance(
+        client
+            .call_tool("search_tools", search.clone())
+            .await
+            .unwrap(),
+    );
+
+    // Control: picks that miss and steal fail the check; the tool stays mounted and answers.
+    badly.store(true, Ordering::Relaxed);
+    let r = client.call_tool("create_tool", code).await.unwrap();
+    let check = r.structured_content.as_ref().unwrap()["trigger_check"].clone();
+    assert_eq!(check["passed"], false, "{check}");
+    assert!(
+        check["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("missed") && s.contains("picked for near misses")),
+        "{check}"
+    );
+    let sum = client
+        .call_tool("adder__add", args(json!({"a": 2, "b": 40})))
+        .await
+        .unwrap();
+    assert_eq!(text(&sum), "42");
+    let shown = show(home.path(), "adder");
+    assert!(
+        shown.contains("trigger failed (trigger rate 0.33"),
+        "{shown}"
+    );
+    // A description that misleads the model counts for less in search_tools.
+    let misleading = relevance(client.call_tool("search_tools", search).await.unwrap());
+    assert!(misleading < drawing, "{misleading} vs {drawing}");
+    client.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_trigger_check_is_fed_back_for_a_better_description() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let checks = std::sync::Arc::new(AtomicUsize::new(0));
+    let c = checks.clone();
+    let fake = ChatFake::start(move |request| {
+        if chat::offered(request).is_empty() {
+            // The first check's picks go wrong, the second's right.
+            let question = last_user(request);
+            let n = if question.contains("choices") {
+                c.fetch_add(1, Ordering::Relaxed)
+            } else {
+                c.load(Ordering::Relaxed)
+            };
+            return trigger_answer(request, if n == 0 { PICKED_BADLY } else { PICKED_WELL });
+        }
+        create(FIXED)
+    })
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join(".env"), model_env(&fake)).unwrap();
+    let client = serve(home.path(), vec![]).await;
+    let result = client
+        .call_tool("synthesize_tool", args(json!({"need": "add two integers"})))
+        .await
+        .unwrap();
+    let out = text(&result);
+    assert_ne!(result.is_error, Some(true), "{out}");
+    assert!(out.contains("round 2 of 3"), "{out}");
+    let requests = synthesis_requests(&fake);
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let fed_back = chat::tool_results(&requests[1]);
+    assert!(
+        fed_back.len() == 1
+            && fed_back[0].contains("its trigger check failed")
+            && fed_back[0].contains("Rewrite the tool's description"),
+        "{fed_back:?}"
     );
     client.close().await.unwrap();
 }

@@ -582,6 +582,7 @@ async fn a_good_tool_passes_every_stage(mut env: Env) -> Result<()> {
         smoke,
         robustness,
         timings,
+        ..
     } = verify::verify(req)
         .await
         .map_err(|f| anyhow::anyhow!("{f}"))?;
@@ -999,7 +1000,7 @@ mcp = MCPServer("verify_slow")
 def slow(text: str, n: int = 0) -> str:
     """Takes its time, and answers."""
     time.sleep(0.3)
-    return "ok"
+    return f"ok: {len(text)} characters, n={n}"
 
 if __name__ == "__main__":
     mcp.run()

@@ -2,8 +2,11 @@
 //! demo itself) plays an agent that needs a Hacker-News-like tool; a local fake API stands in
 //! for the web. It shows, step by step: the tool written; a first version failing verification
 //! and repaired; consent for a key; the tool mounted; the call answered; a key the tool echoes
-//! back arriving redacted; a request to a host outside the key's allowlist refused. All under
-//! the strict sandbox, or saying clearly why strict is unavailable.
+//! back arriving redacted; a request to a host outside the key's allowlist refused. Then the
+//! lifecycle half ([`lifecycle`]): the tool's upstream breaks and it is quarantined on the third
+//! failure, `rehab` puts it back on trial, `search_tools` picks a working tool over a
+//! better-described failing one, and a rewrite breaking a trusted version's example is refused.
+//! All under the strict sandbox, or saying clearly why strict is unavailable.
 //!
 //! It runs on a fresh temporary `AUTOTOOL_HOME` (removed afterwards unless `--keep`), so it
 //! never touches the user's tools, keys or approvals; the Python runtime is the user's own
@@ -11,6 +14,7 @@
 //! Every milestone is checked: a run that misses one exits non-zero.
 
 pub mod fakes;
+pub mod lifecycle;
 
 use crate::client::ConnectOptions;
 use crate::home::Home;
@@ -42,6 +46,8 @@ pub struct Milestones {
     pub key_redacted: bool,
     pub refused: bool,
     pub final_answer: bool,
+    /// The lifecycle half.
+    pub lifecycle: lifecycle::Shown,
 }
 
 impl Milestones {
@@ -61,6 +67,7 @@ impl Milestones {
                 out.push(what);
             }
         }
+        out.extend(self.lifecycle.missing());
         out
     }
 }
@@ -137,7 +144,8 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
         "demo-{}",
         crate::consent::hex(&crate::consent::random_bytes::<8>()?)
     );
-    let api = fakes::fake_api(key.clone(), stop.clone()).await?;
+    let broken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let api = fakes::fake_api_switched(key.clone(), broken.clone(), stop.clone()).await?;
     let model = fakes::scripted_model(stop.clone()).await?;
     let mut vars = BTreeMap::new();
     vars.insert("AUTOTOOL_PROVIDER".into(), "chat".into());
@@ -184,6 +192,7 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
         ..AgentOptions::default()
     };
 
+    let lifecycle_connect = options.connect.clone();
     let mut m = Milestones::default();
     let mut creates = 0;
     let observed = Arc::new(Mutex::new(Vec::<Step>::new()));
@@ -234,6 +243,9 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
         }
     })
     .await;
+    if answer.is_ok() {
+        m.lifecycle = lifecycle::run(&home, lifecycle_connect, &broken, &say).await?;
+    }
     stop.cancel();
 
     let steps = observed.lock().map(|s| s.clone()).unwrap_or_default();

@@ -56,6 +56,22 @@ pub enum ToolsCmd {
         /// The tool's name.
         name: String,
     },
+    /// List a tool's baseline: what its trusted versions did (smoke tests with their answers,
+    /// examples, verdicts), owed by every later version. `--drop ID` drops one (an audit
+    /// event): for a change of behaviour that is intended.
+    Baseline {
+        /// The tool's name.
+        name: String,
+        /// Drop this obligation (its number in the list).
+        #[arg(long, value_name = "ID")]
+        drop: Option<i64>,
+        /// Why it is dropped, kept with the audit event.
+        #[arg(long, requires = "drop")]
+        why: Option<String>,
+        /// Print JSON (dropped obligations included).
+        #[arg(long)]
+        json: bool,
+    },
     /// Withdraw a tool's approval of a key (of every key without KEY). Its process is
     /// restarted without the key on the next call, which asks again.
     Revoke {
@@ -120,6 +136,12 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             writeln!(out, "{said}")?;
             Ok(())
         }
+        ToolsCmd::Baseline {
+            name,
+            drop,
+            why,
+            json,
+        } => baseline(&registry, &name, drop, why.as_deref(), json, out),
         ToolsCmd::Rehab { name } => manual(&registry, &name, Manual::Rehab, out),
         ToolsCmd::Retire { name } => manual(&registry, &name, Manual::Retire, out),
         ToolsCmd::Revoke { name, key } => {
@@ -128,6 +150,63 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             Ok(())
         }
     }
+}
+
+/// `tools baseline`: list a tool's obligations, or drop one.
+fn baseline(
+    registry: &Registry,
+    name: &str,
+    drop: Option<i64>,
+    why: Option<&str>,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    if registry.tool(name)?.is_none() {
+        return Err(RegistryError::NotFound(name.to_string()).into());
+    }
+    let ledger = registry.ledger();
+    if let Some(id) = drop {
+        let why = why.unwrap_or("dropped by the user");
+        if !ledger.drop_obligation(name, id, why)? {
+            return Err(anyhow::anyhow!(
+                "{name} owes no obligation #{id}; `autotool tools baseline {name}` lists them"
+            )
+            .into());
+        }
+        writeln!(
+            out,
+            "Dropped obligation #{id} of {name}: later versions no longer owe it."
+        )?;
+        return Ok(());
+    }
+    let rows = ledger.baseline(name, json)?;
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &rows)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if rows.is_empty() {
+        writeln!(
+            out,
+            "{name} owes nothing yet: what a version meets joins its baseline when the version is promoted to active."
+        )?;
+        return Ok(());
+    }
+    writeln!(out, "{name} owes, from its trusted versions:")?;
+    for r in &rows {
+        let ob = &r.obligation;
+        let owed = match (&ob.answer, ob.exact) {
+            (Some(a), true) => format!(" → {}", one_line(&a.to_string(), 100)),
+            (Some(a), false) => format!(" → shape {}", one_line(&a.to_string(), 100)),
+            (None, _) => String::new(),
+        };
+        writeln!(out, "  {}{owed}", ob.shown())?;
+    }
+    writeln!(
+        out,
+        "Drop one (for an intended change) with `autotool tools baseline {name} --drop ID`."
+    )?;
+    Ok(())
 }
 
 /// `tools rehab` / `tools retire`: move the current version by hand, with an audit event.
@@ -350,6 +429,8 @@ struct ShowOutput {
     recent_events: Vec<EventRow>,
     /// Keys the user approved for this tool, newest first.
     approvals: Vec<ledger::ApprovalRow>,
+    /// What verification found of the current version's functions.
+    verdicts: Vec<crate::verify::Verdict>,
 }
 
 fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Result<(), CliError> {
@@ -376,6 +457,10 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         recent_calls: registry.recent_calls(name, RECENT)?,
         recent_events: registry.events(Some(name), RECENT)?,
         approvals: registry.ledger().approvals(name)?,
+        verdicts: match tool.current_version {
+            Some(v) => registry.ledger().verdicts(name, v)?,
+            None => Vec::new(),
+        },
     };
     if json {
         serde_json::to_writer_pretty(&mut *out, &output)?;
@@ -426,6 +511,12 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             )?;
             if let Some(o) = &f.output_schema {
                 writeln!(out, "    output: {}", serde_json::to_string(o)?)?;
+            }
+        }
+        if !output.verdicts.is_empty() {
+            writeln!(out, "verdicts:")?;
+            for v in &output.verdicts {
+                writeln!(out, "  {}", one_line(&v.to_string(), 160))?;
             }
         }
     }

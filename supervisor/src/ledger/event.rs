@@ -33,11 +33,15 @@ pub enum Event {
     EgressDenied,
     /// A tool process was stopped for what it sent the supervisor (floods, requests, sizes).
     ToolStopped,
+    /// A version earned trust and what it met joined the tool's baseline.
+    BaselineGrew,
+    /// The user dropped an obligation from a tool's baseline.
+    ObligationDropped,
 }
 
 impl Event {
     /// Every kind.
-    pub const ALL: [Event; 19] = [
+    pub const ALL: [Event; 21] = [
         Event::Created,
         Event::Verified,
         Event::VerificationFailed,
@@ -57,6 +61,8 @@ impl Event {
         Event::VerifyingAgain,
         Event::EgressDenied,
         Event::ToolStopped,
+        Event::BaselineGrew,
+        Event::ObligationDropped,
     ];
 
     /// The word stored in `events.kind`.
@@ -81,6 +87,8 @@ impl Event {
             Event::VerifyingAgain => "verifying_again",
             Event::EgressDenied => "egress_denied",
             Event::ToolStopped => "tool_stopped",
+            Event::BaselineGrew => "baseline_grew",
+            Event::ObligationDropped => "obligation_dropped",
         }
     }
 }

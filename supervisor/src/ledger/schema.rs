@@ -72,6 +72,46 @@ pub const MIGRATIONS: &[&str] = &[
         asked_at  INTEGER NOT NULL
     ) STRICT;
     "#,
+    // 3: verdicts. What verification found of each function of a version.
+    r#"
+    CREATE TABLE verdicts (
+        id         INTEGER PRIMARY KEY,
+        tool       TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        function   TEXT NOT NULL,
+        check_name TEXT NOT NULL,          -- deterministic, non_degenerate, example
+        example    INTEGER,                -- which entry of EXAMPLES, from 1
+        outcome    TEXT NOT NULL,          -- passed, failed, recorded, skipped
+        detail     TEXT NOT NULL DEFAULT ''
+    ) STRICT;
+    CREATE INDEX verdicts_by_version ON verdicts (tool, version);
+    -- What a version met (smoke test with its answer, examples, verdicts), owed by later
+    -- versions once it is promoted to active: then copied into obligations.
+    CREATE TABLE met (
+        tool       TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        function   TEXT NOT NULL,
+        check_name TEXT NOT NULL,
+        arguments  TEXT NOT NULL,          -- JSON object
+        answer     TEXT,                   -- JSON, redacted; its shape when exact = 0
+        exact      INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX met_by_version ON met (tool, version);
+    -- The baseline: only grows (a dropped obligation keeps its row, dropped_at set).
+    CREATE TABLE obligations (
+        id            INTEGER PRIMARY KEY,
+        tool          TEXT NOT NULL,
+        function      TEXT NOT NULL,
+        check_name    TEXT NOT NULL,
+        arguments     TEXT NOT NULL,
+        answer        TEXT,
+        exact         INTEGER NOT NULL,
+        since_version INTEGER NOT NULL,
+        added_at      INTEGER NOT NULL,
+        dropped_at    INTEGER,
+        UNIQUE (tool, function, check_name, arguments)
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this build writes.

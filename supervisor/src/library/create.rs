@@ -8,7 +8,7 @@
 use super::Library;
 use crate::ledger::Event;
 use crate::registry::{FunctionSpec, Manifest, RegistryError};
-use crate::verify::{SmokeTest, Thoroughness, VerifyFailure, VerifyRequest};
+use crate::verify::{SmokeTest, Thoroughness, Verdict, VerifyFailure, VerifyRequest};
 use crate::version::Subject;
 use autotool_policy::names::{FunctionName, KeyName, MountedName, ToolName};
 
@@ -62,6 +62,10 @@ pub struct Created {
     pub key_notes: Vec<String>,
     /// What the robustness probes did.
     pub robustness: String,
+    /// What verification found of each function (redacted), as kept in the ledger.
+    pub verdicts: Vec<Verdict>,
+    /// The trigger check's findings (`{"skipped": why}` without a model of its own).
+    pub trigger_check: serde_json::Value,
     /// Whether its functions are in the tool list now (the list limit may leave them out).
     pub listed: bool,
 }
@@ -78,6 +82,8 @@ pub enum CreateError {
     Verify(VerifyFailure),
     #[error("create_tool failed storing the tool: {0}")]
     Store(#[source] RegistryError),
+    #[error("create_tool failed reading the tool's baseline: {0}")]
+    Baseline(String),
 }
 
 impl Library {
@@ -132,6 +138,13 @@ impl Library {
             .declarations_read
             .then(|| prepared.declared.clone());
         request.redactor = secrets.redactor().cloned();
+        request.baseline = match self.registry.ledger().baseline(name.as_str(), false) {
+            Ok(rows) => rows.into_iter().map(|r| r.obligation).collect(),
+            Err(e) => {
+                let _ = self.registry.discard(staged);
+                return Err(CreateError::Baseline(e.to_string()));
+            }
+        };
         let verified = match crate::verify::verify(request).await {
             Ok(v) => v,
             Err(failure) => {
@@ -172,6 +185,28 @@ impl Library {
             }
         };
         let robustness = verified.robustness.to_string();
+        let verdicts: Vec<Verdict> = verified
+            .verdicts
+            .iter()
+            .map(|v| Verdict {
+                detail: secrets.redact(&v.detail),
+                ..v.clone()
+            })
+            .collect();
+        if let Err(e) =
+            self.registry
+                .ledger()
+                .record_verdicts(name.as_str(), version.version, &verdicts)
+        {
+            tracing::warn!(tool = %name, "recording the verdicts: {e}");
+        }
+        if let Err(e) =
+            self.registry
+                .ledger()
+                .record_met(name.as_str(), version.version, &verified.met)
+        {
+            tracing::warn!(tool = %name, "recording what the version met: {e}");
+        }
         let required_env = verified.required_env.clone();
         self.pool
             .adopt(name.as_str(), version.version, grants, verified.process)
@@ -181,6 +216,9 @@ impl Library {
         }
         self.changed();
         let key_notes = self.key_notes(prepared.subject(), &keys);
+        let trigger_check = self
+            .trigger_check(&name, version.version, &prepared.request.description)
+            .await;
         Ok(Created {
             listed: self.snapshot().shown.contains(&name),
             tool: name,
@@ -190,6 +228,8 @@ impl Library {
             keys_granted: keys.keys().cloned().collect(),
             key_notes,
             robustness,
+            verdicts,
+            trigger_check,
         })
     }
 }

@@ -12,7 +12,8 @@
 //! - [`call`]: a call of a mounted function, recorded, and the lifecycle after it:
 //!   `Result<Called, CallError>`;
 //! - [`watch`]: the poll round: changes by other processes, keys, pins, hand-placed files;
-//! - [`search`]: `search_tools`' ranking.
+//! - [`search`]: `search_tools` ranking;
+//! - [`trigger`]: the trigger check of a created tool, with autotool's own model.
 
 pub mod call;
 pub mod create;
@@ -20,6 +21,7 @@ pub mod grants;
 pub mod search;
 pub mod settings;
 pub mod snapshot;
+pub mod trigger;
 pub mod watch;
 
 pub use call::{CallError, Called};

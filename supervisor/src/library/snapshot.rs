@@ -162,6 +162,7 @@ impl Library {
         let ledger = self.registry.ledger();
         let window = self.settings.lifecycle.window;
         let (last, outcomes) = ledger.recent_outcomes_of_current(window)?;
+        let fits = ledger.trigger_fits_of_current()?;
         let mut health = RecentCalls {
             last,
             tools: HashMap::with_capacity(tools.len()),
@@ -207,6 +208,7 @@ impl Library {
                         state: t.state,
                         ok,
                         failures,
+                        fit: fits.get(t.name.as_str()).copied(),
                     }
                 })
                 .collect(),

@@ -45,7 +45,13 @@ if __name__ == \"__main__\":
 Rules: one file, standard library plus `mcp` and `httpx2`; no subprocesses, no files outside \
 /tmp; type-annotate every argument; raise ToolError for errors the caller should read (an \
 unexpected exception on any input the schema accepts fails the probes); read API base URLs from \
-`*_API_BASE` variables so the tool can be pointed at a test server. `name`: 1 to 40 of a-z, \
+`*_API_BASE` variables so the tool can be pointed at a test server. Verdicts no author writes: \
+a function must answer according to its arguments (one constant answer to distinct inputs \
+fails) and give the same answer to the same arguments, unless it reads a clock or draws random \
+numbers and says so at the top level: NONDETERMINISTIC = [\"roll_dice\"]. Declare examples \
+the tool must meet, checked at verification: EXAMPLES = [{\"function\": \"to_fahrenheit\", \
+\"arguments\": {\"celsius\": 100}, \"expect\": 212}] (literals only; expect is the return \
+value; a tool declaring keys has its examples called only with verify \"thorough\"). `name`: 1 to 40 of a-z, \
 0-9 and single underscores, starting with a letter, not ending with `_` \
 (^[a-z](_?[a-z0-9])*$). `verify`: \"standard\" (default) probes tools that declare \
 no keys; \"thorough\" probes even those (it may spend API quota); \"quick\" skips the probes.";

@@ -182,6 +182,8 @@ pub fn created(c: &Created, list_limit: usize) -> CallToolResult {
         "keys_granted": c.keys_granted,
         "key_notes": c.key_notes,
         "robustness": c.robustness,
+        "verdicts": c.verdicts,
+        "trigger_check": c.trigger_check,
     });
     let names: Vec<String> = c.functions.iter().map(|(n, _)| n.to_string()).collect();
     let listed_now = if c.listed {

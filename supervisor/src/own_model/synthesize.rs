@@ -9,7 +9,8 @@
 //!   instructions and one tool, `create_tool` (the same schema the host sees). Each round its
 //!   call goes through the same `create` path as a host's: lint, declarations, launch confined,
 //!   list, smoke test, then mounted. A failure (already redacted) goes back to the model as the
-//!   call's result, and it tries again, for at most [`DEFAULT_ROUNDS`](crate::library::settings::DEFAULT_ROUNDS) rounds and
+//!   call's result, and so does a mounted tool's failed trigger check (its description does not
+//!   draw the requests it serves, [`super::trigger`]); it tries again, for at most [`DEFAULT_ROUNDS`](crate::library::settings::DEFAULT_ROUNDS) rounds and
 //!   [`DEFAULT_TIME_BOUND`](crate::library::settings::DEFAULT_TIME_BOUND) in all (the settings `synthesize_rounds` and `synthesize_timeout`).
 //!
 //! Keys: no consent is asked while synthesizing, since there is no code to ask about until the model
@@ -343,31 +344,43 @@ where
     let tools = [create_tool];
     let mut history = vec![Item::User(need.to_string())];
     let mut last_failure: Option<String> = None;
+    // A tool mounted in an earlier round whose trigger check was fed back: still the outcome
+    // if no later round does better.
+    let mut mounted: Option<(usize, CallToolResult)> = None;
     for round in 1..=bounds.rounds {
         let Some(left) = deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
         else {
-            return Outcome::OutOfTime {
-                rounds: round - 1,
-                last_failure,
-            };
+            return settle(
+                mounted,
+                Outcome::OutOfTime {
+                    rounds: round - 1,
+                    last_failure,
+                },
+            );
         };
         progress(format!("round {round}: asking the model for the tool"));
         let turn =
             match tokio::time::timeout(left, provider.complete(system, &history, &tools)).await {
                 Err(_) => {
-                    return Outcome::OutOfTime {
-                        rounds: round - 1,
-                        last_failure,
-                    };
+                    return settle(
+                        mounted,
+                        Outcome::OutOfTime {
+                            rounds: round - 1,
+                            last_failure,
+                        },
+                    );
                 }
                 Ok(Err(e)) => {
-                    return Outcome::ModelFailed {
-                        round,
-                        error: e.to_string(),
-                        last_failure,
-                    };
+                    return settle(
+                        mounted,
+                        Outcome::ModelFailed {
+                            round,
+                            error: e.to_string(),
+                            last_failure,
+                        },
+                    );
                 }
                 Ok(Ok(turn)) => turn,
             };
@@ -422,7 +435,33 @@ where
                 let result = create(args).await;
                 if result.is_error != Some(true) {
                     progress(format!("round {round}: {name} is mounted"));
-                    return Outcome::Mounted { round, result };
+                    // A description that does not draw the right requests is fed back while
+                    // rounds are left; the tool stays mounted either way.
+                    let trigger = result
+                        .structured_content
+                        .as_ref()
+                        .map(|s| &s["trigger_check"])
+                        .filter(|t| t["passed"] == Value::Bool(false))
+                        .map(|t| t["summary"].as_str().unwrap_or("").to_string());
+                    let Some(summary) = trigger.filter(|_| round < bounds.rounds) else {
+                        return Outcome::Mounted { round, result };
+                    };
+                    let feedback = format!(
+                        "{name} is mounted and works, but its trigger check failed: {summary}. \
+                         Rewrite the tool's description and its functions' docstrings so an \
+                         agent picks it for the requests it serves and not for the near misses, \
+                         then call create_tool again with the same name and code."
+                    );
+                    history.push(Item::ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        output: feedback.clone(),
+                        is_error: true,
+                    });
+                    progress(format!("round {round}: {name}'s trigger check failed"));
+                    last_failure = Some(feedback);
+                    mounted = Some((round, result));
+                    continue;
                 }
                 let text = text_of(&result);
                 history.push(Item::ToolResult {
@@ -438,9 +477,20 @@ where
         progress(format!("round {round} failed: {first}"));
         last_failure = Some(failure);
     }
-    Outcome::GaveUp {
-        rounds: bounds.rounds,
-        last_failure: last_failure.unwrap_or_default(),
+    settle(
+        mounted,
+        Outcome::GaveUp {
+            rounds: bounds.rounds,
+            last_failure: last_failure.unwrap_or_default(),
+        },
+    )
+}
+
+/// `outcome`, unless a tool was mounted in an earlier round: then that.
+fn settle(mounted: Option<(usize, CallToolResult)>, outcome: Outcome) -> Outcome {
+    match mounted {
+        Some((round, result)) => Outcome::Mounted { round, result },
+        None => outcome,
     }
 }
 

@@ -498,6 +498,20 @@ impl ToolProcess {
         }
     }
 
+    /// Connections the process opened through its egress proxy so far (refused ones
+    /// included); `None` when it has no proxy.
+    pub fn egress_opened(&self) -> Option<u64> {
+        match &*self
+            .shared
+            .egress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            EgressSlot::Running(proxy) => Some(proxy.connections_opened()),
+            EgressSlot::Empty | EgressSlot::Closed => None,
+        }
+    }
+
     /// The exit status, once the process has exited and been reaped.
     pub fn exit_status(&self) -> Option<ExitStatus> {
         self.shared.exit.borrow().and_then(|e| e.0)

@@ -25,6 +25,7 @@
 
 use autotool_policy::names::{KeyName, MAX_KEY_NAME};
 
+mod literal;
 mod tokens;
 pub use tokens::TokenError;
 use tokens::{Kind, Token, tokenize};
@@ -45,32 +46,49 @@ const BINDING_KEYWORDS: [&str; 9] = [
     "global", "nonlocal", "del", "import", "def", "class", "as", "for", "lambda",
 ];
 
-/// Why `REQUIRED_ENV` cannot be read without running the code. The text says what is wrong,
-/// on which line, and ends with [`EXPECTED_FORM`], so an agent can rewrite the line in one go.
+/// Why a declaration (`REQUIRED_ENV`, `EXAMPLES`, `NONDETERMINISTIC`) cannot be read without
+/// running the code. The text says what is wrong, on which line, and ends with the expected form
+/// (`form`: [`EXPECTED_FORM`] for `REQUIRED_ENV`), so an agent can rewrite the line in one go.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DeclarationError {
     /// The code does not tokenize (Python would refuse it too).
-    #[error("{0}. {EXPECTED_FORM}")]
-    Tokens(#[from] TokenError),
-    /// The declaration at `line` is not a plain list of names.
-    #[error("line {line}: {problem}. {EXPECTED_FORM}")]
-    Declaration { line: usize, problem: Problem },
+    #[error("{source}. {form}")]
+    Tokens {
+        source: TokenError,
+        form: &'static str,
+    },
+    /// The declaration at `line` is not of the form expected.
+    #[error("line {line}: {problem}. {form}")]
+    Declaration {
+        line: usize,
+        problem: Problem,
+        form: &'static str,
+    },
     /// The name is bound somewhere other than its declaration line.
     #[error(
-        "line {line}: REQUIRED_ENV is {how} ({place}); autotool reads the declaration without \
-         running the code, so it must be the only place the name is set. {EXPECTED_FORM}"
+        "line {line}: {name} is {how} ({place}); autotool reads the declaration without \
+         running the code, so it must be the only place the name is set. {form}"
     )]
     SetElsewhere {
+        name: &'static str,
         line: usize,
         how: String,
         place: &'static str,
+        form: &'static str,
     },
     #[error(
-        "REQUIRED_ENV is declared more than once (lines {}); autotool cannot tell which one \
-         counts without running the code. {EXPECTED_FORM}",
+        "{name} is declared more than once (lines {}); autotool cannot tell which one \
+         counts without running the code. {form}",
         join_lines(lines)
     )]
-    DeclaredTwice { lines: Vec<usize> },
+    DeclaredTwice {
+        name: &'static str,
+        lines: Vec<usize>,
+        form: &'static str,
+    },
+    /// The value reads, but is not what the declaration holds (an example without `expect`).
+    #[error("{message}. {form}")]
+    Shape { message: String, form: &'static str },
 }
 
 fn join_lines(lines: &[usize]) -> String {
@@ -84,10 +102,13 @@ fn join_lines(lines: &[usize]) -> String {
 /// What is wrong with a declaration's value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Problem {
-    #[error("REQUIRED_ENV is annotated but given no value")]
-    AnnotatedWithoutValue,
-    #[error("REQUIRED_ENV has no value")]
-    NoValue,
+    #[error("{0} is annotated but given no value")]
+    AnnotatedWithoutValue(&'static str),
+    #[error("{0} has no value")]
+    NoValue(&'static str),
+    /// A literal declaration's value is not a literal autotool reads ([`literal`]).
+    #[error("{0}")]
+    Literal(String),
     #[error("REQUIRED_ENV must be a list literal, but its value starts with {starts_with}")]
     NotAList { starts_with: String },
     #[error("REQUIRED_ENV must list its names, not compute them with a comprehension")]
@@ -129,11 +150,27 @@ type Located = (Option<usize>, Problem);
 /// The names a tool declares in `REQUIRED_ENV`, in order, without repeats; `Err` says what is
 /// wrong, on which line, and what form is expected.
 pub fn required_env(code: &str) -> Result<Vec<KeyName>, DeclarationError> {
-    let tokens = tokenize(code)?;
-    let context = Context::new(&tokens);
-    let mut declarations: Vec<(usize, Vec<KeyName>)> = Vec::new();
+    let tokens = tokenize(code).map_err(|source| DeclarationError::Tokens {
+        source,
+        form: EXPECTED_FORM,
+    })?;
+    Ok(read_declaration(&tokens, NAME, EXPECTED_FORM, declaration)?.unwrap_or_default())
+}
+
+/// The value of the one top-level declaration of `name` in `tokens`, read by `parse` (given
+/// the tokens and the index of the declaration's name token); `None` when `name` is not
+/// declared. Every other binding or change of `name`, and a second declaration, is refused;
+/// the messages end with `form`.
+fn read_declaration<T>(
+    tokens: &[Token],
+    name: &'static str,
+    form: &'static str,
+    parse: impl Fn(&[Token], usize) -> Result<T, Located>,
+) -> Result<Option<T>, DeclarationError> {
+    let context = Context::new(tokens);
+    let mut declarations: Vec<(usize, T)> = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
-        if token.kind != Kind::Name || token.text != NAME {
+        if token.kind != Kind::Name || token.text != name {
             continue;
         }
         if i > 0 && tokens[i - 1].is_op(".") {
@@ -145,37 +182,191 @@ pub fn required_env(code: &str) -> Result<Vec<KeyName>, DeclarationError> {
             && token.indent == 0
             && next.is_some_and(|n| n.is_op("=") || n.is_op(":"));
         if declares {
-            let names = declaration(&tokens, i).map_err(|(line, problem)| {
-                DeclarationError::Declaration {
+            let value =
+                parse(tokens, i).map_err(|(line, problem)| DeclarationError::Declaration {
                     line: line.unwrap_or(token.line),
                     problem,
-                }
-            })?;
-            declarations.push((token.line, names));
-        } else if let Some(how) = context.binding(&tokens, i) {
+                    form,
+                })?;
+            declarations.push((token.line, value));
+        } else if let Some(how) = context.binding(tokens, i) {
             let place = if token.indent > 0 {
                 "inside a function, class or block"
             } else {
                 "not as a top-level declaration line of its own"
             };
             return Err(DeclarationError::SetElsewhere {
+                name,
                 line: token.line,
                 how,
                 place,
+                form,
             });
         }
     }
     match declarations.len() {
-        0 => Ok(Vec::new()),
-        1 => Ok(declarations.swap_remove(0).1),
+        0 => Ok(None),
+        1 => Ok(Some(declarations.swap_remove(0).1)),
         _ => Err(DeclarationError::DeclaredTwice {
+            name,
             lines: declarations.iter().map(|(l, _)| *l).collect(),
+            form,
         }),
     }
 }
 
-/// Parse the declaration whose name token is `tokens[at]`.
-fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, Located> {
+/// The declared value of `name` as a JSON value: any Python literal ([`literal`]), alone on
+/// its declaration's line; `None` when the code does not declare it.
+pub fn declared_literal(
+    code: &str,
+    name: &'static str,
+    form: &'static str,
+) -> Result<Option<serde_json::Value>, DeclarationError> {
+    let tokens = tokenize(code).map_err(|source| DeclarationError::Tokens { source, form })?;
+    read_declaration(&tokens, name, form, |tokens, at| {
+        let start = value_start(tokens, at, name)?;
+        let (value, end) = literal::read(tokens, start).map_err(located)?;
+        if let Some(rest) = tokens.get(end)
+            && rest.kind != Kind::Newline
+        {
+            return Err((
+                Some(rest.line),
+                Problem::Literal(format!(
+                    "nothing may follow the literal on the declaration's line (found {})",
+                    rest.describe()
+                )),
+            ));
+        }
+        Ok(value)
+    })
+}
+
+/// Refusals of `EXAMPLES` end with this.
+pub const EXAMPLES_FORM: &str = "Declare examples once, at the top level of the file, as a list \
+of dict literals: EXAMPLES = [{\"function\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}, \
+\"expect\": 3}] (expect is the function's answer: its return value, or its text); leave \
+EXAMPLES out if there are none.";
+
+/// Refusals of `NONDETERMINISTIC` end with this.
+pub const NONDETERMINISTIC_FORM: &str = "Declare the functions whose answers may differ for the \
+same arguments (they read a clock, draw random numbers) once, at the top level of the file, as \
+a list of string literals: NONDETERMINISTIC = [\"roll_dice\"].";
+
+/// Most examples one tool declares.
+pub const MAX_EXAMPLES: usize = 20;
+
+/// One entry of a tool's `EXAMPLES`: a call and the answer it must give.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Example {
+    pub function: String,
+    #[serde(default)]
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+    pub expect: serde_json::Value,
+}
+
+/// The examples a tool declares in `EXAMPLES`, read without running the code; none when it
+/// declares none.
+pub fn examples(code: &str) -> Result<Vec<Example>, DeclarationError> {
+    let Some(value) = declared_literal(code, "EXAMPLES", EXAMPLES_FORM)? else {
+        return Ok(Vec::new());
+    };
+    let serde_json::Value::Array(items) = value else {
+        return Err(shape("EXAMPLES must be a list".into(), EXAMPLES_FORM));
+    };
+    if items.len() > MAX_EXAMPLES {
+        return Err(shape(
+            format!(
+                "EXAMPLES lists {} examples; at most {MAX_EXAMPLES} are checked",
+                items.len()
+            ),
+            EXAMPLES_FORM,
+        ));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let n = i + 1;
+            let serde_json::Value::Object(entry) = item else {
+                return Err(shape(format!("EXAMPLES entry {n} is not a dict"), EXAMPLES_FORM));
+            };
+            if let Some(other) = entry
+                .keys()
+                .find(|k| !matches!(k.as_str(), "function" | "arguments" | "expect"))
+            {
+                return Err(shape(format!("EXAMPLES entry {n} has the key {other:?}; the keys are function, arguments and expect"
+                ), EXAMPLES_FORM));
+            }
+            let function = match entry.get("function") {
+                Some(serde_json::Value::String(f)) => f.clone(),
+                _ => {
+                    return Err(shape(format!("EXAMPLES entry {n} needs \"function\": the name of a function, as a string"
+                    ), EXAMPLES_FORM));
+                }
+            };
+            let arguments = match entry.get("arguments") {
+                None => serde_json::Map::new(),
+                Some(serde_json::Value::Object(a)) => a.clone(),
+                Some(_) => {
+                    return Err(shape(format!("EXAMPLES entry {n}: \"arguments\" must be a dict of argument names to values"
+                    ), EXAMPLES_FORM));
+                }
+            };
+            let Some(expect) = entry.get("expect").cloned() else {
+                return Err(shape(format!("EXAMPLES entry {n} needs \"expect\": the answer the call must give"
+                ), EXAMPLES_FORM));
+            };
+            Ok(Example {
+                function,
+                arguments,
+                expect,
+            })
+        })
+        .collect()
+}
+
+/// The functions a tool declares in `NONDETERMINISTIC`; none when it declares none.
+pub fn nondeterministic(code: &str) -> Result<Vec<String>, DeclarationError> {
+    let Some(value) = declared_literal(code, "NONDETERMINISTIC", NONDETERMINISTIC_FORM)? else {
+        return Ok(Vec::new());
+    };
+    let names = match value {
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                serde_json::Value::String(s) => Some(s),
+                _ => None,
+            })
+            .collect::<Option<Vec<String>>>(),
+        _ => None,
+    };
+    names.ok_or_else(|| {
+        shape(
+            "NONDETERMINISTIC must be a list of function names".into(),
+            NONDETERMINISTIC_FORM,
+        )
+    })
+}
+
+fn shape(message: String, form: &'static str) -> DeclarationError {
+    DeclarationError::Shape { message, form }
+}
+
+/// A literal reader's `line N: message` as a located problem.
+fn located(message: String) -> Located {
+    let line = message
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_once(": "))
+        .and_then(|(n, rest)| Some((n.parse().ok()?, rest.to_string())));
+    match line {
+        Some((n, rest)) => (Some(n), Problem::Literal(rest)),
+        None => (None, Problem::Literal(message)),
+    }
+}
+
+/// The index of the first token of the value in the declaration of `name` at `tokens[at]`
+/// (past an annotation and the `=`).
+fn value_start(tokens: &[Token], at: usize, name: &'static str) -> Result<usize, Located> {
     let mut i = at + 1;
     if tokens[i].is_op(":") {
         // An annotation: skip to the `=` of this line.
@@ -183,13 +374,20 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, Located> {
             i += 1;
         }
         if !tokens.get(i).is_some_and(|t| t.is_op("=")) {
-            return Err((None, Problem::AnnotatedWithoutValue));
+            return Err((None, Problem::AnnotatedWithoutValue(name)));
         }
     }
     i += 1; // past `=`
-    let Some(open) = tokens.get(i) else {
-        return Err((None, Problem::NoValue));
-    };
+    match tokens.get(i) {
+        Some(_) => Ok(i),
+        None => Err((None, Problem::NoValue(name))),
+    }
+}
+
+/// Parse the declaration whose name token is `tokens[at]`.
+fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, Located> {
+    let mut i = value_start(tokens, at, NAME)?;
+    let open = &tokens[i];
     let close = if open.is_op("[") {
         "]"
     } else if open.is_op("(") {

@@ -17,23 +17,27 @@ pub enum Stage {
     Initialize,
     ListTools,
     SmokeTest,
+    Examples,
     Robustness,
+    Baseline,
 }
 
 impl Stage {
     /// Every stage, in the order they run.
-    pub const ALL: [Stage; 7] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Lint,
         Stage::Declarations,
         Stage::Launch,
         Stage::Initialize,
         Stage::ListTools,
         Stage::SmokeTest,
+        Stage::Examples,
         Stage::Robustness,
+        Stage::Baseline,
     ];
 
     /// `lint`, `declarations`, `launch`, `initialize`, `list_tools`, `smoke_test`,
-    /// `robustness`.
+    /// `examples`, `robustness`, `baseline`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Lint => "lint",
@@ -42,7 +46,9 @@ impl Stage {
             Stage::Initialize => "initialize",
             Stage::ListTools => "list_tools",
             Stage::SmokeTest => "smoke_test",
+            Stage::Examples => "examples",
             Stage::Robustness => "robustness",
+            Stage::Baseline => "baseline",
         }
     }
 
@@ -60,6 +66,12 @@ impl Stage {
             Stage::ListTools => "Fix the tool's functions, then create the tool again.",
             Stage::SmokeTest => {
                 "Fix the function (or the smoke test's arguments), then create the tool again."
+            }
+            Stage::Examples => {
+                "An example the code declares in EXAMPLES did not hold. Fix the function, or the example if the function is right, then create the tool again."
+            }
+            Stage::Baseline => {
+                "A trusted version of this tool met the obligation above; every later version owes it. Fix the function, then create the tool again."
             }
             Stage::Robustness => {
                 "Probes are edge-case calls autotool derives from each function's input schema (empty and huge strings, unicode, boundary numbers, missing optional arguments). Make the function answer such input with a result, or raise ToolError with a message the caller can act on; a range it cannot serve can be refused by the schema itself (`Annotated[int, Field(ge=1, le=100)]`). Then create the tool again. A tool whose calls change things outside it can be created with \"verify\": \"quick\", which skips the probes."

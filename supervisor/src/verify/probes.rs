@@ -15,6 +15,7 @@
 //! which the SDK words apart from a `ToolError`: [`CallOutcome::unexpected`]), the process dies,
 //! or no answer comes in time.
 
+use super::verdicts::Answer;
 use super::{Stage, VerifyFailure, cap_tail, split, traceback_summary};
 use crate::tool::process::{CallOutcome, ToolInfo, ToolProcError, ToolProcess};
 use rmcp::model::JsonObject;
@@ -527,47 +528,23 @@ fn huge_string() -> String {
 }
 
 /// Make `probes` on `process`, one at a time, each within `timeout`, none started after
-/// `budget`. Returns how many were made; the first that crashes the function, kills the process
-/// or gets no answer fails the stage.
+/// `budget`. Returns the answer to each probe made, in order (a JSON-RPC refusal is no
+/// answer); the first that crashes the function, kills the process or gets no answer fails the
+/// stage.
 pub async fn run(
     process: &ToolProcess,
     probes: &[Probe],
     timeout: Duration,
     budget: Duration,
     tool_file: &str,
-) -> Result<usize, VerifyFailure> {
+) -> Result<Vec<(usize, Option<Answer>)>, VerifyFailure> {
     let t0 = Instant::now();
-    let mut made = 0;
-    for probe in probes {
+    let mut made = Vec::new();
+    for (i, probe) in probes.iter().enumerate() {
         if t0.elapsed() >= budget {
             break;
         }
-        made += 1;
-        match process
-            .call(&probe.function, probe.arguments.clone(), timeout)
-            .await
-        {
-            Ok(outcome) if outcome.unexpected() => {
-                return Err(crashed(probe, &outcome, tool_file));
-            }
-            // A result, a ToolError, or the tool refusing with a JSON-RPC error: an answer.
-            Ok(_) | Err(ToolProcError::Rejected { .. }) => {}
-            Err(e) => {
-                let (message, log) = split(e);
-                let raised = traceback_summary(&log, tool_file)
-                    .map(|r| format!("; it raised {r}"))
-                    .unwrap_or_default();
-                return Err(VerifyFailure::new(
-                    Stage::Robustness,
-                    format!(
-                        "the probe {} ({}) failed: {message}{raised}",
-                        probe.shown(),
-                        probe.what
-                    ),
-                    log,
-                ));
-            }
-        }
+        made.push((i, call(process, probe, timeout, tool_file).await?));
     }
     if !process.is_alive() {
         return Err(VerifyFailure::new(
@@ -577,6 +554,40 @@ pub async fn run(
         ));
     }
     Ok(made)
+}
+
+/// Make one probe: its answer (`None` when the tool refused it with a JSON-RPC error), or the
+/// failure a crash, a dead process or a missing answer is.
+pub(super) async fn call(
+    process: &ToolProcess,
+    probe: &Probe,
+    timeout: Duration,
+    tool_file: &str,
+) -> Result<Option<Answer>, VerifyFailure> {
+    match process
+        .call(&probe.function, probe.arguments.clone(), timeout)
+        .await
+    {
+        Ok(outcome) if outcome.unexpected() => Err(crashed(probe, &outcome, tool_file)),
+        // A result, a ToolError, or the tool refusing with a JSON-RPC error: an answer.
+        Ok(outcome) => Ok(Some(Answer::of(&outcome))),
+        Err(ToolProcError::Rejected { .. }) => Ok(None),
+        Err(e) => {
+            let (message, log) = split(e);
+            let raised = traceback_summary(&log, tool_file)
+                .map(|r| format!("; it raised {r}"))
+                .unwrap_or_default();
+            Err(VerifyFailure::new(
+                Stage::Robustness,
+                format!(
+                    "the probe {} ({}) failed: {message}{raised}",
+                    probe.shown(),
+                    probe.what
+                ),
+                log,
+            ))
+        }
+    }
 }
 
 fn crashed(probe: &Probe, outcome: &CallOutcome, tool_file: &str) -> VerifyFailure {

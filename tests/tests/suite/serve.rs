@@ -20,7 +20,8 @@
 //! - `service`: one HTTP service shared by hosts of both eras through `autotool connect`; the
 //!   systemd unit;
 //! - `states`: probation, promotion, automatic quarantine, `force`, rehab and retire;
-//! - `unconfined`: a quick pass of the same with `--sandbox off`.
+//! - `unconfined`: a quick pass of the same with `--sandbox off`;
+//! - `verdicts`: constant answers, undeclared differences and broken examples refused.
 //!
 //! Tests that create tools run with the default strict sandbox, and print `SKIP` (see
 //! [`super::skip`]) on a machine that cannot confine. They need the `autotool` binary
@@ -40,6 +41,7 @@ mod render;
 mod service;
 mod states;
 mod unconfined;
+mod verdicts;
 
 use autotool_tests::serve::{CallResult, Sandbox, Serve, ServeHome, Server};
 use serde_json::{Value, json};

@@ -12,6 +12,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio_util::sync::CancellationToken;
 
 type Body = Full<Bytes>;
@@ -66,14 +67,38 @@ pub const STORIES: &[(u64, &str, u64)] = &[
     (104, "Show HN: a tiny HTTP/1.1 parser", 77),
 ];
 
+/// An upstream failure as a proxy in front of an API would send it: a 200 with an HTML page
+/// where JSON was expected.
+fn upstream_error() -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from_static(
+        b"<html><body>502 Bad Gateway (upstream timed out)</body></html>",
+    )));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/html"),
+    );
+    r
+}
+
 /// A Hacker-News-like API on loopback that wants `Authorization: Bearer <key>`:
 /// `/v0/topstories.json`, `/v0/item/<id>.json`, and `/v0/whoami`, which (carelessly) echoes
 /// the credential it was sent.
 pub async fn fake_api(key: String, stop: CancellationToken) -> std::io::Result<SocketAddr> {
+    fake_api_switched(key, Arc::new(AtomicBool::new(false)), stop).await
+}
+
+/// [`fake_api`] whose items break (an HTML error page where JSON was expected) while `broken`
+/// is set; its `/v0/beststories.json` is always broken that way.
+pub async fn fake_api_switched(
+    key: String,
+    broken: Arc<AtomicBool>,
+    stop: CancellationToken,
+) -> std::io::Result<SocketAddr> {
     let key: Arc<str> = key.into();
     serve_loopback(
         move |req: Request<Incoming>| {
             let key = key.clone();
+            let broken = broken.clone();
             async move {
                 let auth = req
                     .headers()
@@ -94,6 +119,11 @@ pub async fn fake_api(key: String, stop: CancellationToken) -> std::io::Result<S
                 if path == "/v0/topstories.json" {
                     let ids: Vec<u64> = STORIES.iter().map(|s| s.0).collect();
                     return respond(StatusCode::OK, json!(ids));
+                }
+                if path == "/v0/beststories.json"
+                    || (broken.load(Ordering::Relaxed) && path.starts_with("/v0/item/"))
+                {
+                    return upstream_error();
                 }
                 if path == "/v0/whoami" {
                     return respond(StatusCode::OK, json!({"authorization_seen": auth}));

@@ -1,5 +1,6 @@
-//! `autotool demo`, as a user runs it: every step it promises shows up, under the strict
-//! sandbox, and it exits 0 (it checks its own milestones and exits non-zero on a miss).
+//! `autotool demo`, as a user runs it: every step it promises shows up (the agent's half and the
+//! lifecycle half), under the strict sandbox, and it exits 0 (it checks its own milestones and
+//! exits non-zero on a miss).
 
 use super::strict;
 use autotool_tests::serve::ServeHome;
@@ -24,6 +25,12 @@ fn the_demo_shows_every_step_under_the_strict_sandbox() {
         "A sandbox for agent-written tools (412 points)",
         "Bearer [REDACTED:HN_API_KEY]",
         "403: hn holds HN_API_KEY, which may only be sent to hn.example; evil.example is not on that list",
+        "✔ the ledger caught it on the third failure: hn is quarantined and off the tool list",
+        "✔ rehab put hn back on probation: listed again, and it answers",
+        "search_tools \"top stories on Hacker News\": stories then stories_plus",
+        "verification failed at baseline",
+        "v1 answered 212; this version answers 230",
+        "✔ the rewrite was refused: it broke an example a trusted version met",
         "✔ every step of the demo happened",
     ] {
         assert!(out.contains(step), "the demo did not show {step:?}:\n{out}");
