@@ -33,7 +33,7 @@ use crate::credentials::KeyStore;
 use crate::home::Home;
 use crate::registry::Registry;
 use crate::tool::pool::Pool;
-use crate::tool::runtime::Python;
+use crate::tool::runtime::{Preparer, Python};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -54,7 +54,8 @@ pub struct Library {
     pub registry: Arc<Registry>,
     pub keys: KeyStore,
     secrets: RwLock<Arc<Secrets>>,
-    runtime: tokio::sync::OnceCell<Python>,
+    /// The Python runtime, prepared in the background ([`Preparer`]).
+    pub runtime: Arc<Preparer>,
     snapshot: RwLock<Arc<Snapshot>>,
     pub pool: Pool,
     /// Bumped on every change of the mounted list; the protocol edge tells hosts.
@@ -84,13 +85,14 @@ impl Library {
             .filter(|(k, _)| k.ends_with("_API_BASE"))
             .collect();
         let (changes, _) = tokio::sync::watch::channel(0u64);
+        let runtime = Preparer::new(home.runtime_dir());
         let library = Arc::new(Library {
             settings,
             home,
             registry,
             keys,
             secrets: RwLock::new(Arc::new(Secrets::default())),
-            runtime: tokio::sync::OnceCell::new(),
+            runtime,
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             pool: Pool::default(),
             changes,
@@ -127,21 +129,14 @@ impl Library {
         self.changes.send_modify(|g| *g += 1);
     }
 
-    /// The Python runtime, created the first time it is needed (progress on stderr).
+    /// The Python runtime, prepared the first time it is needed (progress in the log), or why
+    /// it could not be. Waits as long as preparing takes; hosts' calls are held only a bounded
+    /// time before this ([`Preparer::hold`]).
     pub async fn runtime(&self) -> Result<Python, String> {
-        let dir = self.home.runtime_dir();
         self.runtime
-            .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || {
-                    let mut err = std::io::stderr();
-                    crate::tool::runtime::ensure_runtime(&dir, &mut err)
-                })
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())
-            })
+            .wait(None, |_| {})
             .await
-            .cloned()
+            .map_err(|state| state.describe())
     }
 
     /// Whether `synthesize_tool` is offered now.

@@ -74,12 +74,9 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// Start the process described by `spec`, with its stdio piped.
 pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
-    let mut policy = LaunchPolicy::new(
-        &spec.tool_dir,
-        spec.tool_file.clone(),
-        &spec.python.interpreter,
-        spec.python.runtime_dirs.clone(),
-    );
+    let mut policy = spec
+        .python
+        .launch_policy(&spec.tool_dir, spec.tool_file.clone());
     let mut env = spec.env.clone();
     let mut extra = Vec::new();
     let egress_end = match (&spec.egress, spec.sandbox) {
