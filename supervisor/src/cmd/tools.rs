@@ -56,8 +56,10 @@ pub enum ToolsCmd {
         /// The tool's name.
         name: String,
     },
-    /// Withdraw a tool's approval of a key (of every key without KEY). Its process is
-    /// restarted without the key on the next call, which asks again.
+    /// Withdraw a tool's approval of a key (of every key without KEY).
+    ///
+    /// Its process is restarted without the key on the next call, which asks again. A tool
+    /// that does not exist is an error, as for `approve`.
     Revoke {
         /// The tool's name.
         name: String,
@@ -90,10 +92,7 @@ pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
         .and_then(|home| run_in(&home, cmd, out));
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("autotool tools: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => super::fail("tools", &e.to_string()),
     }
 }
 
