@@ -294,8 +294,9 @@ pub fn approve_from_cli(
     }
     if asked.is_empty() {
         anyhow::bail!(
-            "no tool named {tool:?}, and no tool of that name waiting for consent (see `autotool \
-             tools list`)"
+            "no tool named {:?}, and no tool of that name waiting for consent (see `autotool \
+             tools list`)",
+            tool.as_str()
         );
     }
     let declaring: Vec<&(String, Vec<KeyName>)> = asked

@@ -443,8 +443,12 @@ pub fn main() -> ExitCode {
         #[cfg(feature = "own-model")]
         Cmd::Run { task } => crate::cmd::run::main(&task, &mut stdout),
         Cmd::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "autotool", &mut stdout);
-            ExitCode::SUCCESS
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "autotool", &mut script);
+            written(
+                "completions",
+                std::io::Write::write_all(&mut stdout, &script),
+            )
         }
         Cmd::Man { dir } => man(dir.as_deref(), &mut stdout),
     }
@@ -453,17 +457,22 @@ pub fn main() -> ExitCode {
 /// `autotool man [--dir DIR]`.
 fn man(dir: Option<&std::path::Path>, out: &mut dyn std::io::Write) -> ExitCode {
     let cmd = Cli::command();
-    let written = match dir {
+    let done = match dir {
         Some(dir) => std::fs::create_dir_all(dir)
             .and_then(|()| clap_mangen::generate_to(cmd, dir))
-            .map(|()| {
-                let _ = writeln!(out, "man pages written to {}", dir.display());
-            }),
+            .and_then(|()| writeln!(out, "man pages written to {}", dir.display())),
         None => clap_mangen::Man::new(cmd).render(out),
     };
-    match written {
+    written("man", done)
+}
+
+/// The outcome of writing a command's output: a reader that stopped reading (`| head`) has
+/// what it wanted.
+fn written(command: &str, result: std::io::Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail("man", &e.to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => fail(command, &format!("cannot write the output: {e}")),
     }
 }
 

@@ -500,6 +500,23 @@ mod tests {
     }
 
     #[test]
+    fn the_runtime_pins_are_the_test_runtimes() {
+        // `.ci/test` builds the runtime every test runs tools on from its PY_REQUIREMENTS: the
+        // runtime users get must be the one that is tested.
+        let ci = include_str!("../../../.ci/test");
+        let line = ci
+            .lines()
+            .find(|l| l.starts_with("PY_REQUIREMENTS=("))
+            .unwrap();
+        let pins: Vec<&str> = line
+            .trim_start_matches("PY_REQUIREMENTS=(")
+            .trim_end_matches(')')
+            .split_whitespace()
+            .collect();
+        assert_eq!(pins, RUNTIME_REQUIREMENTS);
+    }
+
+    #[test]
     fn plain_lines_say_each_event() {
         let mut out = Vec::new();
         let dir = PathBuf::from("/h/runtime");

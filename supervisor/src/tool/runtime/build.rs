@@ -451,6 +451,12 @@ fn uv_command(uv: &Path, cwd: &Path) -> Command {
         .env_remove("PYTHONPATH")
         .env_remove("UV_SYSTEM_PYTHON")
         .env_remove("UV_PROJECT_ENVIRONMENT");
+    // The machine's own certificate store, as pip uses it: a network behind a TLS-inspecting
+    // proxy has its root there, not in uv's built-in list.
+    if std::env::var_os("UV_SYSTEM_CERTS").is_none() && std::env::var_os("UV_NATIVE_TLS").is_none()
+    {
+        c.env("UV_SYSTEM_CERTS", "1");
+    }
     // An index set for pip is the one to use when uv has none of its own.
     if std::env::var_os("UV_INDEX_URL").is_none()
         && std::env::var_os("UV_DEFAULT_INDEX").is_none()
