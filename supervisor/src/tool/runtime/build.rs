@@ -338,28 +338,60 @@ impl Builder<'_> {
                 progress,
                 format!("installing {}", self.requirements.join(" ")),
             );
-            let (install, step) = match &uv {
+            match &uv {
                 Some(uv) => {
-                    let mut c = uv_command(uv, self.parent);
-                    c.args(["pip", "install", "--no-progress", "--python"])
-                        .arg(staging.join("bin/python3"))
-                        // Bytecode now: the sandbox's mounts are read-only, so a tool could
-                        // never write it, and would compile the SDK at every start.
-                        // Copies, not hard links into uv's cache: the modes set below
-                        // must not reach the cache's files.
-                        .args(["--compile-bytecode", "--link-mode", "copy"])
-                        .args(self.requirements);
-                    (c, "running `uv pip install`")
+                    let install = |offline: bool| {
+                        let mut c = uv_command(uv, self.parent);
+                        c.args(["pip", "install", "--no-progress", "--python"])
+                            .arg(staging.join("bin/python3"))
+                            // Bytecode now: the sandbox's mounts are read-only, so a tool could
+                            // never write it, and would compile the SDK at every start.
+                            // Copies, not hard links into uv's cache: the modes set below
+                            // must not reach the cache's files.
+                            .args(["--compile-bytecode", "--link-mode", "copy"])
+                            .args(self.requirements);
+                        if offline {
+                            c.arg("--offline");
+                        }
+                        c
+                    };
+                    // From uv's cache alone first (a second home, a rebuild: no network at
+                    // all); what that attempt says is kept back unless it is the answer.
+                    let mut held: Vec<Event> = Vec::new();
+                    let mut hold = Holding(&mut held);
+                    match run_step(install(true), INSTALL_BOUND, &mut hold, self.cancel) {
+                        Ok(()) => {
+                            for e in held {
+                                progress.event(e);
+                            }
+                        }
+                        Err(StepError::Cancelled) => {
+                            return Err(RuntimeError::Cancelled {
+                                dir: dir.to_path_buf(),
+                            });
+                        }
+                        Err(StepError::Failed(_)) => {
+                            progress.event(Event::Detail(
+                                "not all of it is in uv's cache: downloading".into(),
+                            ));
+                            self.run(
+                                install(false),
+                                "running `uv pip install`",
+                                INSTALL_BOUND,
+                                progress,
+                            )
+                            .map_err(|e| with_index_hint(e, &installer))?;
+                        }
+                    }
                 }
                 None => {
                     let mut c = Command::new(staging.join("bin/python3"));
                     c.args(pip_install_args()).args(self.requirements);
                     scrub_pip_env(&mut c);
-                    (c, "running `pip install`")
+                    self.run(c, "running `pip install`", INSTALL_BOUND, progress)
+                        .map_err(|e| with_index_hint(e, &installer))?;
                 }
-            };
-            self.run(install, step, INSTALL_BOUND, progress)
-                .map_err(|e| with_index_hint(e, &installer))?;
+            }
         }
 
         next(progress, "checking it and putting it in place".into());
@@ -487,6 +519,15 @@ fn scrub_pip_env(c: &mut Command) {
         .env_remove("PIP_PREFIX")
         .env_remove("PIP_REQUIRE_VIRTUALENV")
         .env("PIP_ROOT_USER_ACTION", "ignore");
+}
+
+/// Events kept back, to be passed on or dropped once it is known which.
+struct Holding<'a>(&'a mut Vec<Event>);
+
+impl Progress for Holding<'_> {
+    fn event(&mut self, event: Event) {
+        self.0.push(event);
+    }
 }
 
 enum GetUv {
