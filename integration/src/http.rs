@@ -360,3 +360,62 @@ mod tests {
         assert!(Target::parse("ftp://x").is_err());
     }
 }
+
+/// A loopback TCP port that carries every connection to a unix socket and back, byte for byte:
+/// for a client that speaks HTTP over TCP only and sends no token (the conformance suite), to a
+/// serve that listens without one on its 0600 unix socket (`--no-auth` is refused on TCP).
+/// Accepts at most `max` connections; stops accepting when dropped.
+#[derive(Debug)]
+pub struct UnixBridge {
+    pub addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl UnixBridge {
+    pub fn start(socket: &Path, max: usize) -> Result<UnixBridge> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding the bridge")?;
+        let addr = listener.local_addr()?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let socket = socket.to_path_buf();
+        std::thread::spawn(move || {
+            for client in listener.incoming().take(max) {
+                if stopped.load(Ordering::Relaxed) {
+                    break;
+                }
+                let (Ok(client), Ok(server)) = (client, UnixStream::connect(&socket)) else {
+                    continue;
+                };
+                let (Ok(mut client_in), Ok(mut server_in)) =
+                    (client.try_clone(), server.try_clone())
+                else {
+                    continue;
+                };
+                let (mut client_out, mut server_out) = (client, server);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut client_in, &mut server_out);
+                    let _ = server_out.shutdown(std::net::Shutdown::Write);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut server_in, &mut client_out);
+                    let _ = client_out.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        Ok(UnixBridge { addr, stop })
+    }
+
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+}
+
+impl Drop for UnixBridge {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Wake the accepting thread so it sees the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+    }
+}

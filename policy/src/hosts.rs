@@ -9,15 +9,22 @@
 //!   `[v6]:port`).
 //! - [`AllowRule`]: one entry of a key's allowlist as the user types it to
 //!   `autotool keys allow NAME host…`: `api.x.com` (exactly that host), `*.x.com` (any subdomain,
-//!   not `x.com` itself), with `:port` for a port other than 443 and 80.
+//!   not `x.com` itself), with `:port` for a port other than 443 and 80. The host's loopback is
+//!   one host, `localhost:PORT`, however it is spelt (`127.0.0.1:PORT`, `[::1]:PORT`), and always
+//!   with its port.
 //! - [`KeyLists`] and [`decide`]: a tool may reach the intersection of the allowlists of the keys
-//!   it holds (a key without a list does not narrow it), plus localhost. A refusal is data
-//!   ([`Denial`]) that names the tool, the keys, the host and the command that would allow it.
+//!   it holds (a key without a list does not narrow it). The host's loopback is a host like any
+//!   other, stricter only in that no list at all does not open it: a port there is reachable
+//!   when it is an [`ApiBasePorts`] port (a `*_API_BASE` override the user set in serve's
+//!   environment: allowed for every tool), or when at least one key the tool holds has a list
+//!   and every such list names `localhost:PORT`. A refusal is data ([`Denial`]) that names the
+//!   tool, the keys, the host and what the user can do to allow it.
 //! - [`forbidden_class`] and [`check_address`]: the addresses the proxy never dials (private,
 //!   loopback unless the target *is* localhost, link-local, shared CGNAT space, unique-local,
 //!   multicast, unspecified, broadcast, reserved ranges, cloud metadata endpoints), IPv4 embedded
 //!   in IPv6 included.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -76,6 +83,16 @@ impl Host {
             self.to_string()
         } else {
             format!("{self}:{port}")
+        }
+    }
+
+    /// The allowlist entry that names exactly this host on `port`: [`Self::with_port`], except
+    /// that every spelling of the host's loopback is `localhost:PORT`, always with its port.
+    pub fn entry(&self, port: u16) -> String {
+        if self.is_localhost() {
+            format!("{LOCALHOST}:{port}")
+        } else {
+            self.with_port(port)
         }
     }
 }
@@ -332,6 +349,11 @@ pub enum RuleError {
     Wildcard(String),
     #[error("{0:?}: `*.` must be followed by a domain name, not an address")]
     WildcardAddress(String),
+    #[error(
+        "{0:?}: the host's loopback needs its port (`localhost:8080`): a tool reaches only the \
+         local ports you name, since a local proxy, tunnel or service could carry a key anywhere"
+    )]
+    LoopbackPort(String),
     #[error("{entry:?}: {source}")]
     Host {
         entry: String,
@@ -361,6 +383,11 @@ impl AllowRule {
             source,
         })?;
         let host = match (wildcard, host) {
+            // Every spelling of the loopback is one host, and only the ports named are open.
+            (false, host) if host.is_localhost() => match port {
+                Some(_) => HostPattern::Exact(Host::Name(LOCALHOST.to_owned())),
+                None => return Err(RuleError::LoopbackPort(entry.to_owned())),
+            },
             (false, host) => HostPattern::Exact(host),
             (true, Host::Name(name)) => HostPattern::SubdomainsOf(name),
             (true, _) => return Err(RuleError::WildcardAddress(entry.to_owned())),
@@ -376,7 +403,9 @@ impl AllowRule {
         };
         port_ok
             && match (&self.host, host) {
-                (HostPattern::Exact(h), host) => h == host,
+                (HostPattern::Exact(h), host) => {
+                    h == host || (h.is_localhost() && host.is_localhost())
+                }
                 (HostPattern::SubdomainsOf(suffix), Host::Name(name)) => is_subdomain(name, suffix),
                 (HostPattern::SubdomainsOf(_), _) => false,
             }
@@ -498,7 +527,8 @@ pub struct KeyLists {
 }
 
 impl KeyLists {
-    /// A tool holding no keys (it may go anywhere the address checks let it).
+    /// A tool holding no keys: it may go anywhere public the address checks let it, and on
+    /// the host's loopback only to the `*_API_BASE` ports ([`ApiBasePorts`]).
     pub fn new(tool: impl Into<String>) -> Self {
         KeyLists {
             tool: tool.into(),
@@ -516,9 +546,10 @@ impl KeyLists {
 /// Whether a tool may reach a target. Ordered: `Allow < Deny`, so "strictest wins" is `max()`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Decision {
-    /// Localhost, or a target on the list of every key the tool holds that has one.
+    /// A target on the list of every key the tool holds that has one; on the host's loopback,
+    /// an [`ApiBasePorts`] port or one that such lists name.
     Allow,
-    /// Left out by at least one key's list.
+    /// Left out by at least one key's list, or a loopback port nobody allowed.
     Deny(Denial),
 }
 
@@ -532,10 +563,13 @@ impl Decision {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Denial {
     pub tool: String,
-    /// The target as an allowlist entry would name it (`api.x.com`, `api.x.com:8443`).
+    /// The target as an allowlist entry would name it (`api.x.com`, `api.x.com:8443`,
+    /// `localhost:8080`).
     pub target: String,
     /// The keys whose lists leave the target out, in the order the tool holds them.
     pub keys: Vec<KeyDenial>,
+    /// Set when the target is a port on the host's loopback.
+    pub loopback: Option<LoopbackDenial>,
 }
 
 /// One key whose list leaves the target out.
@@ -544,6 +578,14 @@ pub struct KeyDenial {
     pub key: String,
     /// Its list, in canonical spelling.
     pub allowed: Vec<String>,
+}
+
+/// What a refusal of a port on the host's loopback needs besides the keys' lists.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LoopbackDenial {
+    pub port: u16,
+    /// The keys the tool holds without a list: they neither open nor narrow the loopback.
+    pub unlisted: Vec<String>,
 }
 
 impl Denial {
@@ -562,14 +604,9 @@ impl Denial {
             })
             .collect()
     }
-}
 
-impl fmt::Display for Denial {
-    /// "weather holds TAVILY_API_KEY, which may only be sent to api.tavily.com; evil.example is
-    /// not on that list. To allow it, the user can run `autotool keys allow TAVILY_API_KEY
-    /// api.tavily.com evil.example`."
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} holds ", self.tool)?;
+    /// "A, which may only be sent to x and B, which may only be sent to y"
+    fn write_keys(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, k) in self.keys.iter().enumerate() {
             if i > 0 {
                 f.write_str(if i + 1 == self.keys.len() {
@@ -585,31 +622,163 @@ impl fmt::Display for Denial {
                 k.allowed.join(", ")
             )?;
         }
-        let list = if self.keys.len() == 1 {
-            "that list"
-        } else {
-            "those lists"
-        };
-        write!(
-            f,
-            "; {} is not on {list}. To allow it, the user can run ",
-            self.target
-        )?;
+        Ok(())
+    }
+
+    fn write_commands(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, cmd) in self.commands().iter().enumerate() {
             if i > 0 {
                 f.write_str(" and ")?;
             }
             write!(f, "`{cmd}`")?;
         }
+        Ok(())
+    }
+
+    fn list_word(&self) -> &'static str {
+        if self.keys.len() == 1 {
+            "that list"
+        } else {
+            "those lists"
+        }
+    }
+}
+
+impl fmt::Display for Denial {
+    /// "weather holds TAVILY_API_KEY, which may only be sent to api.tavily.com; evil.example is
+    /// not on that list. To allow it, the user can run `autotool keys allow TAVILY_API_KEY
+    /// api.tavily.com evil.example`."
+    ///
+    /// On the loopback: "weather may not reach localhost:8080: a port on this machine's
+    /// loopback is reachable only when the user allowed it (…). To allow it, the user can run
+    /// `…` or set …_API_BASE …".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(loopback) = &self.loopback else {
+            write!(f, "{} holds ", self.tool)?;
+            self.write_keys(f)?;
+            write!(
+                f,
+                "; {} is not on {}. To allow it, the user can run ",
+                self.target,
+                self.list_word()
+            )?;
+            self.write_commands(f)?;
+            return f.write_str(".");
+        };
+        let port = loopback.port;
+        write!(
+            f,
+            "{} may not reach {}: a port on this machine's loopback is reachable only when the \
+             user allowed it (a local proxy, tunnel or service there could carry a key anywhere)",
+            self.tool, self.target
+        )?;
+        if !self.keys.is_empty() {
+            write!(f, "; {} holds ", self.tool)?;
+            self.write_keys(f)?;
+            write!(f, ", and {} is not on {}", self.target, self.list_word())?;
+        }
+        f.write_str(". To allow it, the user can ")?;
+        if !self.keys.is_empty() {
+            f.write_str("run ")?;
+            self.write_commands(f)?;
+            f.write_str(", or ")?;
+        }
+        write!(
+            f,
+            "point a `*_API_BASE` variable of autotool serve's environment at it (for example \
+             `LOCAL_API_BASE=http://localhost:{port}` in the host config's `env` block), which \
+             every tool may then reach"
+        )?;
+        if self.keys.is_empty() && !loopback.unlisted.is_empty() {
+            let first = &loopback.unlisted[0];
+            write!(
+                f,
+                ", or give a key it holds a list that names it (`autotool keys allow {first} \
+                 localhost:{port}`, which also limits {first} to that list)"
+            )?;
+        }
         f.write_str(".")
     }
 }
 
-/// Whether the tool of `lists` may reach `host` on `port`: localhost always (the proxy still
-/// refuses autotool's own listeners there), anything else when every key with a list covers
-/// it. Address checks come after, on what the name resolves to ([`check_address`]).
-pub fn decide(host: &Host, port: u16, lists: &KeyLists) -> Decision {
-    if host.is_localhost() {
+/// The suffix of the environment variables that point a tool at another API root
+/// (`WEATHER_API_BASE=http://localhost:8080`).
+pub const API_BASE_SUFFIX: &str = "_API_BASE";
+
+/// The ports on the host's loopback that the user named in `*_API_BASE` overrides of serve's
+/// environment: the user's own statement that this local port is the API, so every tool may
+/// reach them (the proxy still refuses autotool's own listeners there).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiBasePorts {
+    /// Port → the variables that name it.
+    ports: BTreeMap<u16, Vec<String>>,
+}
+
+impl ApiBasePorts {
+    /// From `(name, value)` pairs, such as a process environment: each `*_API_BASE` variable
+    /// whose URL is on the host's loopback ([`loopback_port_of_url`]) adds its port.
+    pub fn from_vars<K: AsRef<str>, V: AsRef<str>>(vars: impl IntoIterator<Item = (K, V)>) -> Self {
+        let mut ports: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+        for (name, value) in vars {
+            let name = name.as_ref();
+            if !name.ends_with(API_BASE_SUFFIX) {
+                continue;
+            }
+            if let Some(port) = loopback_port_of_url(value.as_ref()) {
+                ports.entry(port).or_default().push(name.to_owned());
+            }
+        }
+        ApiBasePorts { ports }
+    }
+
+    /// Whether `port` is one of them.
+    pub fn contains(&self, port: u16) -> bool {
+        self.ports.contains_key(&port)
+    }
+
+    /// The ports, in order.
+    pub fn ports(&self) -> impl Iterator<Item = u16> + '_ {
+        self.ports.keys().copied()
+    }
+
+    /// The variables that name `port`.
+    pub fn variables(&self, port: u16) -> &[String] {
+        self.ports.get(&port).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty()
+    }
+}
+
+/// The port of `url` when it points at the host's loopback (`http://localhost:8080/v1`,
+/// `https://127.0.0.1`, `http://[::1]:9000`): the explicit port, else 80 for `http`/`ws` and
+/// 443 for `https`/`wss`. `None` for any other host or scheme, or a URL that does not parse.
+pub fn loopback_port_of_url(url: &str) -> Option<u16> {
+    let (scheme, rest) = url.trim().split_once("://")?;
+    let default = match scheme.to_ascii_lowercase().as_str() {
+        "http" | "ws" => 80,
+        "https" | "wss" => 443,
+        _ => return None,
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    match parse_authority(authority) {
+        Ok((host, port)) if host.is_localhost() => Some(port.unwrap_or(default)),
+        _ => None,
+    }
+}
+
+/// Whether the tool of `lists` may reach `host` on `port`, given the `api_bases` of serve's
+/// environment. Anything but the loopback: when every key with a list covers it (no list, no
+/// limit). The loopback (`localhost`, 127.0.0.0/8, `::1`): an `api_bases` port, or a port that
+/// at least one list names and every list covers; a tool holding no key with a list reaches
+/// only the `api_bases` ports. The proxy still refuses autotool's own listeners, and checks the
+/// addresses a name resolves to ([`check_address`]).
+pub fn decide(host: &Host, port: u16, lists: &KeyLists, api_bases: &ApiBasePorts) -> Decision {
+    let loopback = host.is_localhost();
+    if loopback && api_bases.contains(port) {
         return Decision::Allow;
     }
     let keys: Vec<KeyDenial> = lists
@@ -621,15 +790,24 @@ pub fn decide(host: &Host, port: u16, lists: &KeyLists) -> Decision {
             allowed: k.rules.iter().flatten().map(ToString::to_string).collect(),
         })
         .collect();
-    if keys.is_empty() {
-        Decision::Allow
-    } else {
-        Decision::Deny(Denial {
-            tool: lists.tool.clone(),
-            target: host.with_port(port),
-            keys,
-        })
+    let listed = lists.keys.iter().any(|k| k.rules.is_some());
+    if keys.is_empty() && (listed || !loopback) {
+        return Decision::Allow;
     }
+    Decision::Deny(Denial {
+        tool: lists.tool.clone(),
+        target: host.entry(port),
+        keys,
+        loopback: loopback.then(|| LoopbackDenial {
+            port,
+            unlisted: lists
+                .keys
+                .iter()
+                .filter(|k| k.rules.is_none())
+                .map(|k| k.key.clone())
+                .collect(),
+        }),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -795,6 +973,9 @@ fn v6_class(a: Ipv6Addr) -> Option<ForbiddenAddress> {
         .find(|(net, prefix, _)| in_v6(a, *net, *prefix))
         .map(|(_, _, class)| *class)
 }
+
+#[cfg(test)]
+mod props;
 
 #[cfg(test)]
 mod tests {
@@ -1083,9 +1264,14 @@ mod tests {
             rule("*.bücher.example:8080").to_string(),
             "*.xn--bcher-kva.example:8080"
         );
-        assert_eq!(rule("[::1]:9000").to_string(), "[::1]:9000");
-        assert_eq!(rule("0x7f.1").to_string(), "127.0.0.1");
-        for typed in ["api.x.com", "*.x.com", "api.x.com:8443", "[2001:db8::1]:1"] {
+        assert_eq!(rule("0x7f.1:80").to_string(), "localhost:80");
+        for typed in [
+            "api.x.com",
+            "*.x.com",
+            "api.x.com:8443",
+            "[2001:db8::1]:1",
+            "localhost:8080",
+        ] {
             assert_eq!(rule(&rule(typed).to_string()), rule(typed), "{typed}");
         }
         for (bad, why) in [
@@ -1133,10 +1319,50 @@ mod tests {
         assert!(ported.matches(&name("api.x.com"), 8443));
         assert!(!ported.matches(&name("api.x.com"), 443));
 
-        let addr = rule("[::1]:9000");
-        assert!(addr.matches(&v6("::1"), 9000));
-        assert!(!addr.matches(&v6("::2"), 9000));
-        assert!(rule("127.0.0.1").matches(&host("0x7f000001"), 443));
+        let addr = rule("[2001:db8::1]:9000");
+        assert!(addr.matches(&v6("2001:db8::1"), 9000));
+        assert!(!addr.matches(&v6("2001:db8::2"), 9000));
+        assert!(rule("10.0.0.1:443").matches(&host("0x0a000001"), 443));
+    }
+
+    #[test]
+    fn every_spelling_of_the_loopback_is_one_entry_with_its_port() {
+        for typed in [
+            "localhost:8080",
+            "LocalHost.:8080",
+            "127.0.0.1:8080",
+            "127.1:8080",
+            "0x7f000001:8080",
+            "[::1]:8080",
+            "[::ffff:127.0.0.1]:8080",
+            "127.9.9.9:8080",
+        ] {
+            let r = rule(typed);
+            assert_eq!(r.to_string(), "localhost:8080", "{typed}");
+            for target in ["localhost", "127.0.0.1", "127.0.0.2", "[::1]", "0177.0.0.1"] {
+                assert!(r.matches(&host(target), 8080), "{typed} / {target}");
+                assert!(!r.matches(&host(target), 8081), "{typed} / {target}");
+                assert!(!r.matches(&host(target), 443), "{typed} / {target}");
+            }
+            assert!(!r.matches(&name("localhost.example"), 8080));
+            assert!(!r.matches(&v4("10.0.0.1"), 8080));
+        }
+        // Without its port, the loopback is refused with the reason.
+        for typed in ["localhost", "127.0.0.1", "[::1]", "LOCALHOST."] {
+            assert!(
+                matches!(AllowRule::parse(typed), Err(RuleError::LoopbackPort(_))),
+                "{typed}: {:?}",
+                AllowRule::parse(typed)
+            );
+        }
+        let err = AllowRule::parse("localhost").unwrap_err().to_string();
+        assert!(err.contains("localhost:8080"), "{err}");
+        // Names under localhost are names like any other.
+        assert_eq!(rule("a.localhost").to_string(), "a.localhost");
+    }
+
+    fn none() -> ApiBasePorts {
+        ApiBasePorts::default()
     }
 
     fn tavily() -> KeyLists {
@@ -1146,14 +1372,14 @@ mod tests {
 
     #[test]
     fn a_tool_without_keys_or_lists_is_not_narrowed() {
-        let none = KeyLists::new("plain");
+        let plain = KeyLists::new("plain");
         assert_eq!(
-            decide(&name("anything.example"), 8443, &none),
+            decide(&name("anything.example"), 8443, &plain, &none()),
             Decision::Allow
         );
         let unlisted = KeyLists::new("t").with_key(KeyAllowlist::unrestricted("K"));
         assert_eq!(
-            decide(&name("anything.example"), 443, &unlisted),
+            decide(&name("anything.example"), 443, &unlisted, &none()),
             Decision::Allow
         );
         assert_eq!(
@@ -1163,7 +1389,7 @@ mod tests {
     }
 
     #[test]
-    fn the_allowed_set_is_the_intersection_of_the_lists_plus_localhost() {
+    fn the_allowed_set_is_the_intersection_of_the_lists() {
         let lists = KeyLists::new("two_keys")
             .with_key(
                 KeyAllowlist::parse("A_KEY", Some(&["*.x.com", "shared.example"][..])).unwrap(),
@@ -1173,21 +1399,139 @@ mod tests {
                 KeyAllowlist::parse("B_KEY", Some(&["api.x.com", "shared.example:8443"][..]))
                     .unwrap(),
             );
-        assert!(decide(&name("api.x.com"), 443, &lists).is_allowed());
+        let allowed = |h: &str, port| decide(&host(h), port, &lists, &none()).is_allowed();
+        assert!(allowed("api.x.com", 443));
         // On A's list only, on B's only.
-        assert!(!decide(&name("www.x.com"), 443, &lists).is_allowed());
-        assert!(!decide(&name("shared.example"), 443, &lists).is_allowed());
-        assert!(!decide(&name("shared.example"), 8443, &lists).is_allowed());
-        // Localhost on any port, whatever the lists say.
+        assert!(!allowed("www.x.com", 443));
+        assert!(!allowed("shared.example", 443));
+        assert!(!allowed("shared.example", 8443));
+        // The loopback is a host like any other: no list names it.
         for h in ["localhost", "127.0.0.1", "[::1]", "127.1"] {
-            assert!(decide(&host(h), 5432, &lists).is_allowed(), "{h}");
+            assert!(!allowed(h, 5432), "{h}");
+            assert!(!allowed(h, 443), "{h}");
         }
-        assert!(!decide(&host("localhost.evil.example"), 443, &lists).is_allowed());
+        assert!(!allowed("localhost.evil.example", 443));
+    }
+
+    #[test]
+    fn a_loopback_port_needs_every_list_or_an_api_base() {
+        let a = KeyAllowlist::parse("A_KEY", Some(&["api.x.com", "localhost:8080"][..])).unwrap();
+        let b = KeyAllowlist::parse("B_KEY", Some(&["api.x.com"][..])).unwrap();
+        let b_too = KeyAllowlist::parse("B_KEY", Some(&["api.x.com", "[::1]:8080"][..])).unwrap();
+        let free = KeyAllowlist::unrestricted("FREE_KEY");
+        let tool = |keys: &[&KeyAllowlist]| {
+            keys.iter()
+                .fold(KeyLists::new("t"), |l, k| l.with_key((*k).clone()))
+        };
+        let api = ApiBasePorts::from_vars([("LOCAL_API_BASE", "http://127.0.0.1:9000/v1")]);
+        let allowed =
+            |lists: &KeyLists, h: &str, port| decide(&host(h), port, lists, &api).is_allowed();
+        for h in ["localhost", "127.0.0.1", "[::1]", "127.0.0.2"] {
+            // A alone: its list names the port; others stay closed.
+            assert!(allowed(&tool(&[&a]), h, 8080), "{h}");
+            assert!(!allowed(&tool(&[&a]), h, 8081), "{h}");
+            // A and B: B's list does not name it, so B may not be sent there.
+            assert!(!allowed(&tool(&[&a, &b]), h, 8080), "{h}");
+            assert!(allowed(&tool(&[&a, &b_too]), h, 8080), "{h}");
+            // A key without a list neither opens nor narrows it.
+            assert!(allowed(&tool(&[&a, &free]), h, 8080), "{h}");
+            assert!(!allowed(&tool(&[&free]), h, 8080), "{h}");
+            // No key: only the api-base ports.
+            assert!(!allowed(&tool(&[]), h, 8080), "{h}");
+            // The api-base port, for every tool, whatever its lists.
+            for keys in [&[][..], &[&free][..], &[&a, &b][..]] {
+                assert!(allowed(&tool(keys), h, 9000), "{h}");
+            }
+        }
+        // The api-base port opens the loopback only, never a name.
+        assert!(!allowed(&tool(&[&a]), "api.x.com", 9000));
+        assert!(allowed(&tool(&[]), "api.x.com", 9000));
+    }
+
+    #[test]
+    fn loopback_refusals_say_how_to_allow_the_port() {
+        let lists = KeyLists::new("t")
+            .with_key(KeyAllowlist::parse("A_KEY", Some(&["api.x.com"][..])).unwrap());
+        let Decision::Deny(d) = decide(&host("127.0.0.1"), 8080, &lists, &none()) else {
+            panic!("allowed")
+        };
+        assert_eq!(d.target, "localhost:8080");
+        assert_eq!(
+            d.to_string(),
+            "t may not reach localhost:8080: a port on this machine's loopback is reachable \
+             only when the user allowed it (a local proxy, tunnel or service there could carry \
+             a key anywhere); t holds A_KEY, which may only be sent to api.x.com, and \
+             localhost:8080 is not on that list. To allow it, the user can run `autotool keys \
+             allow A_KEY api.x.com localhost:8080`, or point a `*_API_BASE` variable of \
+             autotool serve's environment at it (for example \
+             `LOCAL_API_BASE=http://localhost:8080` in the host config's `env` block), which \
+             every tool may then reach."
+        );
+        let Decision::Deny(d) = decide(&host("[::1]"), 80, &KeyLists::new("t"), &none()) else {
+            panic!("allowed")
+        };
+        assert!(d.keys.is_empty() && d.commands().is_empty(), "{d:?}");
+        let text = d.to_string();
+        assert!(text.starts_with("t may not reach localhost:80: "), "{text}");
+        assert!(
+            text.contains("LOCAL_API_BASE=http://localhost:80"),
+            "{text}"
+        );
+        assert!(!text.contains("keys allow"), "{text}");
+        let free = KeyLists::new("t").with_key(KeyAllowlist::unrestricted("FREE_KEY"));
+        let Decision::Deny(d) = decide(&host("localhost"), 5432, &free, &none()) else {
+            panic!("allowed")
+        };
+        assert!(
+            d.to_string().contains(
+                "or give a key it holds a list that names it (`autotool keys allow FREE_KEY \
+                 localhost:5432`, which also limits FREE_KEY to that list)."
+            ),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn api_base_urls_on_the_loopback_give_their_port() {
+        for (url, port) in [
+            ("http://localhost:8080", Some(8080)),
+            ("http://localhost:8080/v1?x#y", Some(8080)),
+            ("HTTP://LOCALHOST", Some(80)),
+            ("https://127.0.0.1", Some(443)),
+            ("https://127.1:8443/", Some(8443)),
+            ("http://[::1]:9000/api", Some(9000)),
+            ("http://user:pw@localhost:7000", Some(7000)),
+            (" http://localhost:1 ", Some(1)),
+            ("ws://localhost", Some(80)),
+            ("http://api.example.com:8080", None),
+            ("http://10.0.0.1:8080", None),
+            ("http://localhost.example:8080", None),
+            ("ftp://localhost:21", None),
+            ("localhost:8080", None),
+            ("http://localhost:0", None),
+            ("http://localhost:99999", None),
+            ("", None),
+        ] {
+            assert_eq!(loopback_port_of_url(url), port, "{url:?}");
+        }
+        let ports = ApiBasePorts::from_vars([
+            ("WEATHER_API_BASE", "http://localhost:8080"),
+            ("OTHER_API_BASE", "http://127.0.0.1:8080/v2"),
+            ("REMOTE_API_BASE", "https://api.example.com"),
+            ("NOT_A_BASE", "http://localhost:7000"),
+            ("HN_API_BASE", "http://localhost:9000"),
+        ]);
+        assert_eq!(ports.ports().collect::<Vec<_>>(), [8080, 9000]);
+        assert_eq!(
+            ports.variables(8080),
+            ["WEATHER_API_BASE", "OTHER_API_BASE"]
+        );
+        assert!(ports.contains(9000) && !ports.contains(7000) && !ports.contains(443));
     }
 
     #[test]
     fn a_denial_names_tool_key_host_and_the_command() {
-        let Decision::Deny(denial) = decide(&name("evil.example"), 443, &tavily()) else {
+        let Decision::Deny(denial) = decide(&name("evil.example"), 443, &tavily(), &none()) else {
             panic!("allowed")
         };
         assert_eq!(
@@ -1199,6 +1543,7 @@ mod tests {
                     key: "TAVILY_API_KEY".into(),
                     allowed: vec!["api.tavily.com".into()],
                 }],
+                loopback: None,
             }
         );
         assert_eq!(
@@ -1208,7 +1553,8 @@ mod tests {
              `autotool keys allow TAVILY_API_KEY api.tavily.com evil.example`."
         );
         // Another port: the command names it.
-        let Decision::Deny(denial) = decide(&name("api.tavily.com"), 8443, &tavily()) else {
+        let Decision::Deny(denial) = decide(&name("api.tavily.com"), 8443, &tavily(), &none())
+        else {
             panic!("allowed")
         };
         assert_eq!(
@@ -1219,7 +1565,7 @@ mod tests {
         let lists = tavily().with_key(
             KeyAllowlist::parse("OTHER_KEY", Some(&["*.other.example", "[::2]:9"][..])).unwrap(),
         );
-        let Decision::Deny(denial) = decide(&v6("2001:db8::1"), 8080, &lists) else {
+        let Decision::Deny(denial) = decide(&v6("2001:db8::1"), 8080, &lists, &none()) else {
             panic!("allowed")
         };
         assert_eq!(denial.target, "[2001:db8::1]:8080");
@@ -1235,7 +1581,7 @@ mod tests {
 
     #[test]
     fn decisions_are_ordered_strictest_last() {
-        let deny = decide(&name("evil.example"), 443, &tavily());
+        let deny = decide(&name("evil.example"), 443, &tavily(), &none());
         assert!(Decision::Allow < deny);
         assert_eq!(
             [Decision::Allow, deny.clone(), Decision::Allow]
@@ -1388,7 +1734,7 @@ mod tests {
             ("api.x.com", "api.x.com:8443"),
             ("api.x.com:443", "api.x.com"),
             ("api.x.com:8443", "api.x.com:443"),
-            ("*.x.com", "127.0.0.1"),
+            ("*.x.com", "127.0.0.1:80"),
         ] {
             assert!(!r(a).covers(&r(b)), "{a} should not cover {b}");
         }

@@ -8,12 +8,16 @@
 //!    [`EgressLimits::head_timeout`];
 //! 2. canonicalise the target ([`hosts::parse_authority`]);
 //! 3. decide against the allowlists of the keys the tool holds ([`hosts::decide`]): their
-//!    intersection, plus localhost;
+//!    intersection; the host's loopback only on a port those lists name, or a `*_API_BASE`
+//!    port ([`EgressConfig::api_base_ports`]);
 //! 4. resolve the name here ([`Resolver`]) and check every address ([`hosts::check_address`]):
 //!    private, link-local, CGNAT, unique-local, multicast, metadata and other internal addresses
-//!    are refused, loopback only when the target *is* localhost, and never on a port of
-//!    autotool's own listeners ([`EgressConfig::reserved_ports`], [`register_own_listener`]);
-//! 5. dial the address that was checked ([`Dialer`]); the name is never resolved again;
+//!    are refused, loopback only when the target *is* localhost, and never a port of
+//!    autotool's own listeners (`own`: this process's, the service's, every autotool
+//!    process's records);
+//! 5. dial the address that was checked ([`Dialer`]); the name is never resolved again. On the
+//!    loopback, before a byte goes through, the socket listening there must not be held by an
+//!    autotool process (`own`, from the kernel's table of listeners and `/proc`);
 //! 6. `CONNECT`: answer `200`, then the TLS ClientHello must name the CONNECT host in its SNI
 //!    (no SNI, another name, an encrypted ClientHello or anything but TLS closes the tunnel);
 //!    absolute-form: the request goes upstream in origin-form with its `Host` checked against
@@ -33,13 +37,16 @@
 //!
 //! With `--sandbox off` the proxy listens on the host's loopback and the tool's proxy variables
 //! point at it; the checks are the same, but nothing stops an unconfined tool from going around
-//! it.
+//! it. That listener is recorded as one of autotool's own, so no other tool reaches it.
 
 mod conn;
 mod head;
+mod own;
 mod tls;
 
-use autotool_policy::hosts::{self, Denial, ForbiddenAddress, HostError, KeyLists};
+pub use own::{OwnListener, register as register_own_listener_as, register_own_listener};
+
+use autotool_policy::hosts::{self, ApiBasePorts, Denial, ForbiddenAddress, HostError, KeyLists};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::future::Future;
@@ -48,7 +55,7 @@ use std::mem::MaybeUninit;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 use tokio::io::Interest;
@@ -134,8 +141,13 @@ pub struct EgressConfig {
     /// a changed list applies to the next request without a restart.
     pub lists: watch::Receiver<KeyLists>,
     pub limits: EgressLimits,
-    /// Ports on the host's loopback that are never dialled: autotool's own listeners (the
-    /// `serve` HTTP port, …), besides those registered with [`register_own_listener`].
+    /// Ports on the host's loopback that every tool may reach: those of the `*_API_BASE`
+    /// overrides in serve's environment ([`ApiBasePorts`]). [`EgressConfig::new`] takes them
+    /// from this process's environment; [`EgressConfig::with_api_bases`] sets them.
+    pub api_base_ports: ApiBasePorts,
+    /// Ports on the host's loopback that are never dialled, besides every listener autotool
+    /// knows as its own (this process's, the service's, every autotool process's records, and
+    /// what `/proc` shows: see `egress/own.rs`).
     pub reserved_ports: BTreeSet<u16>,
     /// Dial a name (other than `localhost`) that resolves to a loopback address as if it were
     /// localhost. Off by default: such a name is refused, so DNS cannot point an allowed name
@@ -150,22 +162,35 @@ pub struct EgressConfig {
 
 impl EgressConfig {
     /// A proxy for `lists` (fixed for its lifetime), with default limits, the system resolver
-    /// and plain TCP.
+    /// and plain TCP, and the `*_API_BASE` ports of this process's environment.
     pub fn new(lists: KeyLists) -> Self {
         Self::watching(watch::channel(lists).1)
     }
 
     /// A proxy that follows `lists` as they change.
     pub fn watching(lists: watch::Receiver<KeyLists>) -> Self {
+        let env = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
         EgressConfig {
             lists,
             limits: EgressLimits::default(),
+            api_base_ports: ApiBasePorts::from_vars(env),
             reserved_ports: BTreeSet::new(),
             loopback_names: false,
             resolver: Arc::new(SystemResolver),
             dialer: Arc::new(TcpDialer),
             events: None,
         }
+    }
+
+    /// Take the `*_API_BASE` ports from `api_bases` (variable → URL, as serve collects them)
+    /// instead of this process's environment.
+    pub fn with_api_bases<K: AsRef<str>, V: AsRef<str>>(
+        mut self,
+        api_bases: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.api_base_ports = ApiBasePorts::from_vars(api_bases);
+        self
     }
 
     /// The tool's name.
@@ -179,6 +204,7 @@ impl fmt::Debug for EgressConfig {
         f.debug_struct("EgressConfig")
             .field("lists", &*self.lists.borrow())
             .field("limits", &self.limits)
+            .field("api_base_ports", &self.api_base_ports)
             .field("reserved_ports", &self.reserved_ports)
             .field("loopback_names", &self.loopback_names)
             .field("resolver", &self.resolver)
@@ -202,14 +228,16 @@ pub struct EgressEvent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// A key the tool holds may not be sent there.
-    NotAllowed(Denial),
+    NotAllowed(Box<Denial>),
     /// The target is, or resolves to, an address the proxy never dials.
     Address {
         addr: IpAddr,
         class: ForbiddenAddress,
     },
-    /// One of autotool's own listeners on the host's loopback.
-    OwnListener { port: u16 },
+    /// One of autotool's own listeners on the host's loopback (`what` says which).
+    OwnListener { port: u16, what: String },
+    /// Whether a loopback port is one of autotool's own listeners could not be checked.
+    Unchecked { port: u16, why: String },
     /// The target is not a host.
     BadHost(HostError),
     /// The tunnel did not start with a TLS ClientHello naming the CONNECT host.
@@ -240,12 +268,19 @@ impl fmt::Display for EgressEvent {
                 f,
                 "{tool} may not reach {target}: it is {addr}, {class}. autotool's egress proxy \
                  never connects to private, link-local, metadata or other internal addresses; \
-                 a service on this machine is reachable as `localhost`."
+                 a service on this machine is reachable as `localhost:PORT` once the user allowed that \
+                 port."
             ),
-            Refusal::OwnListener { port } => write!(
+            Refusal::OwnListener { port, what } => write!(
                 f,
-                "{tool} may not reach {target}: port {port} on this machine's loopback is one \
-                 of autotool's own listeners."
+                "{tool} may not reach {target}: port {port} on this machine's loopback is {what}, \
+                 one of autotool's own listeners, which no tool may reach whatever a key's \
+                 allowlist says."
+            ),
+            Refusal::Unchecked { port, why } => write!(
+                f,
+                "{tool} may not reach {target}: autotool could not check whether port {port} on \
+                 this machine's loopback is one of its own listeners ({why}), so it refuses it."
             ),
             Refusal::BadHost(e) => {
                 write!(f, "{tool} asked for {target}, which is not a host: {e}.")
@@ -277,45 +312,6 @@ impl fmt::Display for EgressEvent {
 }
 
 // ---------------------------------------------------------------------------------------------
-// autotool's own listeners
-
-static OWN_PORTS: Mutex<BTreeMap<u16, usize>> = Mutex::new(BTreeMap::new());
-
-/// Marks a port on the host's loopback as one of autotool's own listeners for as long as it is
-/// held: every proxy in this process refuses it.
-#[derive(Debug)]
-pub struct OwnListener(u16);
-
-/// Register `port` (the `serve` HTTP listener, an unconfined tool's proxy, …) as autotool's own.
-pub fn register_own_listener(port: u16) -> OwnListener {
-    *OWN_PORTS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .entry(port)
-        .or_default() += 1;
-    OwnListener(port)
-}
-
-impl Drop for OwnListener {
-    fn drop(&mut self) {
-        let mut ports = OWN_PORTS.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = ports.get_mut(&self.0) {
-            *count -= 1;
-            if *count == 0 {
-                ports.remove(&self.0);
-            }
-        }
-    }
-}
-
-fn is_own_port(port: u16) -> bool {
-    OWN_PORTS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .contains_key(&port)
-}
-
-// ---------------------------------------------------------------------------------------------
 // The proxy
 
 /// What a proxy's connections share.
@@ -332,8 +328,9 @@ impl State {
         self.config.tool()
     }
 
-    fn reserved(&self, port: u16) -> bool {
-        self.config.reserved_ports.contains(&port) || is_own_port(port)
+    /// What the static checks say `port` is, when it is one of autotool's own listeners.
+    fn known_owner(&self, port: u16) -> Option<String> {
+        own::known_owner(port, &self.config.reserved_ports)
     }
 
     fn emit(&self, event: EgressEvent) {
@@ -394,13 +391,14 @@ impl EgressProxy {
         })
     }
 
-    /// Serve on a listener on the host's own loopback (`--sandbox off`), which every proxy in
-    /// this process then refuses as one of autotool's own.
+    /// Serve on a listener on the host's own loopback (`--sandbox off`), which every proxy of
+    /// every autotool process then refuses as one of autotool's own.
     pub fn serve_on_host(
         listener: std::net::TcpListener,
         config: EgressConfig,
     ) -> io::Result<EgressProxy> {
-        let own = register_own_listener(listener.local_addr()?.port());
+        let what = format!("the egress proxy of the unconfined tool {}", config.tool());
+        let own = own::register(listener.local_addr()?.port(), &what);
         let mut proxy = Self::serve(vec![listener], config)?;
         proxy._own = Some(own);
         Ok(proxy)

@@ -479,8 +479,9 @@ pub fn apply(plan: &Plan) -> std::io::Result<Option<files::Written>> {
     }
 }
 
-/// The change as a unified diff without context lines (so no neighbouring setting, which may
-/// hold a token, is printed).
+/// The change as a unified diff without context lines, with every changed line that was already
+/// in the file and is not autotool's own (another server's entry getting a comma, say) shown as
+/// `…`: a neighbouring setting may hold a token, and only autotool's entry is ever printed.
 pub fn diff(env: &HostEnv, config: &Path, before: Option<&str>, after: &str) -> String {
     let name = env.show(config);
     let old = if before.is_some() {
@@ -488,11 +489,42 @@ pub fn diff(env: &HostEnv, config: &Path, before: Option<&str>, after: &str) -> 
     } else {
         "/dev/null".to_string()
     };
-    similar::TextDiff::from_lines(before.unwrap_or(""), after)
-        .unified_diff()
-        .context_radius(0)
-        .header(&old, &name)
-        .to_string()
+    let before = before.unwrap_or("");
+    let key = |line: &str| line.trim().trim_end_matches(',').trim_end().to_string();
+    let neighbours: std::collections::HashSet<String> = before
+        .lines()
+        .map(key)
+        .filter(|l| l.chars().any(char::is_alphanumeric) && !l.contains("autotool"))
+        .collect();
+    let text = similar::TextDiff::from_lines(before, after);
+    let mut unified = text.unified_diff();
+    unified.context_radius(0);
+    let mut out = format!("--- {old}\n+++ {name}\n");
+    for hunk in unified.iter_hunks() {
+        out.push_str(&format!("{}\n", hunk.header()));
+        for change in hunk.iter_changes() {
+            let sign = match change.tag() {
+                similar::ChangeTag::Delete => '-',
+                similar::ChangeTag::Insert => '+',
+                similar::ChangeTag::Equal => ' ',
+            };
+            let line = change.value().trim_end_matches('\n');
+            if neighbours.contains(&key(line)) {
+                let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
+                let comma = if line.trim_end().ends_with(',') {
+                    ","
+                } else {
+                    ""
+                };
+                out.push_str(&format!(
+                    "{sign}{indent}…{comma}    (a line of another setting, not shown)\n"
+                ));
+            } else {
+                out.push_str(&format!("{sign}{line}\n"));
+            }
+        }
+    }
+    out
 }
 
 /// `autotool setup`'s choices.

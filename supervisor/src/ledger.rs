@@ -19,6 +19,14 @@
 //! change by appending to [`MIGRATIONS`], never by editing a shipped entry.
 
 mod approvals;
+mod calls;
+mod event;
+mod schema;
+
+pub use calls::{CallRecord, CallRow, ToolStats};
+pub use event::Event;
+use schema::migrate;
+pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 
 pub use approvals::{ApprovalRow, PendingConsent};
 
@@ -26,7 +34,6 @@ pub use crate::version::Version;
 use autotool_policy::names::{KeyName, ToolName};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -36,174 +43,6 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Error text longer than this (in bytes) is cut, with a note, before it is stored.
 pub const MAX_ERROR_LEN: usize = 4096;
-
-/// The schema, one entry per `user_version` step: entry `i` takes the database from version
-/// `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[
-    // 1: tools, versions, calls, events, generation.
-    r#"
-    CREATE TABLE tools (
-        name            TEXT PRIMARY KEY,
-        current_version INTEGER,
-        removed_at      INTEGER,            -- unix ms; NULL while the tool is live
-        created_at      INTEGER NOT NULL    -- unix ms of its first version
-    ) STRICT;
-    CREATE TABLE versions (
-        name         TEXT NOT NULL REFERENCES tools(name),
-        version      INTEGER NOT NULL,
-        code_hash    TEXT NOT NULL,             -- sha256 of tool.py, lowercase hex
-        description  TEXT NOT NULL DEFAULT '',
-        required_env TEXT NOT NULL DEFAULT '[]', -- JSON array of key NAMES
-        functions    TEXT NOT NULL DEFAULT '[]', -- JSON array of FunctionSpec
-        state        TEXT NOT NULL DEFAULT 'active',
-        created_at   INTEGER NOT NULL,
-        PRIMARY KEY (name, version)
-    ) STRICT;
-    CREATE TABLE calls (
-        id          INTEGER PRIMARY KEY,
-        tool        TEXT NOT NULL,
-        version     INTEGER NOT NULL,
-        function    TEXT NOT NULL,
-        started_at  INTEGER NOT NULL,
-        duration_ms INTEGER NOT NULL,
-        outcome     TEXT NOT NULL CHECK (outcome IN ('ok', 'tool_error', 'error')),
-        error       TEXT
-    ) STRICT;
-    CREATE INDEX calls_by_tool ON calls (tool, id);
-    CREATE TABLE events (
-        id     INTEGER PRIMARY KEY,
-        at     INTEGER NOT NULL,
-        tool   TEXT,
-        kind   TEXT NOT NULL,
-        detail TEXT NOT NULL DEFAULT ''
-    ) STRICT;
-    CREATE INDEX events_by_tool ON events (tool, id);
-    CREATE TABLE generation (
-        id    INTEGER PRIMARY KEY CHECK (id = 1),
-        value INTEGER NOT NULL
-    ) STRICT;
-    INSERT INTO generation (id, value) VALUES (1, 0);
-    "#,
-    // 2: consent. One row per approval of a key for a tool, with what the user was shown; the
-    // newest question a tool could not put to its host, so `tools approve` can answer it.
-    r#"
-    CREATE TABLE approvals (
-        tool       TEXT NOT NULL,
-        key        TEXT NOT NULL,
-        code_hash  TEXT NOT NULL,           -- the code approved (sha256 of tool.py)
-        allowlist  TEXT,                    -- JSON array of canonical entries; NULL = no list
-        declared   TEXT NOT NULL,           -- JSON array of every key the tool declared
-        sandboxed  INTEGER NOT NULL,        -- 1 when tools ran confined
-        via        TEXT NOT NULL,           -- elicitation, input_required, cli
-        granted_at INTEGER NOT NULL,
-        PRIMARY KEY (tool, key, code_hash)
-    ) STRICT;
-    CREATE TABLE pending_consent (
-        tool      TEXT PRIMARY KEY,
-        code_hash TEXT NOT NULL,
-        declared  TEXT NOT NULL,            -- JSON array of key names
-        asked_at  INTEGER NOT NULL
-    ) STRICT;
-    "#,
-];
-
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
-
-/// Audit event kinds the registry itself writes; other parts add their own (`consent_asked`,
-/// `egress_denied`, …) as plain strings.
-/// The kinds of audit event, stored as their word ([`Event::as_str`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Event {
-    Created,
-    Verified,
-    VerificationFailed,
-    Removed,
-    StateChanged,
-    Recovered,
-    ConsentAsked,
-    /// The user's yes, as the host relayed it (followed by `ConsentGranted`).
-    ConsentAnswered,
-    ConsentGranted,
-    ConsentDeclined,
-    ConsentUnavailable,
-    ConsentRefused,
-    ConsentRevoked,
-    Synthesized,
-    SynthesisFailed,
-    /// A version's file or its process's schemas no longer match what was verified.
-    PinBroken,
-    /// A process took on verifying a changed version again (one per change, for every
-    /// supervisor sharing the home).
-    VerifyingAgain,
-    /// The egress proxy refused a connection.
-    EgressDenied,
-    /// A tool process was stopped for what it sent the supervisor (floods, requests, sizes).
-    ToolStopped,
-}
-
-impl Event {
-    /// Every kind.
-    pub const ALL: [Event; 19] = [
-        Event::Created,
-        Event::Verified,
-        Event::VerificationFailed,
-        Event::Removed,
-        Event::StateChanged,
-        Event::Recovered,
-        Event::ConsentAsked,
-        Event::ConsentAnswered,
-        Event::ConsentGranted,
-        Event::ConsentDeclined,
-        Event::ConsentUnavailable,
-        Event::ConsentRefused,
-        Event::ConsentRevoked,
-        Event::Synthesized,
-        Event::SynthesisFailed,
-        Event::PinBroken,
-        Event::VerifyingAgain,
-        Event::EgressDenied,
-        Event::ToolStopped,
-    ];
-
-    /// The word stored in `events.kind`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Event::Created => "created",
-            Event::Verified => "verified",
-            Event::VerificationFailed => "verification_failed",
-            Event::Removed => "removed",
-            Event::StateChanged => "state_changed",
-            Event::Recovered => "recovered",
-            Event::ConsentAsked => "consent_asked",
-            Event::ConsentAnswered => "consent_answered",
-            Event::ConsentGranted => "consent_granted",
-            Event::ConsentDeclined => "consent_declined",
-            Event::ConsentUnavailable => "consent_unavailable",
-            Event::ConsentRefused => "consent_refused",
-            Event::ConsentRevoked => "consent_revoked",
-            Event::Synthesized => "synthesized",
-            Event::SynthesisFailed => "synthesis_failed",
-            Event::PinBroken => "pin_broken",
-            Event::VerifyingAgain => "verifying_again",
-            Event::EgressDenied => "egress_denied",
-            Event::ToolStopped => "tool_stopped",
-        }
-    }
-}
-
-impl std::fmt::Display for Event {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl PartialEq<Event> for String {
-    fn eq(&self, other: &Event) -> bool {
-        self == other.as_str()
-    }
-}
 
 /// What went wrong with the ledger.
 #[derive(Debug, thiserror::Error)]
@@ -260,32 +99,6 @@ pub struct ToolRow {
     pub created_at: i64,
 }
 
-/// A finished call, to be recorded. `error` must already be redacted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallRecord {
-    pub tool: String,
-    pub version: u32,
-    pub function: String,
-    pub started_at: SystemTime,
-    pub duration: Duration,
-    pub outcome: CallKind,
-    /// Redacted error text for `ToolError`/`Error` outcomes; cut at [`MAX_ERROR_LEN`].
-    pub error: Option<String>,
-}
-
-/// One row of `calls`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CallRow {
-    pub id: i64,
-    pub tool: String,
-    pub version: u32,
-    pub function: String,
-    pub started_at: i64,
-    pub duration_ms: i64,
-    pub outcome: CallKind,
-    pub error: Option<String>,
-}
-
 /// One row of `events`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EventRow {
@@ -294,18 +107,6 @@ pub struct EventRow {
     pub tool: Option<String>,
     pub kind: String,
     pub detail: String,
-}
-
-/// A tool's health as observed from its calls (all versions).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ToolStats {
-    pub calls: u64,
-    /// Calls whose outcome was `tool_error` or `error`.
-    pub failures: u64,
-    /// The error text of the most recent failed call.
-    pub last_error: Option<String>,
-    /// Unix milliseconds of the most recent call.
-    pub last_call_at: Option<i64>,
 }
 
 /// An open ledger. One connection, behind a mutex so the handle can be shared between threads;
@@ -350,19 +151,6 @@ pub fn format_ms(ms: i64) -> String {
         sod % 3600 / 60,
         sod % 60
     )
-}
-
-fn truncate_error(mut s: String) -> String {
-    if s.len() > MAX_ERROR_LEN {
-        let mut cut = MAX_ERROR_LEN;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let dropped = s.len() - cut;
-        s.truncate(cut);
-        s.push_str(&format!("… [{dropped} more bytes not kept]"));
-    }
-    s
 }
 
 fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
@@ -696,169 +484,6 @@ impl Ledger {
         })
     }
 
-    /// The id of the newest call (0 with none): calls after it are new.
-    pub fn last_call_id(&self) -> Result<i64, LedgerError> {
-        Ok(self
-            .conn()
-            .query_row("SELECT COALESCE(MAX(id), 0) FROM calls", [], |r| r.get(0))?)
-    }
-
-    /// The outcomes of the last `window` calls of every live tool's current version, oldest
-    /// first, in one query; with the id of the newest call they cover (calls after it are
-    /// read with [`Ledger::calls_after`]).
-    pub fn recent_outcomes_of_current(
-        &self,
-        window: u32,
-    ) -> Result<(i64, HashMap<String, Vec<CallKind>>), LedgerError> {
-        let last = self.last_call_id()?;
-        let conn = self.conn();
-        // Per tool, its newest calls through the (tool, id) index, stopping at the window: a
-        // third of the time of a window function over every call of the current versions.
-        let mut stmt = conn.prepare_cached(
-            "SELECT t.name, c.outcome FROM tools t JOIN calls c ON c.id IN (
-               SELECT id FROM calls
-               WHERE tool = t.name AND version = t.current_version AND id <= ?2
-               ORDER BY id DESC LIMIT ?1)
-             WHERE t.removed_at IS NULL ORDER BY t.name, c.id",
-        )?;
-        let rows = stmt.query_map(params![window, last], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                CallKind::parse(&r.get::<_, String>(1)?),
-            ))
-        })?;
-        let mut out: HashMap<String, Vec<CallKind>> = HashMap::new();
-        for row in rows {
-            let (tool, outcome) = row?;
-            out.entry(tool).or_default().push(outcome);
-        }
-        Ok((last, out))
-    }
-
-    /// Calls recorded after call `id`, oldest first: (id, tool, version, outcome).
-    pub fn calls_after(&self, id: i64) -> Result<Vec<(i64, String, u32, CallKind)>, LedgerError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, tool, version, outcome FROM calls WHERE id > ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([id], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                CallKind::parse(&r.get::<_, String>(3)?),
-            ))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// How many calls each tool got (all versions) since `since` (unix ms), in one query.
-    pub fn uses_since(&self, since: i64) -> Result<HashMap<String, u64>, LedgerError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT tool, COUNT(*) FROM calls WHERE started_at >= ?1 GROUP BY tool",
-        )?;
-        let rows = stmt.query_map([since], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-        })?;
-        let mut out = HashMap::new();
-        for row in rows {
-            let (tool, n) = row?;
-            out.insert(tool, u64::try_from(n).unwrap_or(0));
-        }
-        Ok(out)
-    }
-
-    /// Record a finished call. The error text must already be redacted.
-    pub fn record_call(&self, call: &CallRecord) -> Result<(), LedgerError> {
-        let duration_ms = i64::try_from(call.duration.as_millis()).unwrap_or(i64::MAX);
-        let error = call.error.clone().map(truncate_error);
-        self.write(|tx| {
-            tx.tx.execute(
-                "INSERT INTO calls (tool, version, function, started_at, duration_ms, outcome, error)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    call.tool,
-                    call.version,
-                    call.function,
-                    to_ms(call.started_at),
-                    duration_ms,
-                    call.outcome.as_str(),
-                    error
-                ],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// Calls and failures of `name` (all versions) and the most recent error.
-    pub fn stats(&self, name: &str) -> Result<ToolStats, LedgerError> {
-        let conn = self.conn();
-        let (calls, failures, last_call_at): (i64, i64, Option<i64>) = conn.query_row(
-            "SELECT COUNT(*), COALESCE(SUM(outcome != 'ok'), 0), MAX(started_at)
-             FROM calls WHERE tool = ?1",
-            [name],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
-        let last_error: Option<String> = conn
-            .query_row(
-                "SELECT error FROM calls WHERE tool = ?1 AND outcome != 'ok'
-                 ORDER BY id DESC LIMIT 1",
-                [name],
-                |r| r.get(0),
-            )
-            .optional()?
-            .flatten();
-        Ok(ToolStats {
-            calls: u64::try_from(calls).unwrap_or(0),
-            failures: u64::try_from(failures).unwrap_or(0),
-            last_error,
-            last_call_at,
-        })
-    }
-
-    /// The last `limit` calls of `name`, newest first.
-    pub fn recent_calls(&self, name: &str, limit: u32) -> Result<Vec<CallRow>, LedgerError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT id, tool, version, function, started_at, duration_ms, outcome, error
-             FROM calls WHERE tool = ?1 ORDER BY id DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![name, limit], |r| {
-            Ok(CallRow {
-                id: r.get(0)?,
-                tool: r.get(1)?,
-                version: r.get(2)?,
-                function: r.get(3)?,
-                started_at: r.get(4)?,
-                duration_ms: r.get(5)?,
-                outcome: CallKind::parse(&r.get::<_, String>(6)?),
-                error: r.get(7)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// How the last `limit` calls of one version ended, oldest first: what its lifecycle is
-    /// decided on.
-    pub fn recent_outcomes(
-        &self,
-        name: &str,
-        version: u32,
-        limit: u32,
-    ) -> Result<Vec<CallKind>, LedgerError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare_cached(
-            "SELECT outcome FROM calls WHERE tool = ?1 AND version = ?2 ORDER BY id DESC LIMIT ?3",
-        )?;
-        let rows = stmt.query_map(params![name, version, limit], |r| {
-            Ok(CallKind::parse(&r.get::<_, String>(0)?))
-        })?;
-        let mut out: Vec<CallKind> = rows.collect::<Result<_, _>>()?;
-        out.reverse();
-        Ok(out)
-    }
-
     /// Why `name` is in its state: the newest `state_changed` event's detail.
     pub fn state_reason(&self, name: &str) -> Result<Option<String>, LedgerError> {
         Ok(self
@@ -895,32 +520,6 @@ impl Ledger {
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
-}
-
-/// Create the schema or bring it up to [`SCHEMA_VERSION`], under the write lock so that
-/// processes opening a new home at once agree.
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), LedgerError> {
-    let read_version =
-        |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
-    let found = read_version(conn)?;
-    if found == SCHEMA_VERSION {
-        return Ok(());
-    }
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let found = read_version(&tx)?;
-    if found > SCHEMA_VERSION {
-        return Err(LedgerError::NewerSchema {
-            path: path.to_path_buf(),
-            found,
-            known: SCHEMA_VERSION,
-        });
-    }
-    for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
-        tx.execute_batch(sql)?;
-    }
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    tx.commit()?;
-    Ok(())
 }
 
 /// The write transaction handed to [`Ledger::write`]'s closure.
@@ -1168,7 +767,7 @@ mod tests {
     #[test]
     fn cuts_long_errors_on_a_char_boundary() {
         let s = "é".repeat(MAX_ERROR_LEN);
-        let cut = truncate_error(s);
+        let cut = calls::truncate_error(s);
         assert!(cut.ends_with("more bytes not kept]"));
         assert!(cut.len() < MAX_ERROR_LEN + 64);
     }

@@ -1,39 +1,38 @@
 //! The autotool supervisor: the `autotool` binary and library.
 //!
-//! Layout (consent and the egress proxy come next):
-//! - [`agent`]: autotool's own model: the OpenAI, Anthropic and Chat Completions APIs behind
-//!   one [`agent::Provider`] trait, and MCP tools converted to each API's tool definitions;
-//! - [`serve`], [`server`], [`app`], [`pool`]: `autotool serve`, the MCP server hosts talk to,
-//!   the state its connections share, and the warm tool processes; [`stdio`]: the guarded
-//!   stdio transport;
-//! - [`launcher`]: finding `autotool-launcher`, its probe, confined spawns;
-//! - [`runtime`]: the Python interpreter tools run on;
-//! - [`doctor`]: what the machine offers and how to fix what it lacks;
-//! - [`setup`]: installing the launcher with file capabilities;
-//! - [`hosts`]: `autotool setup`: registering `autotool serve` with the agent apps found here;
-//! - [`run_cmd`]: `autotool run "<task>"`: the demo agent on the user's own model (`./.env`),
-//!   printing its steps;
-//! - [`synthesize`]: `synthesize_tool`: autotool's own model (named by `$AUTOTOOL_HOME/.env`,
-//!   read with [`dotenv`]) writes, verifies, repairs and mounts a tool;
-//! - [`home`]: `$AUTOTOOL_HOME` and the fixed places inside it;
-//! - [`config`]: every setting, resolved flag > environment > `config.toml` > default, and
-//!   `autotool config`;
-//! - [`ledger`]: the SQLite database every supervisor on the machine shares;
-//! - [`registry`]: the tools directory and the ledger kept in step (stage, commit, remove), and
-//!   `autotool tools`; [`pin`]: a version is what was verified (its file, its schemas);
-//! - [`toolproc`]: one running tool process (confined through the launcher, or unconfined with
-//!   `--sandbox off`), spoken to as an MCP client;
+//! Layout, from the host inwards:
+//! - [`mcp`]: the protocol edge, the only place rmcp's server types appear: a `tools/call`
+//!   parsed once into a typed request ([`mcp::request`]), one handler per kind of request
+//!   ([`mcp::handler`]), consent asked in each era ([`mcp::consent`]), the tool list and
+//!   instructions ([`mcp::listing`]), and the one render step everything bound for a host
+//!   passes: redact every string, then cap ([`mcp::render`]); the stdio and HTTP transports;
+//! - [`library`]: the state one serve shares, in no protocol's terms: the mounted snapshot,
+//!   create (stage → verify → commit → adopt), call (recorded, with the lifecycle after it),
+//!   the poll round (other processes, keys, pins, hand-placed files), search, and grants (the
+//!   keys, the redactor, what a tool version is given and runs as);
 //! - [`verify`]: the gate before a tool is mounted: lint, `REQUIRED_ENV`, launch, `initialize`,
 //!   `tools/list`, smoke test, robustness probes;
-//! - [`credentials`]: the keys tools may be given (environment, OS keychain, opt-in file), their
-//!   allowlists, and `autotool keys`;
-//! - [`egress`]: the egress proxy each tool process reaches the network through: allowlists,
-//!   address checks, SNI, refusals as audit events;
-//! - [`redact`]: every secret value, in every form, replaced by `[REDACTED:NAME]` in whatever
-//!   reaches the model.
+//! - [`tool`]: a tool process spoken to as an MCP client ([`tool::process`]), the warm pool, the
+//!   launcher that confines each one, and the Python runtime;
+//! - [`egress`]: the egress proxy each tool process reaches the network through;
+//! - [`redact`]: every key value, in every form, replaced by `[REDACTED:NAME]`;
+//! - [`consent`]: the sealed consent question, which approvals cover a version, and
+//!   `autotool tools approve|revoke`; [`credentials`]: the keys (environment, OS keychain,
+//!   opt-in file) and their allowlists;
+//! - [`registry`], [`ledger`], [`version`], [`pin`]: the tools directory and the SQLite ledger
+//!   every supervisor on the machine shares, kept in step; one tool version in one shape; a
+//!   version held to what was verified;
+//! - [`config`]: every setting, resolved flag > environment > `config.toml` > default;
+//!   [`home`]: `$AUTOTOOL_HOME`; [`logging`]: log lines, redacted; [`dotenv`]: `.env` files;
+//! - [`host_apps`]: the agent apps' config files `autotool setup` registers autotool in;
+//! - [`own_model`] (feature `own-model`): autotool's own model: the agent loop and its
+//!   providers, and the loop behind `synthesize_tool`; [`client`]: an MCP client of
+//!   `autotool serve`, for agents written in Rust;
+//! - [`cmd`]: the command line, one module per verb.
 //!
-//! The supervisor never confines anything itself: every tool process is started through the
-//! launcher.
+//! Dependencies point inwards: `cmd` uses everything, `mcp` uses the library, the library uses
+//! the rest, and no module depends back on one that depends on it. The supervisor never
+//! confines anything itself: every tool process is started through the launcher.
 #![deny(clippy::print_stdout)]
 
 pub mod client;
@@ -47,6 +46,7 @@ pub mod home;
 pub mod host_apps;
 pub mod ledger;
 pub mod library;
+pub mod listen;
 pub mod logging;
 pub mod mcp;
 #[cfg(feature = "own-model")]

@@ -323,6 +323,17 @@ impl Registry {
 
     /// Write `code` to a new `tools/<name>/.staging-XXXXXX/tool.py` for verification.
     pub fn stage(&self, name: &ToolName, code: &str) -> Result<Staged, RegistryError> {
+        self.stage_hashed(name, code, code_hash(code.as_bytes()))
+    }
+
+    /// [`Registry::stage`] for code whose sha256 the caller already took (`hash`, of exactly
+    /// `code`).
+    pub fn stage_hashed(
+        &self,
+        name: &ToolName,
+        code: &str,
+        hash: String,
+    ) -> Result<Staged, RegistryError> {
         self.check_code_size(code.len())?;
         let tool_dir = self.tool_dir(name.as_str());
         home::ensure_dir(&tool_dir, TOOL_DIR_MODE)?;
@@ -346,7 +357,7 @@ impl Registry {
         let staged = Staged {
             name: name.clone(),
             dir,
-            code_hash: code_hash(code.as_bytes()),
+            code_hash: hash,
             _lock: lock,
             armed: true,
         };
@@ -518,7 +529,7 @@ impl Registry {
         Ok(self.ledger.recent_calls(name, limit)?)
     }
 
-    /// Append an audit event (`verified`, `verification_failed`, …; see [`ledger::kind`]).
+    /// Append an audit event (`verified`, `verification_failed`, …; see [`ledger::Event`]).
     /// `detail` must already be redacted.
     pub fn event(
         &self,

@@ -30,8 +30,15 @@
 //! and makes the robustness calls.
 
 pub mod declarations;
+mod failure;
+mod functions;
 pub mod lint;
 pub mod probes;
+
+use failure::{SCRUB, cap_head, cap_tail};
+pub use failure::{Stage, VerifyFailure, tail_of};
+pub use functions::check_tools;
+use functions::smoke;
 
 pub use declarations::{EXPECTED_FORM, required_env};
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
@@ -42,7 +49,7 @@ use crate::tool::process::{
     CallOutcome, InitFailure, SandboxMode, ToolInfo, ToolProcError, ToolProcess, ToolSpec,
 };
 use crate::tool::runtime::{self, Python};
-use autotool_policy::names::{FunctionName, KeyName, MountedName, ToolName};
+use autotool_policy::names::{KeyName, ToolName};
 use rmcp::model::JsonObject;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -57,146 +64,6 @@ const LOG_CAP: usize = 16 << 10;
 /// Beyond the spec's start timeout, the outer bound on starting (never reached unless
 /// `ToolProcess::start` itself misbehaves).
 const START_GRACE: Duration = Duration::from_secs(10);
-
-/// A verification stage. [`Stage::name`] is stable: hosts and logs may match on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stage {
-    Lint,
-    Declarations,
-    Launch,
-    Initialize,
-    ListTools,
-    SmokeTest,
-    Robustness,
-}
-
-impl Stage {
-    /// Every stage, in the order they run.
-    pub const ALL: [Stage; 7] = [
-        Stage::Lint,
-        Stage::Declarations,
-        Stage::Launch,
-        Stage::Initialize,
-        Stage::ListTools,
-        Stage::SmokeTest,
-        Stage::Robustness,
-    ];
-
-    /// `lint`, `declarations`, `launch`, `initialize`, `list_tools`, `smoke_test`,
-    /// `robustness`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Lint => "lint",
-            Stage::Declarations => "declarations",
-            Stage::Launch => "launch",
-            Stage::Initialize => "initialize",
-            Stage::ListTools => "list_tools",
-            Stage::SmokeTest => "smoke_test",
-            Stage::Robustness => "robustness",
-        }
-    }
-
-    /// What to do after a failure here.
-    fn next_step(self) -> &'static str {
-        match self {
-            Stage::Lint => "Fix the code at the lines ruff names, then create the tool again.",
-            Stage::Declarations => "Fix the declaration, then create the tool again.",
-            Stage::Launch => {
-                "This is about the machine or autotool's setup, not the tool's code: `autotool doctor` says what is missing."
-            }
-            Stage::Initialize => {
-                "The module must import without errors, create `mcp = MCPServer(\"name\")`, register functions with `@mcp.tool()` and end with `mcp.run()`; it may write only MCP messages to stdout (diagnostics go to stderr). Fix the error below, then create the tool again."
-            }
-            Stage::ListTools => "Fix the tool's functions, then create the tool again.",
-            Stage::SmokeTest => {
-                "Fix the function (or the smoke test's arguments), then create the tool again."
-            }
-            Stage::Robustness => {
-                "Probes are edge-case calls autotool derives from each function's input schema (empty and huge strings, unicode, boundary numbers, missing optional arguments). Make the function answer such input with a result, or raise ToolError with a message the caller can act on; a range it cannot serve can be refused by the schema itself (`Annotated[int, Field(ge=1, le=100)]`). Then create the tool again. A tool whose calls change things outside it can be created with \"verify\": \"quick\", which skips the probes."
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for Stage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Why a tool did not pass. `Display` is the text for the agent that wrote it: the stage, what
-/// went wrong, what to do, then the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifyFailure {
-    pub stage: Stage,
-    /// What went wrong, in a sentence or two (without the log).
-    pub message: String,
-    /// Ruff's report (lint), or the tool's stderr with its traceback (later stages); may be
-    /// empty. Unredacted.
-    pub log: String,
-}
-
-impl VerifyFailure {
-    fn new(stage: Stage, message: impl Into<String>, log: impl Into<String>) -> Self {
-        VerifyFailure {
-            stage,
-            message: message.into(),
-            log: log.into(),
-        }
-    }
-
-    /// The same failure with every known key value replaced in its message and log.
-    pub fn redacted(self, redactor: Option<&Redactor>) -> Self {
-        match redactor {
-            None => self,
-            Some(r) => VerifyFailure {
-                stage: self.stage,
-                message: r.redact(&self.message).into_owned(),
-                log: r.redact(&self.log).into_owned(),
-            },
-        }
-    }
-}
-
-tokio::task_local! {
-    /// The redactor of the verification running on this task: every cut of a log
-    /// ([`cap_head`], [`cap_tail`], [`tail_of`]) redacts through it first.
-    static SCRUB: Option<Arc<Redactor>>;
-}
-
-/// `text` with every value the running verification's redactor knows replaced (unchanged
-/// outside a verification).
-fn scrub(text: &str) -> std::borrow::Cow<'_, str> {
-    SCRUB
-        .try_with(|r| r.as_ref().map(|r| r.redact(text).into_owned()))
-        .ok()
-        .flatten()
-        .map_or(std::borrow::Cow::Borrowed(text), std::borrow::Cow::Owned)
-}
-
-impl std::fmt::Display for VerifyFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "verification failed at {}: {}\n{}",
-            self.stage,
-            self.message,
-            self.stage.next_step()
-        )?;
-        let log = self.log.trim_end();
-        match self.stage {
-            Stage::Initialize if log.is_empty() => {
-                write!(f, "\n--- the tool's stderr: it wrote nothing ---")
-            }
-            _ if log.is_empty() => Ok(()),
-            Stage::Lint => write!(f, "\n--- ruff's report ---\n{log}"),
-            _ => write!(f, "\n--- the tool's stderr (traceback included) ---\n{log}"),
-        }
-    }
-}
-
-impl std::error::Error for VerifyFailure {}
 
 /// The call to make once the tool is up: `{function, arguments}` as in `create_tool`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -616,6 +483,18 @@ fn split(e: ToolProcError) -> (String, String) {
             format!("the tool process ended ({exit}) before answering `{operation}`"),
             stderr_tail,
         ),
+        ToolProcError::Misused {
+            operation,
+            misuse,
+            stderr_tail,
+        } => (
+            format!(
+                "during `{operation}`, {}, so the tool was stopped. {}",
+                misuse.what(),
+                misuse.advice()
+            ),
+            stderr_tail,
+        ),
         ToolProcError::Protocol {
             operation,
             what,
@@ -628,145 +507,6 @@ fn split(e: ToolProcError) -> (String, String) {
         ),
         other => (other.to_string(), String::new()),
     }
-}
-
-/// The [`Stage::ListTools`] rules: at least one function; names that are [`FunctionName`]s,
-/// each once, that fit with `tool`'s name in a [`MountedName`], and that hold no key value
-/// (a name is an identity hosts show and keep: it is refused, not redacted); input schemas
-/// with `"type": "object"`; output schemas, where present, likewise; each function's name,
-/// description and schemas at most [`MAX_FUNCTION_BYTES`].
-pub fn check_tools(
-    tool: &ToolName,
-    tools: &[ToolInfo],
-    redactor: Option<&Redactor>,
-) -> Result<(), VerifyFailure> {
-    let fail = |m: String| Err(VerifyFailure::new(Stage::ListTools, m, ""));
-    if tools.is_empty() {
-        return fail(
-            "the tool offers no functions: register at least one with `@mcp.tool()` above a function defined before `mcp.run()`".into(),
-        );
-    }
-    for (i, f) in tools.iter().enumerate() {
-        let name = &f.name;
-        if let Some(r) = redactor
-            && let shown = r.redact(name)
-            && shown != name.as_str()
-        {
-            return fail(format!(
-                "function name {shown:?} holds the value of a key; a function's name is shown to every host, so it may never hold a credential: name the function for what it does"
-            ));
-        }
-        let function = match FunctionName::parse(name) {
-            Ok(f) => f,
-            Err(e) => return fail(e.to_string()),
-        };
-        if let Err(e) = MountedName::join(tool, &function) {
-            return fail(e.to_string());
-        }
-        if tools[..i].iter().any(|t| &t.name == name) {
-            return fail(format!(
-                "two functions are named {name:?}; give each a name of its own"
-            ));
-        }
-        if let Some(why) = not_an_object_schema(&f.input_schema) {
-            return fail(format!(
-                "function {name:?} has an input schema that {why}; its parameters must form a JSON object schema (\"type\": \"object\"), which the SDK writes for plain typed parameters"
-            ));
-        }
-        if let Some(output) = &f.output_schema
-            && let Some(why) = not_an_object_schema(output)
-        {
-            return fail(format!(
-                "function {name:?} has an output schema that {why}; return a str, a dict or a pydantic model and let the SDK describe it"
-            ));
-        }
-        let size = serde_json::to_vec(f).map(|v| v.len()).unwrap_or(0);
-        if size > MAX_FUNCTION_BYTES {
-            return fail(format!(
-                "function {name:?} is described in {} KiB (name, description and schemas); keep it under {} KiB",
-                size.div_ceil(1024),
-                MAX_FUNCTION_BYTES >> 10
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn not_an_object_schema(schema: &JsonObject) -> Option<String> {
-    match schema.get("type") {
-        Some(serde_json::Value::String(t)) if t == "object" => {}
-        Some(other) => return Some(format!("has \"type\": {other}")),
-        None => return Some("has no \"type\"".into()),
-    }
-    match schema.get("properties") {
-        None | Some(serde_json::Value::Object(_)) => None,
-        Some(_) => Some("has \"properties\" that are not an object".into()),
-    }
-}
-
-/// [`Stage::SmokeTest`]: call the function the author named, with their arguments.
-async fn smoke(
-    process: &ToolProcess,
-    tools: &[ToolInfo],
-    test: &SmokeTest,
-    timeout: Duration,
-    tool_file: &str,
-) -> Result<CallOutcome, VerifyFailure> {
-    let function = &test.function;
-    if !tools.iter().any(|t| &t.name == function) {
-        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-        return Err(VerifyFailure::new(
-            Stage::SmokeTest,
-            format!(
-                "smoke_test.function {function:?} is not one of the tool's functions ({})",
-                names.join(", ")
-            ),
-            "",
-        ));
-    }
-    let shown = format!(
-        "{function}({})",
-        serde_json::to_string(&test.arguments).unwrap_or_default()
-    );
-    let outcome = process
-        .call(function, test.arguments.clone(), timeout)
-        .await
-        .map_err(|e| {
-            let (message, log) = split(e);
-            let raised = traceback_summary(&log, tool_file)
-                .map(|r| format!("; it raised {r}"))
-                .unwrap_or_default();
-            VerifyFailure::new(
-                Stage::SmokeTest,
-                format!("the smoke test {shown} failed: {message}{raised}"),
-                log,
-            )
-        })?;
-    if outcome.is_error {
-        let text = outcome
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let text = if text.trim().is_empty() {
-            "(no message)".to_string()
-        } else {
-            text
-        };
-        let message = match traceback_summary(&outcome.stderr, tool_file) {
-            Some(raised) => format!(
-                "the smoke test {shown} raised {raised} (the traceback is below); the tool answered: {text}"
-            ),
-            None => format!("the smoke test {shown} returned an error: {text}"),
-        };
-        return Err(VerifyFailure::new(
-            Stage::SmokeTest,
-            message,
-            cap_tail(&outcome.stderr),
-        ));
-    }
-    Ok(outcome)
 }
 
 /// The exception of the first traceback in `stderr` that passes through the tool's own file,
@@ -801,39 +541,6 @@ fn tool_frame(line: &str, tool_file: &str) -> Option<String> {
     let (path, place) = rest.split_once("\", ")?;
     let ours = path == tool_file || path.ends_with(&format!("/{tool_file}"));
     ours.then(|| format!("{tool_file}, {place}"))
-}
-
-/// At most [`LOG_CAP`] bytes of `text`, its start kept, redacted before it is cut.
-fn cap_head(text: &str) -> String {
-    let text = scrub(text);
-    if text.len() <= LOG_CAP {
-        return text.to_string();
-    }
-    let mut end = LOG_CAP;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n[… {} more bytes]", &text[..end], text.len() - end)
-}
-
-/// At most [`LOG_CAP`] bytes of `text`, its end kept.
-fn cap_tail(text: &str) -> String {
-    tail_of(text, LOG_CAP)
-}
-
-/// At most `max` bytes of `text` (on a character boundary), its end kept, with a note of how
-/// much came before; redacted (inside a verification) before it is cut. A traceback lives at
-/// the end of a log.
-pub fn tail_of(text: &str, max: usize) -> String {
-    let text = scrub(text);
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[… {start} bytes before]\n{}", &text[start..])
 }
 
 #[cfg(test)]

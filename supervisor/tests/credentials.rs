@@ -291,6 +291,23 @@ fn allowlists_are_kept_in_canonical_form_in_a_0600_file() {
     assert_eq!(stored, ["api.tavily.com", "*.tavily.com", "localhost:8443"]);
     assert_eq!(s.allowlist("TAVILY_API_KEY").unwrap().unwrap(), stored);
     assert_eq!(mode(&s.allowlists_path()), 0o600);
+    // Every spelling of the loopback is one entry, always with its port.
+    let loopback: Vec<String> = ["127.0.0.1:8080", "[::1]:8080", "LOCALHOST.:8080"]
+        .map(String::from)
+        .to_vec();
+    assert_eq!(
+        s.allow("TAVILY_API_KEY", &loopback).unwrap(),
+        ["localhost:8080"]
+    );
+    for portless in ["localhost", "127.0.0.1", "[::1]"] {
+        let err = s
+            .allow("TAVILY_API_KEY", &[portless.to_owned()])
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("localhost:8080"),
+            "{portless}: {err}"
+        );
+    }
     s.allow("TAVILY_API_KEY", &[]).unwrap();
     assert_eq!(s.allowlist("TAVILY_API_KEY").unwrap(), None);
     for bad in [

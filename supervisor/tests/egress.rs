@@ -15,7 +15,7 @@ use autotool::egress::{
     register_own_listener,
 };
 use autotool::tool::process::{SandboxMode, ToolProcess, ToolSpec};
-use autotool_policy::hosts::{ForbiddenAddress, KeyAllowlist, KeyLists};
+use autotool_policy::hosts::{ApiBasePorts, ForbiddenAddress, KeyAllowlist, KeyLists};
 use common::{launcher_for, runtime};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -326,7 +326,9 @@ impl Proxy {
         let resolver = Arc::new(resolver);
         let dialer = Arc::new(LoopbackDialer::default());
         let events = Arc::new(Mutex::new(Vec::new()));
-        let mut config = EgressConfig::new(lists);
+        // Only the ports a test names are open on the loopback, whatever this process's
+        // environment holds.
+        let mut config = EgressConfig::new(lists).with_api_bases::<&str, &str>([]);
         config.resolver = resolver.clone();
         config.dialer = dialer.clone();
         let sink = events.clone();
@@ -426,6 +428,16 @@ fn unrestricted() -> KeyLists {
     KeyLists::new("free_tool")
 }
 
+/// `ports` as the ports of `*_API_BASE` overrides in serve's environment.
+fn api_base(ports: &[u16]) -> ApiBasePorts {
+    ApiBasePorts::from_vars(
+        ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (format!("TEST{i}_API_BASE"), format!("http://localhost:{p}"))),
+    )
+}
+
 // ---------------------------------------------------------------------------------------------
 // CONNECT and SNI
 
@@ -462,29 +474,80 @@ async fn connect_with_the_right_sni_reaches_the_upstream() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn localhost_is_reached_by_name_or_address_with_or_without_sni() {
+async fn the_loopback_is_reached_by_any_spelling_only_on_an_allowed_port() {
     let echo = EchoServer::start().await;
     let port = echo.port();
-    // The key's list does not name localhost: localhost is always reachable.
-    let p = Proxy::start(
-        lists(&["api.example.test"]),
+    let spellings = |port: u16| {
+        [
+            (format!("localhost:{port}"), Some("localhost")),
+            (format!("localhost:{port}"), None),
+            (format!("127.0.0.1:{port}"), None),
+            (format!("127.1:{port}"), None),
+            (format!("0x7f000001:{port}"), None),
+            (format!("[::ffff:127.0.0.1]:{port}"), None),
+        ]
+    };
+    // Allowed: on the key's list (any spelling of it), or an api-base port.
+    let listed = format!("127.0.0.1:{port}");
+    let by_list = Proxy::start(
+        lists(&["api.example.test", &listed]),
         FakeResolver::default(),
         |_| {},
     );
-    for (target, sni) in [
-        (format!("localhost:{port}"), Some("localhost")),
-        (format!("localhost:{port}"), None),
-        (format!("127.0.0.1:{port}"), None),
-        (format!("127.1:{port}"), None),
-        (format!("0x7f000001:{port}"), None),
-        (format!("[::ffff:127.0.0.1]:{port}"), None),
-    ] {
-        let hello = client_hello(sni, &[], 512);
-        p.tunnel(&target, &hello)
-            .await
-            .unwrap_or_else(|e| panic!("{target} / {sni:?}: {e}"));
+    let by_api_base = Proxy::start(unrestricted(), FakeResolver::default(), |c| {
+        c.api_base_ports = api_base(&[port])
+    });
+    for p in [&by_list, &by_api_base] {
+        for (target, sni) in spellings(port) {
+            let hello = client_hello(sni, &[], 512);
+            p.tunnel(&target, &hello)
+                .await
+                .unwrap_or_else(|e| panic!("{target} / {sni:?}: {e}"));
+        }
+        assert!(p.resolver.asked().is_empty(), "localhost is never resolved");
     }
-    assert!(p.resolver.asked().is_empty(), "localhost is never resolved");
+    assert_eq!(echo.accepted(), 12);
+    // Refused: a port nobody allowed, for a tool holding a listed key, an unlisted one, or none.
+    let other = EchoServer::start().await;
+    let refusing = [
+        (lists(&["api.example.test", &listed]), "WEATHER_KEY"),
+        (lists(&["api.example.test"]), "WEATHER_KEY"),
+        (
+            KeyLists::new("free_tool").with_key(KeyAllowlist::unrestricted("FREE_KEY")),
+            "FREE_KEY",
+        ),
+        (unrestricted(), ""),
+    ];
+    for (tool, key) in refusing {
+        let p = Proxy::start(tool, FakeResolver::default(), |c| {
+            c.api_base_ports = api_base(&[port])
+        });
+        for (target, _) in spellings(other.port()) {
+            let answer = p
+                .exchange(format!("CONNECT {target} HTTP/1.1\r\n\r\n").as_bytes())
+                .await;
+            let want = format!("may not reach localhost:{}", other.port());
+            assert!(answer.starts_with("HTTP/1.1 403 "), "{target}: {answer}");
+            assert!(body(&answer).contains(&want), "{target}: {answer}");
+            assert!(
+                body(&answer)
+                    .contains(&format!("LOCAL_API_BASE=http://localhost:{}", other.port())),
+                "{answer}"
+            );
+            if !key.is_empty() {
+                assert!(
+                    body(&answer).contains(&format!("autotool keys allow {key} ")),
+                    "{answer}"
+                );
+            }
+        }
+        assert!(p.dialer.dialed().is_empty(), "refused before dialling");
+        let Refusal::NotAllowed(denial) = &p.events()[0].refusal else {
+            panic!("{:?}", p.events())
+        };
+        assert_eq!(denial.target, format!("localhost:{}", other.port()));
+    }
+    assert_eq!(other.accepted(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -681,6 +744,8 @@ async fn autotool_s_own_listeners_are_refused() {
     let other = EchoServer::start().await;
     let p = Proxy::start(unrestricted(), FakeResolver::default(), |c| {
         c.reserved_ports.insert(other.port());
+        // Ports the user named: autotool's own are refused even so.
+        c.api_base_ports = api_base(&[echo.port(), other.port()]);
     });
     let hello = client_hello(Some("localhost"), &[], 512);
     p.tunnel(&format!("localhost:{}", echo.port()), &hello)
@@ -709,6 +774,102 @@ async fn autotool_s_own_listeners_are_refused() {
         .unwrap();
     assert_eq!(echo.accepted(), 2);
     assert_eq!(other.accepted(), 0);
+}
+
+/// A process listening on 127.0.0.1 that wrote no record: `python3`, or a copy of it named
+/// `autotool` (what `/proc/PID/exe` says an autotool process is). Killed on drop.
+struct Listening {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Listening {
+    fn start(exe_name: &str) -> Self {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let python = std::fs::canonicalize("/usr/bin/python3").unwrap();
+        let exe = dir.path().join(exe_name);
+        std::fs::copy(&python, &exe).unwrap();
+        let script = "import socket, sys\n\
+                      s = socket.socket()\n\
+                      s.bind(('127.0.0.1', 0))\n\
+                      s.listen(8)\n\
+                      print(s.getsockname()[1], flush=True)\n\
+                      while True:\n    c, _ = s.accept()\n    c.sendall(b'hello from the listener')\n    c.close()\n";
+        let mut child = std::process::Command::new(&exe)
+            .args(["-c", script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().unwrap_or_else(|_| panic!("{line:?}"));
+        Listening {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_held_by_an_autotool_process_is_refused_without_any_record() {
+    let own = Listening::start("autotool");
+    let foreign = Listening::start("python3");
+    let listed = [
+        format!("localhost:{}", own.port),
+        format!("localhost:{}", foreign.port),
+    ];
+    let p = Proxy::start(
+        lists(&[&listed[0], &listed[1]]),
+        FakeResolver::default(),
+        |_| {},
+    );
+    // The control: the same listener, when its process is not autotool, is reached.
+    let answer = p
+        .exchange(format!("GET http://localhost:{}/ HTTP/1.1\r\n\r\n", foreign.port).as_bytes())
+        .await;
+    assert!(answer.contains("hello from the listener"), "{answer}");
+    for request in [
+        format!("GET http://localhost:{}/ HTTP/1.1\r\n\r\n", own.port),
+        format!("CONNECT 127.0.0.1:{} HTTP/1.1\r\n\r\n", own.port),
+    ] {
+        let answer = p.exchange(request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 403 "), "{request}: {answer}");
+        assert!(
+            answer.contains("one of autotool's own listeners")
+                && answer.contains(&format!("an autotool process (pid {})", own.child.id())),
+            "{answer}"
+        );
+        assert!(!answer.contains("hello from the listener"), "{answer}");
+    }
+    // The connection was opened, and closed before a byte went through.
+    assert_eq!(p.dialer.dialed().len(), 3, "{:?}", p.dialer.dialed());
+    let events = p.events();
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e.refusal, Refusal::OwnListener { port, .. } if port == own.port)),
+        "{events:?}"
+    );
+    // An api-base port is the user's own statement: the /proc check does not apply to it.
+    let p = Proxy::start(unrestricted(), FakeResolver::default(), |c| {
+        c.api_base_ports = api_base(&[own.port])
+    });
+    let answer = p
+        .exchange(format!("GET http://localhost:{}/ HTTP/1.1\r\n\r\n", own.port).as_bytes())
+        .await;
+    assert!(answer.contains("hello from the listener"), "{answer}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -796,8 +957,9 @@ async fn spellings_of_an_allowed_host_are_one_host() {
 async fn absolute_form_requests_are_forwarded_in_origin_form() {
     let api = HttpServer::start().await;
     let port = api.port();
+    let listed = format!("localhost:{port}");
     let p = Proxy::start(
-        lists(&["api.example.test"]),
+        lists(&["api.example.test", &listed]),
         FakeResolver::default(),
         |_| {},
     );
@@ -853,7 +1015,9 @@ async fn absolute_form_requests_are_forwarded_in_origin_form() {
 async fn request_bodies_are_framed_exactly_and_nothing_follows_them() {
     let api = HttpServer::start().await;
     let port = api.port();
-    let p = Proxy::start(unrestricted(), FakeResolver::default(), |_| {});
+    let p = Proxy::start(unrestricted(), FakeResolver::default(), |c| {
+        c.api_base_ports = api_base(&[port])
+    });
     // A body with Content-Length, then a second request for another host on the same connection.
     let smuggled = "GET http://evil.example.test/ HTTP/1.1\r\nHost: evil.example.test\r\n\r\n";
     let answer = p
@@ -1015,6 +1179,7 @@ async fn idle_tunnels_are_closed() {
     let echo = EchoServer::start().await;
     let p = Proxy::start(unrestricted(), FakeResolver::default(), |c| {
         c.limits.idle_timeout = Duration::from_millis(400);
+        c.api_base_ports = api_base(&[echo.port()]);
     });
     let hello = client_hello(Some("localhost"), &[], 512);
     let mut s = p
@@ -1046,6 +1211,7 @@ async fn connections_past_the_cap_wait_then_get_503() {
     let p = Proxy::start(unrestricted(), FakeResolver::default(), |c| {
         c.limits.max_connections = 4;
         c.limits.queue_wait = Duration::from_millis(500);
+        c.api_base_ports = api_base(&[echo.port()]);
     });
     let target = format!("localhost:{}", echo.port());
     let hello = client_hello(Some("localhost"), &[], 512);
@@ -1091,8 +1257,11 @@ async fn one_tool_s_flood_does_not_hold_up_another() {
     let flooded = Proxy::start(KeyLists::new("flooder"), FakeResolver::default(), |c| {
         c.limits.max_connections = 8;
         c.limits.head_timeout = Duration::from_secs(5);
+        c.api_base_ports = api_base(&[port]);
     });
-    let quiet = Proxy::start(KeyLists::new("quiet"), FakeResolver::default(), |_| {});
+    let quiet = Proxy::start(KeyLists::new("quiet"), FakeResolver::default(), |c| {
+        c.api_base_ports = api_base(&[port])
+    });
     let request =
         format!("GET http://localhost:{port}/q HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n");
 
@@ -1163,7 +1332,9 @@ async fn one_tool_s_flood_does_not_hold_up_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_proxy_cuts_its_tunnels_and_closes_its_listener() {
     let echo = EchoServer::start().await;
-    let p = Proxy::start(unrestricted(), FakeResolver::default(), |_| {});
+    let p = Proxy::start(unrestricted(), FakeResolver::default(), |c| {
+        c.api_base_ports = api_base(&[echo.port()])
+    });
     let hello = client_hello(None, &[], 512);
     let mut s = p
         .tunnel(&format!("127.0.0.1:{}", echo.port()), &hello)
@@ -1237,7 +1408,9 @@ async fn end_to_end(mode: SandboxMode) -> Result<()> {
     let events = Arc::new(Mutex::new(Vec::<EgressEvent>::new()));
     let lists = KeyLists::new("egress_e2e")
         .with_key(KeyAllowlist::parse("FAKE_API_KEY", Some(&["api.example.test"][..])).unwrap());
-    let mut config = EgressConfig::new(lists);
+    // The API's port, as serve's environment would name it.
+    let mut config = EgressConfig::new(lists)
+        .with_api_bases([("FAKE_API_BASE", format!("http://localhost:{port}"))]);
     // Nothing in this test may resolve a name: the refused names are refused before it.
     config.resolver = Arc::new(FakeResolver::default());
     let sink = events.clone();
@@ -1351,7 +1524,9 @@ async fn lingering_upstream() -> (u16, Arc<Mutex<usize>>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_closing_ends_an_absolute_form_exchange() {
     let (port, served) = lingering_upstream().await;
-    let p = Proxy::start(unrestricted(), FakeResolver::default(), |_| {});
+    let p = Proxy::start(unrestricted(), FakeResolver::default(), |c| {
+        c.api_base_ports = api_base(&[port])
+    });
     for round in 0..3 {
         let mut s = TcpStream::connect(p.addr).await.unwrap();
         s.write_all(format!("GET http://localhost:{port}/ HTTP/1.1\r\n\r\n").as_bytes())

@@ -537,6 +537,44 @@ fn a_dry_run_writes_nothing_and_prints_each_change() {
     assert!(out.ends_with("Dry run: nothing was written.\n"), "{out}");
 }
 
+/// A neighbouring server's settings may hold a token: a dry run never prints them, even when the
+/// edit changes their line (a comma added after a compact entry). Control: the plain diff of the
+/// same change shows the token.
+#[test]
+fn a_dry_run_never_prints_another_servers_settings() {
+    let home = Home::new();
+    home.mkdir(".cursor");
+    let token = "ghp_neighbour0secret0token0123456789";
+    let before = format!(
+        "{{\n  \"mcpServers\": {{\n    \"github\": {{\"command\": \"gh-mcp\", \"env\": {{\"GITHUB_TOKEN\": \"{token}\"}}}}\n  }}\n}}\n"
+    );
+    home.write(".cursor/mcp.json", &before);
+    let (summary, out) = home.run(&[App::Cursor], true);
+    assert_eq!(summary.registered, 1, "{out}");
+    assert!(
+        !out.contains(token),
+        "the dry run printed a neighbour's token:\n{out}"
+    );
+    assert!(
+        out.contains("(a line of another setting, not shown)"),
+        "{out}"
+    );
+    assert!(out.contains(&format!("\"command\": \"{BIN}\"")), "{out}");
+    // Control: the change does touch the neighbour's line, and a plain diff shows it.
+    let Plan::Change { after, .. } = host_apps::plan(App::Cursor, &home.env(), &entry(), false)
+    else {
+        panic!("no change planned for Cursor");
+    };
+    let plain = similar::TextDiff::from_lines(before.as_str(), after.as_str())
+        .unified_diff()
+        .context_radius(0)
+        .to_string();
+    assert!(
+        plain.contains(token),
+        "control: the plain diff does not show it:\n{plain}"
+    );
+}
+
 #[test]
 fn where_each_app_keeps_its_config() {
     let home = Home::new();

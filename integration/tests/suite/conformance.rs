@@ -1,7 +1,9 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`, pinned with the
 //! Node.js 22 it needs in `integration/conformance`) against `autotool serve --transport http
 //! --no-auth` on a fresh home, once per spec revision it has requirements for
-//! (`--requirements 2025-11-25`, then `2026-07-28`, both against the one serve).
+//! (`--requirements 2025-11-25`, then `2026-07-28`, both against the one serve). The suite
+//! sends no token and `--no-auth` is refused on TCP, so the serve listens on its unix socket
+//! and the test bridges a loopback port to it ([`UnixBridge`]).
 //!
 //! Every scenario must pass except those in `integration/conformance/expected-failures.txt`
 //! (fixture-dependent ones, each with its reason), and every listed failure must still fail and
@@ -9,7 +11,7 @@
 //! failure counts and the reason of each expected failure.
 
 use autotool_integration::conformance::{self, REVISIONS};
-use autotool_integration::http::HttpServe;
+use autotool_integration::http::{HttpServe, UnixBridge};
 use autotool_integration::{Checks, Need, TestHome, locate, setup};
 use std::time::Duration;
 
@@ -34,14 +36,16 @@ fn conformance_suite_passes_all_but_the_listed_failures_in_both_revisions() {
 
     let mut c = Checks::new();
     let home = TestHome::new(&setup).unwrap();
+    let socket = home.path().join("conformance.sock");
     let serve = HttpServe::start(
         &home,
-        "127.0.0.1:0",
+        &format!("unix:{}", socket.display()),
         &["--no-auth"],
         Duration::from_secs(60),
     )
     .unwrap();
-    let url = serve.url();
+    let bridge = UnixBridge::start(&socket, 100_000).unwrap();
+    let url = bridge.url();
     eprintln!(
         "{test}: conformance {} on Node.js {} against {url}",
         suite.version, suite.node_version

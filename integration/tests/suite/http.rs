@@ -7,7 +7,8 @@
 //! - Raw requests: no token or a wrong one is 401; a foreign `Host` or `Origin` is 403 even with
 //!   the token (each beside its control, the same request that succeeds); 2026-07-28 requests
 //!   get empty prompt and resource lists with cache hints, and `initialize` is 404/-32601.
-//! - `--listen 0.0.0.0:0` without `--allow-remote`, and `--no-auth` with it, are refused.
+//! - `--listen 0.0.0.0:0` without `--allow-remote`, `--no-auth` with it, and `--no-auth` on a
+//!   loopback TCP port are refused.
 //! - `--listen unix:PATH`: a socket of mode 0600 that serves MCP with the token, and is removed
 //!   on SIGTERM.
 
@@ -481,12 +482,18 @@ fn http_refuses_remote_listening_without_allow_remote_and_no_auth_with_it() {
         (
             "127.0.0.1:0",
             &["--no-auth", "--allow-remote"][..],
-            &["--no-auth", "--allow-remote"][..],
+            &["--no-auth is refused on"][..],
         ),
         (
             "0.0.0.0:0",
             &["--no-auth", "--allow-remote"][..],
             &["--no-auth"][..],
+        ),
+        // Without the token only on a unix socket: never on TCP, loopback included.
+        (
+            "127.0.0.1:0",
+            &["--no-auth"][..],
+            &["--no-auth is refused on", "unix:PATH"][..],
         ),
     ] {
         let what = format!("--listen {listen} {}", args.join(" "));

@@ -105,8 +105,8 @@ pub enum Cmd {
         /// give it more than once to listen on several.
         #[arg(long)]
         listen: Vec<String>,
-        /// HTTP: do not require the bearer token ($AUTOTOOL_HOME/service-token). Loopback and
-        /// unix sockets only.
+        /// HTTP: do not require the bearer token ($AUTOTOOL_HOME/service-token). Unix sockets
+        /// only (`--listen unix:PATH`); refused on TCP.
         #[arg(long)]
         no_auth: bool,
         /// HTTP: allow listening on an address other than loopback (the token is required).

@@ -79,14 +79,7 @@ pub fn main() -> std::process::ExitCode {
         }
     };
     // Logs only to stderr: stdout is the host's JSON-RPC channel.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AUTOTOOL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    crate::logging::init_stderr("warn");
     let token = std::fs::read_to_string(crate::mcp::http::token_path(&home))
         .ok()
         .map(|t| t.trim().to_string())

@@ -24,31 +24,7 @@ use crate::mcp::handler::Surface;
 use crate::tool::process::SandboxMode;
 use rmcp::ServiceExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
-
-/// Log to stderr and to the home's log file. Returns an error only when neither works.
-fn init_logging(home: &Home) {
-    use tracing_subscriber::fmt::writer::MakeWriterExt;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AUTOTOOL_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let file = std::fs::create_dir_all(home.log_dir()).and_then(|()| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(home.log_dir().join("serve.log"))
-    });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(false);
-    let result = match file {
-        Ok(f) => builder
-            .with_writer(std::io::stderr.and(Arc::new(f)))
-            .try_init(),
-        Err(_) => builder.with_writer(std::io::stderr).try_init(),
-    };
-    let _ = result;
-}
 
 /// Check, in strict mode, that tools can be confined here (with `launcher`, else the one
 /// found), from the cached probe when nothing it depends on changed; the doctor report
@@ -79,7 +55,7 @@ pub enum Transport {
 pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     let home = Home::from_env()?;
     home.ensure()?;
-    init_logging(&home);
+    crate::logging::init_serve(&home);
     for note in config.notes() {
         tracing::warn!("setting {note}");
     }

@@ -24,16 +24,7 @@ pub const DEFAULT_TCP: &str = "127.0.0.1:8765";
 
 /// `$XDG_CONFIG_HOME/systemd/user/autotool.service` (default `~/.config/…`).
 pub fn unit_path() -> anyhow::Result<PathBuf> {
-    let config = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let home = std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .ok_or_else(|| anyhow::anyhow!("neither XDG_CONFIG_HOME nor HOME is set"))?;
-            PathBuf::from(home).join(".config")
-        }
-    };
-    Ok(config.join("systemd").join("user").join(UNIT))
+    crate::listen::service_unit_path().map_err(anyhow::Error::msg)
 }
 
 /// Quote one `ExecStart=` word the way systemd reads it: in double quotes, with `\` and `"`

@@ -2,7 +2,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use super::units::rate;
 use super::*;
+use crate::tool::process::SandboxMode;
+use std::time::Duration;
 
 const HOME: &str = "/home/u/.autotool";
 

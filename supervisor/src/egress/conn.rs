@@ -203,11 +203,11 @@ fn check_allowed(state: &State, host: &Host, port: u16) -> Result<(), Stop> {
     // Borrowed only for the decision: the lists are read for every new connection, and never
     // held across an await.
     let lists = state.config.lists.borrow();
-    match hosts::decide(host, port, &lists) {
+    match hosts::decide(host, port, &lists, &state.config.api_base_ports) {
         Decision::Allow => Ok(()),
         Decision::Deny(denial) => Err(Stop::Refused {
             target: host.with_port(port),
-            refusal: Refusal::NotAllowed(denial),
+            refusal: Refusal::NotAllowed(Box::new(denial)),
         }),
     }
 }
@@ -276,18 +276,23 @@ async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStream, Stop> 
                 });
             }
         }
-        if loopback_class(addr) && state.reserved(port) {
-            return Err(Stop::Refused {
-                target: target(),
-                refusal: Refusal::OwnListener { port },
-            });
-        }
+    }
+    if addrs.iter().any(|&a| loopback_class(a))
+        && let Some(what) = state.known_owner(port)
+    {
+        return Err(Stop::Refused {
+            target: target(),
+            refusal: Refusal::OwnListener { port, what },
+        });
     }
     let mut failures = Vec::new();
     for &addr in addrs.iter().take(MAX_ADDRESSES) {
         let sockaddr = SocketAddr::new(addr, port);
         match tokio::time::timeout_at(deadline, state.config.dialer.dial(sockaddr)).await {
             Ok(Ok(stream)) => {
+                if loopback_class(addr) {
+                    check_listener(state, port, target()).await?;
+                }
                 let _ = stream.set_nodelay(true);
                 return Ok(stream);
             }
@@ -316,8 +321,69 @@ async fn open(state: &State, host: &Host, port: u16) -> Result<TcpStream, Stop> 
     ))
 }
 
+/// Connected to `port` on the host's loopback, before a byte goes through: the socket that
+/// accepted must not be held by an autotool process. Skipped for the `*_API_BASE` ports, which
+/// the user named as APIs (the records still apply to them).
+async fn check_listener(state: &State, port: u16, target: String) -> Result<(), Stop> {
+    if state.config.api_base_ports.contains(port) {
+        return Ok(());
+    }
+    // The kernel's answer comes at once; only a listener never seen before needs the walk of
+    // `/proc`, on the blocking pool.
+    let checked = match super::own::lookup(port) {
+        Ok(super::own::Lookup::Known(owner)) => Ok(owner),
+        Ok(super::own::Lookup::Unknown(inodes)) => {
+            tokio::task::spawn_blocking(move || super::own::walk(&inodes))
+                .await
+                .map_err(|e| io::Error::other(e.to_string()))
+        }
+        Err(e) => Err(e),
+    };
+    let refusal = match checked {
+        Ok(None) => return Ok(()),
+        Ok(Some(what)) => Refusal::OwnListener { port, what },
+        Err(e) => Refusal::Unchecked {
+            port,
+            why: e.to_string(),
+        },
+    };
+    Err(Stop::Refused { target, refusal })
+}
+
 // ---------------------------------------------------------------------------------------------
 // CONNECT
+
+/// The `host:port` of a CONNECT request, canonical; the port is required.
+fn connect_target(head: &Head) -> Result<(Host, u16), Stop> {
+    match hosts::parse_authority(&head.target) {
+        Ok((host, Some(port))) => Ok((host, port)),
+        Ok((_, None)) => Err(answer(
+            400,
+            "Bad Request",
+            format!("CONNECT needs host:port, got {}", raw_target(&head.target)),
+        )),
+        Err(e) => Err(bad_host(&head.target, e)),
+    }
+}
+
+/// Whether the first bytes of a tunnel opened to `host` may go on: a ClientHello whose SNI
+/// names `host`, or no SNI when `host` is an address or the loopback (whose port was allowed
+/// to get this far). `Err(None)`: no whole ClientHello came.
+fn check_hello(host: &Host, hello: Hello) -> Result<(), Option<TunnelRefusal>> {
+    match hello {
+        Hello::Incomplete => Err(None),
+        Hello::Sni(name) => match hosts::canonical_host(&name) {
+            Ok(named) if named == *host => Ok(()),
+            _ => Err(Some(TunnelRefusal::OtherName(name))),
+        },
+        // An address has no server name (RFC 6066); neither needs the host's own loopback.
+        Hello::NoSni if matches!(host, Host::V4(_) | Host::V6(_)) || host.is_localhost() => Ok(()),
+        Hello::NoSni => Err(Some(TunnelRefusal::NoName)),
+        Hello::Encrypted => Err(Some(TunnelRefusal::Encrypted)),
+        Hello::NotTls => Err(Some(TunnelRefusal::NotTls)),
+        Hello::Malformed(what) => Err(Some(TunnelRefusal::Malformed(what))),
+    }
+}
 
 async fn connect(
     client: &mut TcpStream,
@@ -325,17 +391,7 @@ async fn connect(
     head: &Head,
     rest: Vec<u8>,
 ) -> Result<(), Stop> {
-    let (host, port) = match hosts::parse_authority(&head.target) {
-        Ok((host, Some(port))) => (host, port),
-        Ok((_, None)) => {
-            return Err(answer(
-                400,
-                "Bad Request",
-                format!("CONNECT needs host:port, got {}", raw_target(&head.target)),
-            ));
-        }
-        Err(e) => return Err(bad_host(&head.target, e)),
-    };
+    let (host, port) = connect_target(head)?;
     check_allowed(state, &host, port)?;
     let mut upstream = open(state, &host, port).await?;
     client
@@ -363,19 +419,11 @@ async fn connect(
     let parsed = tokio::time::timeout(limits.head_timeout, read_hello)
         .await
         .unwrap_or(Hello::Incomplete);
-    let refusal = match parsed {
+    let refusal = match check_hello(&host, parsed) {
         // Closed or timed out before a whole ClientHello: nothing to check, nothing to say.
-        Hello::Incomplete => return Err(Stop::Close),
-        Hello::Sni(name) => match hosts::canonical_host(&name) {
-            Ok(named) if named == host => None,
-            _ => Some(TunnelRefusal::OtherName(name)),
-        },
-        // An address has no server name (RFC 6066); neither need the host's own loopback.
-        Hello::NoSni if matches!(host, Host::V4(_) | Host::V6(_)) || host.is_localhost() => None,
-        Hello::NoSni => Some(TunnelRefusal::NoName),
-        Hello::Encrypted => Some(TunnelRefusal::Encrypted),
-        Hello::NotTls => Some(TunnelRefusal::NotTls),
-        Hello::Malformed(what) => Some(TunnelRefusal::Malformed(what)),
+        Err(None) => return Err(Stop::Close),
+        Ok(()) => None,
+        Err(why) => why,
     };
     if let Some(why) = refusal {
         if !matches!(why, TunnelRefusal::NotTls) {
@@ -415,12 +463,18 @@ enum Body {
     Chunked,
 }
 
-async fn forward(
-    client: &mut TcpStream,
-    state: &State,
-    head: &Head,
-    rest: Vec<u8>,
-) -> Result<(), Stop> {
+/// An absolute-form request as it goes upstream: the target the proxy checks and dials, how
+/// its body is framed, and the head sent (origin-form, `Host` naming the same target).
+struct Forward {
+    host: Host,
+    port: u16,
+    body: Body,
+    out: Vec<u8>,
+}
+
+/// Where an absolute-form request goes, and what is sent there; refused (`400`, or a target
+/// that is not a host) as a `Stop`. Pure, so what reaches the allowlist check is what is dialled.
+fn plan_forward(head: &Head) -> Result<Forward, Stop> {
     let target = head.target.as_str();
     let Some(after_scheme) = strip_prefix_ignore_case(target, "http://") else {
         let message = if strip_prefix_ignore_case(target, "https://").is_some() {
@@ -474,7 +528,6 @@ async fn forward(
         _ => return Err(answer(400, "Bad Request", "more than one Host field")),
     }
     let body = body_framing(head)?;
-    check_allowed(state, &host, port)?;
 
     let connection_tokens: Vec<String> = head
         .values("connection")
@@ -502,7 +555,27 @@ async fn forward(
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"Connection: close\r\n\r\n");
+    Ok(Forward {
+        host,
+        port,
+        body,
+        out,
+    })
+}
 
+async fn forward(
+    client: &mut TcpStream,
+    state: &State,
+    head: &Head,
+    rest: Vec<u8>,
+) -> Result<(), Stop> {
+    let Forward {
+        host,
+        port,
+        body,
+        out,
+    } = plan_forward(head)?;
+    check_allowed(state, &host, port)?;
     let mut upstream = open(state, &host, port).await?;
     if upstream.write_all(&out).await.is_err() {
         return Err(answer(
@@ -873,5 +946,200 @@ mod tests {
     fn reason_phrases_are_printable_ascii() {
         assert_eq!(reason_phrase("a\r\nb é", "Forbidden"), "a??b ?");
         assert_eq!(reason_phrase("", "Forbidden"), "Forbidden");
+    }
+
+    mod props {
+        use super::*;
+        use crate::egress::head;
+        use autotool_policy::hosts::{ApiBasePorts, KeyAllowlist, KeyLists};
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+
+        const ALLOWED: &str = "api.allowed.test";
+
+        /// What the tool's key may reach: one name, on 443, 80 and 8443.
+        fn allowed(host: &Host, port: u16) -> bool {
+            let lists = KeyLists::new("t").with_key(
+                KeyAllowlist::parse("K", Some(&[ALLOWED, "api.allowed.test:8443"][..])).unwrap(),
+            );
+            hosts::decide(host, port, &lists, &ApiBasePorts::default()).is_allowed()
+        }
+
+        /// Pieces of request targets and Host values: the allowed name among its look-alikes
+        /// and the characters that split authorities, hide user information or smuggle paths.
+        fn piece() -> impl Strategy<Value = String> {
+            prop_oneof![
+                4 => prop::sample::select(vec![
+                    ALLOWED, "API.Allowed.TEST.", "evil.test", "api.allowed.test.evil.test",
+                    "evil.test@", "@evil.test", ":", ":443", ":8443", ":80", ":0", "[", "]",
+                    "::1", "127.0.0.1", "%2e", "%40", "/", "\\", "#", "?", ".", "..", "http://",
+                    "https://", "HTTP://", "*", "ｅｖｉｌ.test", "api。allowed。test", "xn--",
+                    "0x7f.1", "\u{0}", "\t",
+                ])
+                .prop_map(String::from),
+                1 => "[ -~]{0,3}",
+            ]
+        }
+
+        fn text() -> impl Strategy<Value = String> {
+            vec(piece(), 0..8).prop_map(|p| p.concat())
+        }
+
+        /// A host part: mostly spellings of the allowed name, with look-alikes glued on.
+        fn host_part() -> impl Strategy<Value = String> {
+            let name = prop::sample::select(vec![
+                ALLOWED,
+                "API.Allowed.TEST.",
+                "api.allowed.test.",
+                "evil.test",
+                "api.allowed.test.evil.test",
+                "ａｐｉ.allowed.test",
+                "api。allowed。test",
+            ]);
+            (name, vec(piece(), 0..2), any::<bool>()).prop_map(|(name, glue, before)| {
+                if before {
+                    format!("{}{name}", glue.concat())
+                } else {
+                    format!("{name}{}", glue.concat())
+                }
+            })
+        }
+
+        fn port_part() -> impl Strategy<Value = String> {
+            prop::sample::select(vec!["", ":443", ":8443", ":80", ":22", ":0", ":", ":4443x"])
+                .prop_map(String::from)
+        }
+
+        /// A request head, CONNECT or absolute-form, its target and `Host` fields built from
+        /// those parts, and some bytes after it.
+        fn request() -> impl Strategy<Value = Vec<u8>> {
+            let method = prop::sample::select(vec!["CONNECT", "GET", "POST"]);
+            let scheme = prop::sample::select(vec!["http://", "HTTP://", "https://", "", "http:/"]);
+            let path = vec(
+                prop::sample::select(vec!["/", "/x", "?q=1", "#f", "@evil.test", "/@evil.test"]),
+                0..3,
+            )
+            .prop_map(|p| p.concat());
+            let authority = || (host_part(), port_part()).prop_map(|(h, p)| h + &p);
+            let host_field = prop_oneof![
+                2 => Just(None),
+                2 => Just(Some(String::new())),
+                1 => authority().prop_map(Some),
+            ];
+            let other = vec(
+                (
+                    prop::sample::select(vec!["Host", "Content-Length", "Connection", "X-Other"]),
+                    text(),
+                ),
+                0..2,
+            );
+            (
+                method,
+                scheme,
+                authority(),
+                path,
+                host_field,
+                other,
+                vec(any::<u8>(), 0..16),
+            )
+                .prop_map(
+                    |(method, scheme, authority, path, host_field, other, after)| {
+                        let target = if method == "CONNECT" {
+                            authority.clone()
+                        } else {
+                            format!("{scheme}{authority}{path}")
+                        };
+                        let mut bytes = format!("{method} {target} HTTP/1.1\r\n").into_bytes();
+                        match host_field {
+                            Some(v) if v.is_empty() => {
+                                bytes.extend_from_slice(format!("Host: {authority}\r\n").as_bytes())
+                            }
+                            Some(v) => bytes.extend_from_slice(format!("Host: {v}\r\n").as_bytes()),
+                            None => {}
+                        }
+                        for (name, value) in other {
+                            bytes.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+                        }
+                        bytes.extend_from_slice(b"\r\n");
+                        bytes.extend_from_slice(&after);
+                        bytes
+                    },
+                )
+        }
+
+        /// The request head that goes upstream: its target and its `Host` fields.
+        fn sent(out: &[u8]) -> (String, Vec<String>) {
+            let mut fields = [httparse::EMPTY_HEADER; 128];
+            let mut req = httparse::Request::new(&mut fields);
+            let status = req.parse(out).expect("the proxy sends a valid head");
+            assert!(status.is_complete());
+            let hosts = req
+                .headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case("host"))
+                .map(|h| String::from_utf8_lossy(h.value).into_owned())
+                .collect();
+            (req.path.unwrap_or_default().to_owned(), hosts)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2048))]
+
+            /// Whatever request a tool writes, what passes the allowlist is the one allowed
+            /// host, and for absolute-form requests that is also what the head sent upstream
+            /// names: origin-form, one `Host` naming the checked target.
+            #[test]
+            fn no_request_reaches_a_host_the_allowlist_refuses(bytes in request()) {
+                let Ok(Some((head, _))) = head::parse(&bytes) else { return Ok(()) };
+                if head.method == "CONNECT" {
+                    if let Ok((host, port)) = connect_target(&head)
+                        && allowed(&host, port)
+                    {
+                        prop_assert_eq!(host, Host::Name(ALLOWED.into()));
+                    }
+                } else if let Ok(plan) = plan_forward(&head)
+                    && allowed(&plan.host, plan.port)
+                {
+                    prop_assert_eq!(&plan.host, &Host::Name(ALLOWED.into()));
+                    let (path, named) = sent(&plan.out);
+                    prop_assert!(path.starts_with('/'), "{}", path);
+                    prop_assert_eq!(named.len(), 1, "{:?}", named);
+                    let (host, port) = hosts::parse_authority(named[0].trim()).unwrap();
+                    prop_assert_eq!((host, port.unwrap_or(80)), (plan.host.clone(), plan.port));
+                }
+            }
+
+            /// Arbitrary bytes through the whole path (head, target, plan) never panic.
+            #[test]
+            fn arbitrary_requests_never_panic(bytes in vec(any::<u8>(), 0..1024)) {
+                if let Ok(Some((head, _))) = head::parse(&bytes) {
+                    let _ = connect_target(&head);
+                    let _ = plan_forward(&head);
+                }
+            }
+
+            /// A tunnel goes on only when its ClientHello names the host the tunnel was checked
+            /// for (one canonical host, however the SNI spells it), or names none for an address
+            /// or the loopback.
+            #[test]
+            fn a_tunnel_goes_on_only_to_the_host_its_hello_names(
+                target in prop_oneof![host_part(), text()],
+                sni in prop::option::of(prop_oneof![host_part(), text()]),
+            ) {
+                let Ok(host) = hosts::canonical_host(&target) else { return Ok(()) };
+                let hello = match &sni {
+                    Some(name) if !name.is_empty() => Hello::Sni(name.clone()),
+                    _ => Hello::NoSni,
+                };
+                if check_hello(&host, hello.clone()).is_ok() {
+                    match hello {
+                        Hello::Sni(name) => {
+                            prop_assert_eq!(hosts::canonical_host(&name), Ok(host));
+                        }
+                        _ => prop_assert!(host.ip().is_some() || host.is_localhost()),
+                    }
+                }
+            }
+        }
     }
 }

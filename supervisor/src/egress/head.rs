@@ -76,7 +76,7 @@ pub(super) async fn read_head(
     }
 }
 
-fn parse(buf: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
+pub(super) fn parse(buf: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut fields);
     match req.parse(buf) {
@@ -151,5 +151,84 @@ mod tests {
         let many: String = (0..=MAX_HEADERS).map(|i| format!("X-{i}: v\r\n")).collect();
         let req = format!("GET http://a.example/ HTTP/1.1\r\n{many}\r\n");
         assert!(matches!(parse(req.as_bytes()), Err(HeadError::TooLarge)));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+
+        /// A well-formed request head: method, target, fields.
+        fn request() -> impl Strategy<Value = (String, String, Vec<u8>)> {
+            let method = prop_oneof![
+                Just("GET".to_string()),
+                Just("CONNECT".to_string()),
+                "[A-Z]{1,8}".prop_map(|m| m),
+            ];
+            let target = prop_oneof![
+                "[a-z0-9.-]{1,30}:[0-9]{1,5}",
+                "http://[a-z0-9.-]{1,30}(:[0-9]{1,5})?/[a-zA-Z0-9/?=&%._-]{0,40}",
+            ];
+            let fields = vec(
+                ("[A-Za-z][A-Za-z0-9-]{0,15}", "[!-~]([ -~]{0,30}[!-~])?"),
+                0..8,
+            );
+            (method, target, fields).prop_map(|(m, t, fields)| {
+                let mut head = format!("{m} {t} HTTP/1.1\r\n");
+                for (name, value) in &fields {
+                    head.push_str(&format!("{name}: {value}\r\n"));
+                }
+                head.push_str("\r\n");
+                (m, t, head.into_bytes())
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Whatever a tool sends, the parser answers (complete, partial or refused) without
+            /// panicking, and a complete head never claims more bytes than it was given.
+            #[test]
+            fn arbitrary_bytes_never_panic(bytes in vec(any::<u8>(), 0..4096)) {
+                if let Ok(Some((head, len))) = parse(&bytes) {
+                    prop_assert!(len <= bytes.len());
+                    prop_assert!(head.headers.len() <= MAX_HEADERS);
+                }
+            }
+
+            /// Bytes that start like a request line, to reach the field parser.
+            #[test]
+            fn request_shaped_garbage_never_panics(
+                line in "[A-Z]{1,8} [!-~]{1,40} HTTP/1\\.[01]\r\n",
+                rest in vec(any::<u8>(), 0..512),
+            ) {
+                let mut bytes = line.into_bytes();
+                bytes.extend_from_slice(&rest);
+                if let Ok(Some((_, len))) = parse(&bytes) {
+                    prop_assert!(len <= bytes.len());
+                }
+            }
+
+            /// A head is found whole, exactly where it ends, whatever follows it (a body, a
+            /// tunnel's first bytes); every prefix of it is only incomplete, never refused, so a
+            /// head sent a byte at a time is read the same.
+            #[test]
+            fn a_head_ends_where_it_ends_and_no_prefix_is_refused(
+                (method, target, head) in request(),
+                after in vec(any::<u8>(), 0..64),
+            ) {
+                let mut bytes = head.clone();
+                bytes.extend_from_slice(&after);
+                let Ok(Some((parsed, len))) = parse(&bytes) else {
+                    return Err(TestCaseError::fail(format!("{:?}", String::from_utf8_lossy(&head))));
+                };
+                prop_assert_eq!(len, head.len());
+                prop_assert_eq!(parsed.method, method);
+                prop_assert_eq!(parsed.target, target);
+                for cut in 0..head.len() {
+                    prop_assert!(matches!(parse(&head[..cut]), Ok(None)), "cut {}", cut);
+                }
+            }
+        }
     }
 }

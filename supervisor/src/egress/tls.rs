@@ -269,4 +269,67 @@ mod tests {
         );
         assert!(matches!(parse_client_hello(&dup), Hello::Malformed(_)));
     }
+
+    mod props {
+        use super::*;
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Whatever follows a `200` through a tunnel, the reader answers without panicking.
+            #[test]
+            fn arbitrary_bytes_never_panic(bytes in vec(any::<u8>(), 0..8192)) {
+                let _ = parse_client_hello(&bytes);
+            }
+
+            /// Bytes under a handshake record header, to reach the ClientHello parser.
+            #[test]
+            fn handshake_shaped_garbage_never_panics(
+                length in any::<u16>(),
+                body in vec(any::<u8>(), 0..4096),
+            ) {
+                let mut bytes = vec![RECORD_HANDSHAKE, 3, 1];
+                bytes.extend_from_slice(&length.to_be_bytes());
+                bytes.push(HANDSHAKE_CLIENT_HELLO);
+                bytes.extend_from_slice(&body);
+                let _ = parse_client_hello(&bytes);
+            }
+
+            /// A hello names the server it carries however it is cut into records and whatever
+            /// follows it; until it is whole it is only incomplete, never another answer.
+            #[test]
+            fn a_hello_names_its_server_however_it_is_split(
+                sni in "[a-zA-Z0-9][a-zA-Z0-9.-]{0,80}",
+                record in 1usize..700,
+                other in vec((1u16..0xfe00, vec(any::<u8>(), 0..40)), 0..4),
+                after in vec(any::<u8>(), 0..32),
+            ) {
+                let hello = client_hello_for_tests(Some(&sni), &other, record);
+                let mut more = hello.clone();
+                more.extend_from_slice(&after);
+                prop_assert_eq!(parse_client_hello(&more), Hello::Sni(sni.clone()));
+                for cut in (0..hello.len()).step_by(5) {
+                    prop_assert_eq!(parse_client_hello(&hello[..cut]), Hello::Incomplete);
+                }
+            }
+
+            /// One byte changed anywhere in a hello: no panic, and a name, when one is read, is
+            /// non-empty text (what the tunnel's check then compares with the CONNECT host).
+            #[test]
+            fn a_damaged_hello_never_panics(
+                sni in "[a-z][a-z0-9.-]{0,40}",
+                at in any::<prop::sample::Index>(),
+                byte in any::<u8>(),
+            ) {
+                let mut hello = client_hello_for_tests(Some(&sni), &[], 512);
+                let i = at.index(hello.len());
+                hello[i] = byte;
+                if let Hello::Sni(name) = parse_client_hello(&hello) {
+                    prop_assert!(!name.is_empty());
+                }
+            }
+        }
+    }
 }

@@ -137,6 +137,20 @@ impl Library {
         arguments: JsonObject,
         force: bool,
     ) -> Result<Called, CallError> {
+        self.call_with(tool, function, arguments, force, None).await
+    }
+
+    /// [`Library::call`] with the grants already read (by the consent check of the same call)
+    /// for version `.0` of the tool; they are used only if that is still the version the call
+    /// runs, and read again otherwise.
+    pub async fn call_with(
+        &self,
+        tool: &str,
+        function: &str,
+        arguments: JsonObject,
+        force: bool,
+        grants: Option<(u32, super::Grants)>,
+    ) -> Result<Called, CallError> {
         let snapshot = self.snapshot();
         let Some(t) = snapshot.tools.get(tool).cloned() else {
             return Err(CallError::NoTool {
@@ -156,7 +170,10 @@ impl Library {
         }
         let forced = self.unlisted(tool);
         let python = self.runtime().await.map_err(CallError::Runtime)?;
-        let keys = self.granted(t.subject());
+        let keys = match grants {
+            Some((version, g)) if version == t.version => g.keys,
+            _ => self.grants(t.subject()).keys,
+        };
         let dir = self.registry.dir_of(&t);
         let what = Launchable {
             version: t.version,

@@ -104,13 +104,24 @@ impl Library {
     /// keys the process gets are those approved (the host was asked before this runs) or, for
     /// a tool placed by hand, approved earlier.
     pub async fn create(&self, prepared: Prepared) -> Result<Created, CreateError> {
+        let grants = self.grants(prepared.subject());
+        self.create_with(prepared, grants).await
+    }
+
+    /// [`Library::create`] with the grants already read (by the consent check of the same
+    /// call).
+    pub async fn create_with(
+        &self,
+        prepared: Prepared,
+        grants: super::Grants,
+    ) -> Result<Created, CreateError> {
         let python = self.runtime().await.map_err(CreateError::Runtime)?;
         let name = prepared.request.name.clone();
         let staged = self
             .registry
-            .stage(&name, &prepared.request.code)
+            .stage_hashed(&name, &prepared.request.code, prepared.code_hash.clone())
             .map_err(CreateError::Stage)?;
-        let keys = self.granted(prepared.subject());
+        let keys = grants.keys;
         let grants = self.fingerprint(&keys);
         let secrets = self.secrets();
         let spec = self.spec(name.as_str(), staged.dir().to_path_buf(), python, &keys);

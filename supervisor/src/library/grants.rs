@@ -1,7 +1,7 @@
 //! What a tool may be given: the keys autotool holds ([`Secrets`]: their names, offered to the
 //! agent; their values; their allowlists; the redactor that keeps every value from the model),
 //! which of them a tool version is granted (consent on record, [`Library::granted`]), and the
-//! process a version runs as: its environment and egress proxy ([`Library::spec`]).
+//! process a version runs as: its environment and egress proxy (`Library::spec`).
 
 use super::Library;
 use crate::consent::{self, Ask};
@@ -102,6 +102,16 @@ impl Secrets {
     }
 }
 
+/// What a tool version may hold, as of one read of the approvals ([`Library::grants`]).
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// The keys the user must still be asked for, and why.
+    pub asks: Vec<Ask>,
+    /// The keys it is given, with their values (never formatted: see `Debug` of the map's
+    /// callers; values are only ever put into the tool's environment).
+    pub keys: BTreeMap<KeyName, String>,
+}
+
 impl Library {
     /// What autotool knows of the keys right now.
     pub fn secrets(&self) -> Arc<Secrets> {
@@ -169,7 +179,9 @@ impl Library {
             }
         };
         let changed = names != old.names;
-        crate::logging::set_redactor(redactor.clone());
+        if let Some(r) = &redactor {
+            crate::logging::set_redactor(r.clone());
+        }
         *self.secrets.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Secrets {
             stamp: Some(stamp),
             names,
@@ -218,18 +230,19 @@ impl Library {
         )
     }
 
-    /// The keys `subject` is granted, with their values: those it declares, holds a value
-    /// for, and is approved for (all of them under `--dangerously-allow-all-tools`). The
-    /// approvals are read once.
-    pub fn granted(&self, subject: Subject<'_>) -> BTreeMap<KeyName, String> {
+    /// What `subject` may hold now, the approvals on record read once: the keys still to be
+    /// asked for, and those granted with their values (declared, holding a value, approved;
+    /// all of them under `--dangerously-allow-all-tools`).
+    pub fn grants(&self, subject: Subject<'_>) -> Grants {
         let secrets = self.secrets();
         let asks = self.consent_asks(subject);
-        subject
+        let keys = subject
             .declared
             .iter()
             .filter(|k| !asks.iter().any(|a| &a.key == *k))
             .filter_map(|k| secrets.value(k).map(|v| (k.clone(), v.to_string())))
-            .collect()
+            .collect();
+        Grants { asks, keys }
     }
 
     /// Record the user's yes to `keys` of `subject`.
@@ -295,7 +308,9 @@ impl Library {
     }
 
     /// The egress proxy for `tool` holding `keys`: where it may go is the intersection of their
-    /// allowlists; refusals are audit events.
+    /// allowlists; the host's loopback only on the ports those lists name and the ports of
+    /// serve's own `*_API_BASE` variables, never one of autotool's listeners; refusals are
+    /// audit events.
     fn egress(&self, tool: &str, keys: &BTreeMap<KeyName, String>) -> crate::egress::EgressConfig {
         let mut lists = autotool_policy::hosts::KeyLists::new(tool);
         let secrets = self.secrets();
@@ -305,7 +320,7 @@ impl Library {
                 rules: secrets.allowlists().get(key).cloned(),
             });
         }
-        let mut config = crate::egress::EgressConfig::new(lists);
+        let mut config = crate::egress::EgressConfig::new(lists).with_api_bases(&self.api_bases);
         let registry = self.registry.clone();
         let tool_name = tool.to_string();
         config.events = Some(Arc::new(move |event: crate::egress::EgressEvent| {
@@ -358,6 +373,7 @@ impl Library {
         spec.env = self.environment(tool, keys);
         spec.egress = Some(self.egress(tool, keys));
         spec.limits = self.settings.limits;
+        spec.max_output_bytes = self.settings.max_output_bytes;
         spec.launcher = self.settings.launcher.clone();
         spec
     }

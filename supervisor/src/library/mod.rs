@@ -24,7 +24,7 @@ pub mod watch;
 
 pub use call::{CallError, Called};
 pub use create::{CreateError, CreateRequest, Created, Prepared};
-pub use grants::Secrets;
+pub use grants::{Grants, Secrets};
 pub use settings::Settings;
 pub use snapshot::{RecentCalls, Snapshot};
 

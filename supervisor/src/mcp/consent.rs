@@ -10,7 +10,7 @@
 
 use crate::consent::{Ask, StateError};
 use crate::ledger::Event;
-use crate::library::Library;
+use crate::library::{Grants, Library};
 use crate::version::Subject;
 use autotool_policy::consent as rules;
 use autotool_policy::names::KeyName;
@@ -118,6 +118,7 @@ fn refused_state(e: &StateError) -> CallToolResponse {
 pub async fn obtain(
     library: &Library,
     subject: Subject<'_>,
+    grants: &mut Grants,
     request: &CallToolRequestParams,
     context: &RequestContext<RoleServer>,
     channel: &str,
@@ -153,7 +154,7 @@ pub async fn obtain(
             .as_ref()
             .and_then(|r| r.get(INPUT_KEY))
             .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
-        let asks = library.consent_asks(subject);
+        let asks = grants.asks.clone();
         match answer {
             Some(a) if is_yes(&a) => {
                 library.audit(
@@ -164,6 +165,7 @@ pub async fn obtain(
                 if let Err(e) = library.approve(subject, &state.keys, "input_required") {
                     return Err(failed(format!("recording the approval failed: {e}")));
                 }
+                *grants = library.grants(subject);
             }
             other => {
                 let what = match &other {
@@ -180,7 +182,7 @@ pub async fn obtain(
         }
     }
 
-    let asks = library.consent_asks(subject);
+    let asks = grants.asks.clone();
     if asks.is_empty() {
         return Ok(());
     }
@@ -255,7 +257,9 @@ pub async fn obtain(
             );
             library
                 .approve(subject, &keys, "elicitation")
-                .map_err(|e| failed(format!("recording the approval failed: {e}")))
+                .map_err(|e| failed(format!("recording the approval failed: {e}")))?;
+            *grants = library.grants(subject);
+            Ok(())
         }
         Ok(a) => {
             let what = if a.action == ElicitationAction::Accept {

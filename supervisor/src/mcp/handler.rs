@@ -192,14 +192,18 @@ impl AutotoolServer {
             }
             Request::Search { .. } | Request::Synthesize { .. } => {}
         }
-        // Consent comes before anything runs with a key, verification included.
+        // Consent comes before anything runs with a key, verification included. The approvals
+        // are read once here and what they grant goes with the call.
+        let mut grants = None;
         if let Some(subject) = self.wants_keys(&parsed, prepared.as_ref(), mounted.as_deref()) {
             let channel = channel(self.transport, &context);
+            let mut g = library.grants(subject);
             if let Err(answer) =
-                super::consent::obtain(library, subject, &request, &context, &channel).await
+                super::consent::obtain(library, subject, &mut g, &request, &context, &channel).await
             {
                 return Ok(answer);
             }
+            grants = Some(g);
         }
         // What runs a tool waits for the runtime, a bounded time (it is prepared in the
         // background from serve's start).
@@ -210,10 +214,17 @@ impl AutotoolServer {
         {
             return Ok(answer.into());
         }
+        let for_version = |g: Option<crate::library::Grants>| {
+            g.zip(mounted.as_ref().map(|t| t.version))
+                .map(|(g, version)| (version, g))
+        };
         let cap = library.settings.max_output_bytes;
         let result: CallToolResult = match parsed {
             Request::Create(_) => match prepared {
-                Some(p) => match library.create(p).await {
+                Some(p) => match match grants {
+                    Some(g) => library.create_with(p, g).await,
+                    None => library.create(p).await,
+                } {
                     Ok(created) => render::created(&created, library.settings.list_limit),
                     Err(e) => render::create_failed(&e),
                 },
@@ -224,14 +235,20 @@ impl AutotoolServer {
                 function,
                 arguments,
                 force,
-            } => render::call(&library.call(&tool, &function, arguments, force).await, cap),
+            } => render::call(
+                &library
+                    .call_with(&tool, &function, arguments, force, for_version(grants))
+                    .await,
+                cap,
+            ),
             Request::Mounted { name, arguments } => render::call(
                 &library
-                    .call(
+                    .call_with(
                         name.tool().as_str(),
                         name.function().as_str(),
                         arguments,
                         false,
+                        for_version(grants),
                     )
                     .await,
                 cap,

@@ -3,14 +3,17 @@
 //!
 //! - rmcp's streamable HTTP service, both eras: legacy sessions on, so hosts of the 2025
 //!   revisions keep elicitation (consent) and list-change notifications; 2026-07-28 requests are
-//!   served statelessly, as that revision wants. One [`App`] is shared by every session, so a
+//!   served statelessly, as that revision wants. One [`crate::library::Library`] is shared by every session, so a
 //!   tool created through one host is mounted for all, and calls from different hosts run in
 //!   parallel.
 //! - Where: `--listen 127.0.0.1:PORT`, `[::1]:PORT`, or `unix:PATH`. Only loopback unless
 //!   `--allow-remote`; a unix socket is made 0600.
 //! - Who: a bearer token, `$AUTOTOOL_HOME/service-token` (0600, made at first start), required
-//!   on every request unless `--no-auth`, which is accepted on loopback and unix sockets only
-//!   and never with `--allow-remote`. Compared in constant time.
+//!   on every request unless `--no-auth`, which is accepted on unix sockets only (0600: only
+//!   this user reaches them) and never on TCP: any local process can open a loopback port, a
+//!   local proxy or tunnel included. Compared in constant time.
+//! - Every TCP port is registered as one of autotool's own listeners (`egress`'s record), so
+//!   no tool of any autotool process on the machine reaches it through its proxy.
 //! - DNS rebinding: the `Host` field must name a loopback host (or the address listened on);
 //!   a request carrying an `Origin` must come from a loopback origin. Both are rmcp's checks,
 //!   configured here; with `--allow-remote` the `Host` check is off and the token carries it.
@@ -35,54 +38,9 @@ use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 /// The path MCP is served on.
-pub const MCP_PATH: &str = "/mcp";
+pub use crate::listen::MCP_PATH;
 
-/// Where to listen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Listen {
-    Tcp(SocketAddr),
-    Unix(PathBuf),
-}
-
-impl std::fmt::Display for Listen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Listen::Tcp(a) => write!(f, "http://{a}{MCP_PATH}"),
-            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
-        }
-    }
-}
-
-impl Listen {
-    /// `127.0.0.1:8765`, `[::1]:8765`, `localhost:8765` or `unix:/path/to.sock`.
-    pub fn parse(s: &str) -> Result<Listen, String> {
-        if let Some(path) = s.strip_prefix("unix:") {
-            if path.is_empty() {
-                return Err("`unix:` needs a path: unix:/run/user/1000/autotool.sock".into());
-            }
-            return Ok(Listen::Unix(PathBuf::from(path)));
-        }
-        if let Some(port) = s.strip_prefix("localhost:") {
-            let port: u16 = port
-                .parse()
-                .map_err(|_| format!("{s:?}: the port is not a number"))?;
-            return Ok(Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], port))));
-        }
-        s.parse::<SocketAddr>().map(Listen::Tcp).map_err(|_| {
-            format!(
-                "{s:?} is not an address to listen on: use 127.0.0.1:PORT, [::1]:PORT or unix:PATH"
-            )
-        })
-    }
-
-    /// Loopback or a unix socket: reachable from this machine only.
-    pub fn is_local(&self) -> bool {
-        match self {
-            Listen::Tcp(a) => a.ip().is_loopback(),
-            Listen::Unix(_) => true,
-        }
-    }
-}
+pub use crate::listen::Listen;
 
 /// How `serve --transport http` was told to run.
 #[derive(Debug, Clone)]
@@ -110,12 +68,18 @@ impl HttpOptions {
                  ::1, or pass --allow-remote to serve other machines (the token is then required)"
             ));
         }
-        if !self.auth && (self.allow_remote || self.listen.iter().any(|l| !l.is_local())) {
-            return Err(
-                "--no-auth is accepted only on a loopback address or a unix socket, and never \
-                 with --allow-remote"
-                    .into(),
-            );
+        if !self.auth
+            && let Some(tcp) = self.listen.iter().find(|l| matches!(l, Listen::Tcp(_)))
+        {
+            return Err(format!(
+                "--no-auth is refused on {tcp}: on a TCP port any process of this machine, a \
+                 local proxy or tunnel included, could drive autotool without the token. Keep \
+                 the token (it is made in $AUTOTOOL_HOME/service-token), or serve without one \
+                 on a unix socket only this user can open: --listen unix:PATH --no-auth"
+            ));
+        }
+        if !self.auth && self.allow_remote {
+            return Err("--no-auth is never accepted with --allow-remote".into());
         }
         Ok(())
     }
@@ -329,11 +293,14 @@ pub async fn serve(
     Ok(())
 }
 
-/// A bound listener.
+/// A bound listener; a TCP one is registered as autotool's own while it is open.
 enum Bound {
-    Tcp(tokio::net::TcpListener),
+    Tcp(tokio::net::TcpListener, crate::egress::OwnListener),
     Unix(tokio::net::UnixListener, PathBuf),
 }
+
+/// How the record of a TCP listener names it.
+const OWN_LISTENER: &str = "autotool serve --transport http";
 
 async fn bind(listen: &Listen) -> anyhow::Result<Bound> {
     match listen {
@@ -341,7 +308,9 @@ async fn bind(listen: &Listen) -> anyhow::Result<Bound> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-            Ok(Bound::Tcp(listener))
+            let port = listener.local_addr()?.port();
+            let own = crate::egress::register_own_listener_as(port, OWN_LISTENER);
+            Ok(Bound::Tcp(listener, own))
         }
         Listen::Unix(path) => {
             if let Some(dir) = path.parent()
@@ -364,7 +333,7 @@ async fn bind(listen: &Listen) -> anyhow::Result<Bound> {
 impl Bound {
     fn at(&self) -> Listen {
         match self {
-            Bound::Tcp(l) => match l.local_addr() {
+            Bound::Tcp(l, _) => match l.local_addr() {
                 Ok(a) => Listen::Tcp(a),
                 Err(_) => Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], 0))),
             },
@@ -384,7 +353,7 @@ impl Bound {
         S::Future: Send + 'static,
     {
         match self {
-            Bound::Tcp(listener) => loop {
+            Bound::Tcp(listener, _own) => loop {
                 let accepted = tokio::select! {
                     () = stop.cancelled() => break,
                     accepted = listener.accept() => accepted,
@@ -479,15 +448,32 @@ mod tests {
     }
 
     #[test]
-    fn only_local_listening_without_allow_remote_and_no_auth_only_locally() {
+    fn only_local_listening_without_allow_remote_and_no_auth_only_on_unix_sockets() {
         let opts = |listen: &str, auth: bool, allow_remote: bool| HttpOptions {
             listen: vec![Listen::parse(listen).unwrap()],
             auth,
             allow_remote,
         };
         assert!(opts("127.0.0.1:1", true, false).check().is_ok());
-        assert!(opts("127.0.0.1:1", false, false).check().is_ok());
         assert!(opts("unix:/x", false, false).check().is_ok());
+        // Without the token only on a unix socket: never on TCP, loopback or not.
+        for tcp in ["127.0.0.1:1", "[::1]:1", "localhost:8765"] {
+            let err = opts(tcp, false, false).check().unwrap_err();
+            assert!(
+                err.contains("--no-auth is refused on") && err.contains("unix:PATH"),
+                "{err}"
+            );
+        }
+        let mixed = HttpOptions {
+            listen: vec![
+                Listen::parse("unix:/x").unwrap(),
+                Listen::parse("127.0.0.1:1").unwrap(),
+            ],
+            auth: false,
+            allow_remote: false,
+        };
+        assert!(mixed.check().is_err());
+        assert!(opts("unix:/x", false, true).check().is_err());
         assert!(opts("0.0.0.0:1", true, false).check().is_err());
         assert!(opts("192.168.1.2:1", true, false).check().is_err());
         assert!(opts("0.0.0.0:1", true, true).check().is_ok());

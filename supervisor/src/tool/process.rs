@@ -5,22 +5,33 @@
 //! timeout, and then serves [`ToolProcess::list_tools`] and concurrent [`ToolProcess::call`]s
 //! until [`ToolProcess::shutdown`]. Layout:
 //! - [`child`]: the OS process in either sandbox mode: spawn, wait, kill;
-//! - [`stdio`]: stdin we can close, stdout checked line by line before rmcp reads it (rmcp
-//!   itself skips lines that are not JSON), stderr kept in a bounded ring for error messages.
+//! - [`link`]: the tool link: stdout checked line by line before rmcp parses any of it (only
+//!   answers to autotool's own requests reach rmcp; the tool's requests are refused and
+//!   counted, its notifications dropped within a rate budget; lines, ids and method names
+//!   bounded), stdin written one whole message at a time by a pump that stops a tool which
+//!   stops reading. How much an answer may hold follows from [`ToolSpec::max_output_bytes`];
+//! - [`stdio`]: stderr kept in a bounded ring for error messages.
 //!
 //! With [`ToolSpec::egress`] set, the process gets an [`EgressProxy`] for its lifetime: confined,
 //! on the listeners the launcher binds inside the tool's network namespace and hands up; with
 //! `--sandbox off`, on a listener on the host's loopback. Either way the tool's proxy variables
 //! point at it, and the proxy stops when the process does.
 //!
-//! Failure model: a timeout, the process ending mid-request, or anything on stdout that is not
-//! an MCP message fails the request with a [`ToolProcError`] that quotes the tail of the tool's
-//! stderr, and marks the process dead ([`ToolProcess::is_alive`]); a process killed for one
-//! request fails every other request in flight at once. Nothing here panics or waits without a
-//! bound. Errors quote the tool's stderr verbatim: redact them before they reach the model.
+//! Failure model: a timeout, the process ending mid-request, anything on stdout that is not
+//! an MCP message, or a misuse of the link ([`Misuse`]) fails the request with a
+//! [`ToolProcError`] that quotes the tail of the tool's stderr, and marks the process dead
+//! ([`ToolProcess::is_alive`]); a process killed for one request fails every other request in
+//! flight at once. Nothing here panics or waits without a bound. Errors quote the tool's
+//! stderr verbatim: redact them before they reach the model. What they quote of the tool's
+//! own messages (a line of garbage, a JSON-RPC error's message) is redacted with the current
+//! redactor ([`crate::logging::redact_cut`]) before it is cut, so no cut leaves a piece of a
+//! key behind. Nothing the tool sends is logged at the default level.
 
 mod child;
+mod link;
 mod stdio;
+
+pub use link::{Bounds, MAX_ID, Misuse, REQUEST_BUDGET, STDIN_STALL};
 
 use crate::egress::{EgressConfig, EgressProxy};
 use crate::tool::launcher::LauncherError;
@@ -41,8 +52,8 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use stdio::{SharedStdin, StderrLog};
-use tokio::sync::{Notify, watch};
+use stdio::StderrLog;
+use tokio::sync::{Notify, mpsc, watch};
 
 pub use rmcp::model::ContentBlock;
 
@@ -55,8 +66,12 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// How long the monitor waits for stderr to close after the process has exited.
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
-/// Capacity of the pipe between the stdout guard and rmcp.
-const GUARDED_PIPE: usize = 64 << 10;
+/// The default `max_output_bytes` (the serve setting of that name).
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 256 << 10;
+/// Bytes of a tool's JSON-RPC error message kept in a [`ToolProcError::Rejected`].
+const REJECTED_MESSAGE: usize = 4 << 10;
+/// Bytes of a failed handshake's description kept (rmcp's wording may quote what it got).
+const HANDSHAKE_WHAT: usize = 2 << 10;
 /// The protocol revision offered in `initialize`: the newest one with a handshake. The Python
 /// SDK (mcp 2.3.0) answers it, and also answers `2025-11-25` to an `initialize` offering
 /// `2026-07-28`; the supervisor–tool link is private, so the era of the host does not matter.
@@ -98,6 +113,9 @@ pub struct ToolSpec {
     /// set in the environment over any in `env`. `None`: confined, no network at all;
     /// unconfined, the host's network directly.
     pub egress: Option<EgressConfig>,
+    /// The most output an answer may carry (serve's `max_output_bytes`): the tool link takes
+    /// no message larger than an answer of this much needs ([`Bounds::for_output`]).
+    pub max_output_bytes: usize,
 }
 
 impl ToolSpec {
@@ -119,6 +137,7 @@ impl ToolSpec {
             launcher: None,
             start_timeout: DEFAULT_START_TIMEOUT,
             egress: None,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
         }
     }
 }
@@ -195,6 +214,17 @@ pub enum ToolProcError {
     Protocol {
         operation: String,
         what: String,
+        stderr_tail: String,
+    },
+    #[error(
+        "during `{operation}`, {}, so the tool was stopped. {}{}",
+        misuse.what(),
+        misuse.advice(),
+        stderr_section(stderr_tail)
+    )]
+    Misused {
+        operation: String,
+        misuse: Misuse,
         stderr_tail: String,
     },
     #[error("the tool refused `{operation}` with JSON-RPC error {code}: {message}")]
@@ -373,6 +403,8 @@ enum Cause {
     },
     /// Something other than MCP on stdout, or an answer MCP does not allow.
     Violation(String),
+    /// The tool link stopped it.
+    Misused(Misuse),
     /// The `initialize` handshake failed while the process kept running.
     Refused(String),
     ShutDown,
@@ -391,7 +423,7 @@ struct Shared {
     exit: watch::Sender<Option<Exit>>,
     /// Ask the monitor to SIGKILL the process.
     kill: Notify,
-    stdin: SharedStdin,
+    stdin: link::StdinLink,
     /// The process's egress proxy; dropped (stopped) once the process has exited.
     egress: std::sync::Mutex<EgressSlot>,
 }
@@ -412,7 +444,7 @@ impl Shared {
     fn fail(&self, cause: Cause) {
         let kill = matches!(
             cause,
-            Cause::TimedOut { .. } | Cause::Violation(_) | Cause::Refused(_)
+            Cause::TimedOut { .. } | Cause::Violation(_) | Cause::Misused(_) | Cause::Refused(_)
         );
         self.cause.send_if_modified(|c| {
             if c.is_none() {
@@ -532,6 +564,17 @@ async fn egress_failed(what: String, shared: &Shared, sandbox: SandboxMode) -> T
     }
 }
 
+/// What log lines call the tool: `NAME/VERSION` from its directory (`tools/NAME/VERSION`).
+fn tool_label(spec: &ToolSpec) -> String {
+    let mut parts = spec.tool_dir.iter().rev().take(2).collect::<Vec<_>>();
+    parts.reverse();
+    parts
+        .iter()
+        .map(|p| p.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// Owns the OS process: waits for it, kills it on request, and publishes its exit.
 async fn monitor(
     mut child: child::Child,
@@ -600,24 +643,56 @@ impl ToolProcess {
         let mut spawned = child::spawn(&spec)?;
         let egress = spawned.egress.take();
         let pid = spawned.child.id();
-        let stdin = SharedStdin::new(spawned.stdin);
+        let bounds = Bounds::for_output(spec.max_output_bytes);
+        let label = tool_label(&spec);
+        // The link: tool stdout → guard → (answers only) → rmcp; rmcp → pump → tool stdin,
+        // with the guard's refusals between rmcp's messages.
+        let outstanding = link::Outstanding::default();
+        let (refusals, replies) = mpsc::channel(link::REPLIES);
+        let (rmcp_out, pump_in) = tokio::io::duplex(stdio::LINK_PIPE);
+        let (stdin, pump) = link::stdin_link(link::StdinPump {
+            from_rmcp: pump_in,
+            replies,
+            stdin: spawned.stdin,
+            outstanding: outstanding.clone(),
+        });
         let shared = Arc::new(Shared {
             sandbox: spec.sandbox,
             stderr: Arc::new(StderrLog::new(&spawned.stderr)),
             cause: watch::Sender::new(None),
             exit: watch::Sender::new(None),
             kill: Notify::new(),
-            stdin: stdin.clone(),
+            stdin,
             egress: std::sync::Mutex::new(EgressSlot::Empty),
         });
-        let pump = tokio::spawn(stdio::pump_stderr(spawned.stderr, shared.stderr.clone()));
-        let (guarded, guard_out) = tokio::io::simplex(GUARDED_PIPE);
-        let on_violation = {
+        let stderr_pump = tokio::spawn(stdio::pump_stderr(spawned.stderr, shared.stderr.clone()));
+        let (guarded, guard_out) = tokio::io::simplex(stdio::LINK_PIPE);
+        let on_stop = {
             let shared = shared.clone();
-            move |v: stdio::Violation| shared.fail(Cause::Violation(v.0))
+            move |stop: link::Stop| {
+                shared.fail(match stop {
+                    link::Stop::Garbage(what) => Cause::Violation(what),
+                    link::Stop::Misuse(m) => Cause::Misused(m),
+                })
+            }
         };
-        tokio::spawn(stdio::guard_stdout(spawned.stdout, guard_out, on_violation));
-        tokio::spawn(monitor(spawned.child, shared.clone(), pump));
+        let inspector = link::Inspector::new(bounds, outstanding, label.clone());
+        tokio::spawn(link::guard_stdout(
+            spawned.stdout,
+            guard_out,
+            inspector,
+            refusals,
+            on_stop,
+        ));
+        let on_stall = {
+            let shared = shared.clone();
+            move |after: Duration| {
+                tracing::warn!(tool = %label, "stopping the tool: it stopped reading its stdin");
+                shared.fail(Cause::Misused(Misuse::StdinStalled { after }))
+            }
+        };
+        tokio::spawn(pump.run(on_stall));
+        tokio::spawn(monitor(spawned.child, shared.clone(), stderr_pump));
         if let (Some(end), Some(config)) = (egress, spec.egress.clone()) {
             match start_egress(end, config, &shared, spec.start_timeout).await {
                 Ok(proxy) => shared.hold_egress(proxy),
@@ -630,13 +705,15 @@ impl ToolProcess {
             Implementation::new("autotool", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(OFFERED_VERSION);
-        let handshake =
-            client.serve_with_lifecycle((guarded, stdin), ClientLifecycleMode::Initialize);
+        // rmcp's own bound on a line, behind the guard's.
+        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(guarded, rmcp_out)
+            .with_max_line_length(bounds.max_line + 2);
+        let handshake = client.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize);
         let start = tokio::select! {
             biased;
             r = handshake => match r {
                 Ok(service) => Start::Up(Box::new(service)),
-                Err(e) => Start::Refused(e.to_string()),
+                Err(e) => Start::Refused(crate::logging::redact_cut_str(&e.to_string(), HANDSHAKE_WHAT)),
             },
             () = tokio::time::sleep(spec.start_timeout) => Start::Late,
             cause = shared.next_cause() => Start::Died(cause),
@@ -660,6 +737,13 @@ impl ToolProcess {
         shared.kill.notify_one();
         let _ = shared.exited(EXIT_GRACE).await;
         let reason = match cause {
+            Cause::Misused(misuse) => {
+                return Err(ToolProcError::Misused {
+                    operation: "initialize".into(),
+                    misuse,
+                    stderr_tail: shared.tail(),
+                });
+            }
             Cause::Exited(status) => InitFailure::Exited {
                 status,
                 exit: describe_exit(status, spec.sandbox),
@@ -885,7 +969,7 @@ impl ToolProcess {
             Err(ServiceError::McpError(e)) => Err(ToolProcError::Rejected {
                 operation,
                 code: e.code.0,
-                message: e.message.into_owned(),
+                message: crate::logging::redact_cut_str(&e.message, REJECTED_MESSAGE),
             }),
             Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 // The pipes closed: the process is going away, or closed its stdout.
@@ -943,6 +1027,11 @@ impl ToolProcess {
             Cause::Violation(what) | Cause::Refused(what) => ToolProcError::Protocol {
                 operation,
                 what,
+                stderr_tail,
+            },
+            Cause::Misused(misuse) => ToolProcError::Misused {
+                operation,
+                misuse,
                 stderr_tail,
             },
             Cause::ShutDown => ToolProcError::Stopped {

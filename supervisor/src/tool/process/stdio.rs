@@ -1,24 +1,18 @@
-//! The tool's three pipes: stdin we can close on demand, stdout checked line by line before
-//! rmcp sees it, and stderr kept in a bounded ring for error messages.
+//! The tool's stderr, kept in a bounded ring for error messages (its stdin and stdout are the
+//! tool link: [`super::link`]).
 
 use std::collections::VecDeque;
-use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::process::ChildStdin;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Bytes of stderr kept (the newest).
 pub(super) const STDERR_RING: usize = 64 << 10;
 /// Bytes of stderr quoted in an error message (the newest, from a line start when possible).
 pub(super) const STDERR_IN_ERRORS: usize = 16 << 10;
-/// Longest line accepted on the tool's stdout; longer is a protocol violation.
-pub(super) const MAX_MESSAGE: usize = 16 << 20;
-/// Characters of a bad stdout line quoted in an error message.
-const EXCERPT: usize = 200;
+/// Capacity of each in-memory pipe between the tool link and rmcp.
+pub(super) const LINK_PIPE: usize = 64 << 10;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -128,135 +122,6 @@ pub(super) async fn pump_stderr(mut stderr: impl AsyncRead + Unpin, log: Arc<Std
     }
 }
 
-/// Why the tool's stdout stopped being forwarded, when it was not a plain end of file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Violation(pub String);
-
-/// The one member every JSON-RPC 2.0 message has.
-#[derive(serde::Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow)]
-    jsonrpc: std::borrow::Cow<'a, str>,
-}
-
-/// Is `line` (trimmed, not empty) a JSON-RPC 2.0 message? Batches are not: MCP dropped them in
-/// 2025-06-18 and the Python SDK never sends one.
-fn is_message(line: &[u8]) -> bool {
-    line.first() == Some(&b'{')
-        && serde_json::from_slice::<Envelope<'_>>(line).is_ok_and(|e| e.jsonrpc == "2.0")
-}
-
-/// Forward the tool's stdout to `to` (rmcp's reader) line by line, as long as every line is a
-/// JSON-RPC message. rmcp itself skips lines that are not JSON and answers JSON that is not
-/// JSON-RPC; a tool that prints to stdout (text, or JSON of its own) is broken, so the first
-/// such line ends the stream and is reported through `on_violation` (before `to` is closed, so
-/// whoever sees the end of the stream finds the reason set).
-pub(super) async fn guard_stdout(
-    stdout: impl AsyncRead + Unpin,
-    mut to: impl AsyncWrite + Unpin,
-    on_violation: impl FnOnce(Violation),
-) {
-    let mut reader = BufReader::new(stdout);
-    let mut line = Vec::new();
-    let violation = loop {
-        line.clear();
-        let limit = MAX_MESSAGE as u64 + 1;
-        match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
-            Ok(0) => break None,
-            Ok(_) => {}
-            Err(e) => break Some(Violation(format!("reading its stdout failed: {e}"))),
-        }
-        if line.len() > MAX_MESSAGE {
-            break Some(Violation(format!(
-                "it wrote a line longer than {} MiB to stdout, beginning {}",
-                MAX_MESSAGE >> 20,
-                excerpt(&line)
-            )));
-        }
-        let body = line.trim_ascii();
-        if body.is_empty() {
-            continue;
-        }
-        if !is_message(body) {
-            break Some(Violation(format!(
-                "it wrote this to stdout, which is not an MCP message: {}",
-                excerpt(body)
-            )));
-        }
-        let written = async {
-            to.write_all(body).await?;
-            to.write_all(b"\n").await?;
-            to.flush().await
-        };
-        if written.await.is_err() {
-            // rmcp's side is gone: nobody is listening any more.
-            break None;
-        }
-    };
-    if let Some(v) = violation {
-        on_violation(v);
-    }
-    let _ = to.shutdown().await;
-}
-
-/// The start of a bad line, quoted.
-fn excerpt(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let text = text.trim_end();
-    let mut cut: String = text.chars().take(EXCERPT).collect();
-    if cut.len() < text.len() {
-        cut.push('…');
-    }
-    format!("{cut:?}")
-}
-
-/// The tool's stdin, shared between rmcp's writer and the supervisor, which closes it to ask
-/// the tool to exit.
-#[derive(Debug, Clone)]
-pub(super) struct SharedStdin(Arc<Mutex<Option<ChildStdin>>>);
-
-impl SharedStdin {
-    pub fn new(stdin: ChildStdin) -> Self {
-        SharedStdin(Arc::new(Mutex::new(Some(stdin))))
-    }
-
-    /// Close the pipe: the tool reads end of file. Later writes fail with a broken pipe.
-    pub fn close(&self) {
-        drop(lock(&self.0).take());
-    }
-}
-
-fn closed() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the tool's stdin is closed")
-}
-
-impl AsyncWrite for SharedStdin {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match lock(&self.0).as_mut() {
-            Some(stdin) => Pin::new(stdin).poll_write(cx, buf),
-            None => Poll::Ready(Err(closed())),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match lock(&self.0).as_mut() {
-            Some(stdin) => Pin::new(stdin).poll_flush(cx),
-            None => Poll::Ready(Err(closed())),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match lock(&self.0).as_mut() {
-            Some(stdin) => Pin::new(stdin).poll_shutdown(cx),
-            None => Poll::Ready(Ok(())),
-        }
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -275,50 +140,5 @@ mod tests {
         assert_eq!(log.tail(16), "last line");
         assert_eq!(log.since(mark).len(), STDERR_RING);
         assert_eq!(log.since(log.total()), "");
-    }
-
-    #[tokio::test]
-    async fn guard_forwards_messages_and_stops_at_garbage() {
-        let input: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n\n  \nhello from print()\n{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n";
-        let (mut read, write) = tokio::io::duplex(1024);
-        let mut seen = None;
-        guard_stdout(input, write, |v| seen = Some(v)).await;
-        let mut out = String::new();
-        read.read_to_string(&mut out).await.unwrap();
-        assert_eq!(out, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
-        assert_eq!(
-            seen,
-            Some(Violation(
-                "it wrote this to stdout, which is not an MCP message: \"hello from print()\""
-                    .into()
-            ))
-        );
-    }
-
-    #[tokio::test]
-    async fn guard_ends_quietly_at_end_of_file() {
-        let input: &[u8] =
-            b"{\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n{\"jsonrpc\": \"2.0\", \"id\": 1}";
-        let (mut read, write) = tokio::io::duplex(1024);
-        let mut seen = None;
-        guard_stdout(input, write, |v| seen = Some(v)).await;
-        let mut out = String::new();
-        read.read_to_string(&mut out).await.unwrap();
-        assert_eq!(
-            out,
-            "{\"jsonrpc\":\"2.0\",\"method\":\"m\"}\n{\"jsonrpc\": \"2.0\", \"id\": 1}\n"
-        );
-        assert_eq!(seen, None);
-    }
-
-    #[test]
-    fn only_json_rpc_counts_as_a_message() {
-        assert!(is_message(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
-        assert!(is_message(br#"{"id":1,"jsonrpc":"2.0"}"#));
-        assert!(!is_message(br#"{"answer": 42}"#));
-        assert!(!is_message(br#"{"jsonrpc":"1.0"}"#));
-        assert!(!is_message(br#"[{"jsonrpc":"2.0","id":1}]"#));
-        assert!(!is_message(br#"{"jsonrpc":"2.0","id":1"#));
-        assert!(!is_message(b"42"));
     }
 }

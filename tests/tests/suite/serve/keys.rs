@@ -3,9 +3,14 @@
 //! echoes back arrives redacted in every form; a request to a host outside the key's allowlist
 //! is refused with the reason and recorded; a key the user lacks is named with the command to
 //! add it; a host that cannot ask for consent gets no tool holding the key.
+//!
+//! No way back into autotool: a tool holding a key whose list names the port still never
+//! reaches a running `serve --transport http`, nor the host-side proxy of another serve's
+//! unconfined tool; the same port, once it is not autotool's, is reached (the control).
 
-use super::{finish, start, strict};
-use autotool_tests::serve::ServeHome;
+use super::super::network::{Catcher, LEAK_VALUE, allow, create_deliver, deliver};
+use super::{finish, protocol_only, start, strict};
+use autotool_tests::serve::{Sandbox, Serve, ServeHome, Server};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -267,4 +272,148 @@ pub(super) fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// The TCP port a `serve --transport http` says it listens on.
+fn http_port(server: &mut Server) -> u16 {
+    let deadline = std::time::Instant::now() + autotool_tests::TIMEOUT;
+    loop {
+        let stderr = server.stderr();
+        if let Some(port) = stderr
+            .split("autotool serve listening on http://127.0.0.1:")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|p| p.parse().ok())
+        {
+            return port;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve --transport http never said where it listens{}",
+            server.context()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The attempt got the proxy's 403 for one of autotool's own listeners, saying it is `what`.
+#[track_caller]
+fn assert_own_listener(answer: &str, what: &str) {
+    assert!(
+        answer.starts_with("REFUSED:")
+            && answer.contains("403")
+            && answer.contains(&format!("loopback is {what}"))
+            && answer.contains("one of autotool's own listeners"),
+        "{answer}"
+    );
+}
+
+/// Remove every record of `port` from the directories autotool keeps them in; how many.
+fn remove_records(port: u16) -> usize {
+    let mut dirs = vec![std::path::PathBuf::from(format!(
+        "/tmp/autotool-{}",
+        autotool_tests::host::euid()
+    ))];
+    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR") {
+        dirs.push(std::path::PathBuf::from(xdg).join("autotool"));
+    }
+    let prefix = format!("listener-{port}-");
+    let mut removed = 0;
+    for dir in dirs {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix)
+                && std::fs::remove_file(entry.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+/// A strict serve on a fresh home whose tool `deliver` holds `LEAK_API_KEY`, allowed to
+/// api.example.com and `localhost:PORT`.
+fn attacker(serve: Serve, port: u16) -> (ServeHome, Server) {
+    let home = ServeHome::new().unwrap();
+    allow(
+        &home,
+        "LEAK_API_KEY",
+        &["api.example.com", &format!("localhost:{port}")],
+    );
+    let serve = serve
+        .arg("--dangerously-allow-all-tools")
+        .env("LEAK_API_KEY", LEAK_VALUE);
+    let mut server = start(&serve, &home);
+    create_deliver(&mut server, true);
+    (home, server)
+}
+
+#[test]
+fn no_tool_reaches_the_loopback_port_of_a_serve_over_http_even_when_allowed() {
+    let Some(serve) = strict() else { return };
+    // Another autotool on this machine: the HTTP transport, with its token, on its own home.
+    let other_home = ServeHome::new().unwrap();
+    let mut http = protocol_only()
+        .arg("--transport")
+        .arg("http")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .start(&other_home)
+        .unwrap();
+    let port = http_port(&mut http);
+    let (_home, mut server) = attacker(serve, port);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+
+    assert_own_listener(
+        &deliver(&mut server, &url),
+        "autotool serve --transport http",
+    );
+    // Without its record (removed here), the listening socket itself gives it away: an
+    // autotool process holds it.
+    let removed = remove_records(port);
+    assert!(
+        removed > 0,
+        "serve --transport http left no record of port {port}"
+    );
+    let held = format!("a socket held by an autotool process (pid {})", http.pid());
+    assert_own_listener(&deliver(&mut server, &url), &held);
+
+    // The control: the same port, allowed the same way, once it is no longer autotool's (the
+    // serve killed, its record left behind, stale), is reached.
+    drop(http);
+    let catcher = Catcher::bind_freed("127.0.0.1", port);
+    let arrived = deliver(&mut server, &url);
+    assert_eq!(arrived, "ARRIVED: arrived");
+    let got = catcher.arrived();
+    assert!(got.len() == 1 && got[0].contains(LEAK_VALUE), "{got:?}");
+    finish(server);
+}
+
+#[test]
+fn no_tool_reaches_the_loopback_proxy_of_another_serve_s_unconfined_tool() {
+    let Some(serve) = strict() else { return };
+    // Another serve with --sandbox off: its tool's proxy listens on the host's loopback.
+    let other_home = ServeHome::new().unwrap();
+    let mut unconfined = start(&Serve::new(Sandbox::Off), &other_home);
+    create_deliver(&mut unconfined, false);
+    let proxy = unconfined
+        .call_text("deliver__proxy", serde_json::json!({}))
+        .unwrap();
+    let port: u16 = proxy
+        .strip_prefix("http://127.0.0.1:")
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .unwrap_or_else(|| panic!("not a proxy on the host's loopback: {proxy:?}"));
+    let (_home, mut server) = attacker(serve, port);
+    let url = format!("http://127.0.0.1:{port}/");
+
+    let what = "the egress proxy of the unconfined tool deliver";
+    assert_own_listener(&deliver(&mut server, &url), what);
+
+    // The control: that serve gone, the same port is an ordinary listener, and is reached.
+    drop(unconfined);
+    let catcher = Catcher::bind_freed("127.0.0.1", port);
+    let arrived = deliver(&mut server, &url);
+    assert_eq!(arrived, "ARRIVED: arrived");
+    assert_eq!(catcher.arrived().len(), 1);
+    finish(server);
 }

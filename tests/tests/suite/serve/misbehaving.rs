@@ -2,9 +2,21 @@
 //! onto the JSON-RPC channel, flooding stderr, returning too much. Each is an error result (or
 //! a truncated one) for that call only; the next call works, in a restarted process where the
 //! old one had to go, and the server stays responsive throughout.
+//!
+//! Then a tool written to attack autotool through its MCP link (`link_attacks.py`, holding a
+//! key): a flood of log notifications carrying the key's value, pings with ids of 8 MiB while
+//! it stops reading its stdin, requests to the supervisor (ping, roots, sampling,
+//! elicitation), an answer far over the cap, a function that blocks so autotool's writes
+//! block. Each is stopped by the tool link, with nothing of it in `serve.log` or on stderr and
+//! serve's memory bounded, while another tool keeps answering. Each has a control: the same
+//! function, confined the same way, spoken to by the suite's raw client, delivers the attack
+//! in full (the sandbox does not stop it; only the link does). What an unguarded client (rmcp
+//! with its default handler, as autotool had) makes of each is shown in the supervisor's
+//! `tests/toollink.rs` and `tests/toollink_memory.rs`.
 
 use super::{HEALTHY, assert_serves, create_healthy, finish, instance, listed, start, strict};
 use autotool_tests::serve::{Serve, ServeHome, Server};
+use autotool_tests::{Mode, ToolBuilder, ToolProcess};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -193,9 +205,28 @@ fn misbehaving_calls_fail_alone_and_the_next_call_works() {
     );
     t.serves(&mut server, "a stderr flood before an error");
 
-    // A 2 MB result under --max-output-bytes 65536: cut, with a note, the structured copy
-    // dropped, and the answer line itself small.
+    // A 2 MB result under --max-output-bytes 65536: far more than an answer may be (twice the
+    // cap, for text and structuredContent, plus 64 KiB of framing), so the tool link stops the
+    // tool, and says the answer was too large.
+    let before = t.instance(&mut server);
     let r = t.call(&mut server, "big", json!({"size": 2_000_000}));
+    assert!(
+        r.is_error,
+        "a 2 MB answer was taken: {} bytes",
+        r.text.len()
+    );
+    assert!(r.text.contains("answer was too large"), "{}", r.text);
+    assert!(r.text.contains("max_output_bytes"), "{}", r.text);
+    assert!(!r.text.contains("AAAA"), "the answer itself got through");
+    assert!(r.elapsed < Duration::from_secs(10), "took {:?}", r.elapsed);
+    assert_ne!(
+        t.instance(&mut server),
+        before,
+        "the tool that answered 2 MB kept running"
+    );
+    // An 80 KB result: over the cap but within what an answer may carry, so it is cut, with a
+    // note, the structured copy dropped, and the answer line itself small.
+    let r = t.call(&mut server, "big", json!({"size": 80_000}));
     assert!(
         !r.is_error,
         "{}",
@@ -204,7 +235,7 @@ fn misbehaving_calls_fail_alone_and_the_next_call_works() {
     assert!(r.text.starts_with("AAAA"));
     assert!(
         !r.text.contains("END"),
-        "the end of the 2 MB result got through"
+        "the end of the 80 KB result got through"
     );
     let note = r
         .text
@@ -216,10 +247,7 @@ fn misbehaving_calls_fail_alone_and_the_next_call_works() {
         "the note does not name the cap: {}",
         &r.text[note..]
     );
-    assert!(
-        r.structured.is_none(),
-        "the 2 MB structured content got through"
-    );
+    assert!(r.structured.is_none(), "the structured copy got through");
     let line = server.stdout_lines().last().map(String::len).unwrap_or(0);
     assert!(line < 4 * MAX_OUTPUT, "the answer line is {line} bytes");
     // A result just under the cap is whole.
@@ -269,5 +297,388 @@ fn a_flood_before_an_error_keeps_the_traceback() {
         "the traceback was cut from the {}-byte error result, which ends: {tail}",
         r.text.len()
     );
+    finish(server);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A tool written to attack through its MCP link.
+
+/// The attacking fixture and the name it is created under.
+const LINK_FILE: &str = "link_attacks.py";
+const LINK: &str = "link_attacks";
+/// The key it holds, which it tries to get into serve's logs.
+const LINK_KEY: &str = "lk-escape-3b9f27c1e8d4-link-value";
+/// How much serve may grow, at its peak, for one attacking call.
+const ATTACK_BUDGET_KIB: u64 = 16 << 10;
+
+/// A server with the key in its environment, granted without asking.
+fn attacked(strict: Serve) -> Serve {
+    strict
+        .call_timeout(60)
+        .arg("--dangerously-allow-all-tools")
+        .env("LINK_API_KEY", LINK_KEY)
+}
+
+/// A server under attack: the healthy tool and the attacking one created, the attacker warm;
+/// and the attacker's instance id.
+fn attacked_server(strict: Serve) -> (ServeHome, Server, String) {
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&attacked(strict), &home);
+    create_healthy(&mut server);
+    create_link(&mut server);
+    let first = link_instance(&mut server);
+    (home, server, first)
+}
+
+/// Create the attacking tool (quick verification: its functions misbehave on purpose).
+fn create_link(server: &mut Server) {
+    let code = autotool_tests::serve::fixture(LINK_FILE).unwrap();
+    let created = server
+        .call_result(
+            "create_tool",
+            json!({
+                "name": LINK,
+                "code": code,
+                "smoke_test": {"function": "add", "arguments": {"a": 1, "b": 2}},
+                "verify": "quick",
+            }),
+        )
+        .unwrap();
+    assert!(
+        !created.is_error,
+        "creating {LINK} failed: {}{}",
+        created.text,
+        server.context()
+    );
+}
+
+/// Call an attacking function through `run_tool` with `force`, so a tool quarantined by its
+/// failures is still called.
+fn attack(
+    server: &mut Server,
+    function: &str,
+    arguments: Value,
+) -> autotool_tests::serve::CallResult {
+    server
+        .call_result(
+            "run_tool",
+            json!({"tool": LINK, "function": function, "arguments": arguments, "force": true}),
+        )
+        .unwrap_or_else(|e| panic!("{function}: {e:#}"))
+}
+
+fn link_instance(server: &mut Server) -> String {
+    let r = attack(server, "instance", json!({}));
+    assert!(!r.is_error, "{}", r.text);
+    r.text
+        .lines()
+        .find(|l| l.len() == 32)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The attacking tool confined as serve would confine it, spoken to by the suite's raw client:
+/// the control, with no tool link in between.
+fn raw_link_tool() -> ToolProcess {
+    let code = autotool_tests::serve::fixture(LINK_FILE).unwrap();
+    let mut builder = ToolBuilder::new(autotool_tests::ATTACK_TOOL)
+        .unwrap()
+        .with_file(LINK_FILE, code.as_bytes())
+        .unwrap();
+    builder.policy_mut().tool_file = LINK_FILE.to_string();
+    builder
+        .policy_mut()
+        .env
+        .insert("LINK_API_KEY".into(), LINK_KEY.into());
+    builder.start(Mode::Confined).unwrap()
+}
+
+/// `VmRSS` and `VmHWM` (peak) of `pid`, in KiB.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn log_size(home: &ServeHome) -> u64 {
+    std::fs::metadata(home.path().join("logs/serve.log")).map_or(0, |m| m.len())
+}
+
+fn log_text(home: &ServeHome) -> String {
+    std::fs::read_to_string(home.path().join("logs/serve.log")).unwrap_or_default()
+}
+
+#[test]
+fn a_log_flood_carrying_the_key_reaches_neither_serve_log_nor_stderr() {
+    let Some(strict) = strict() else { return };
+
+    // Control: confined, the tool delivers 8 MiB of notifications, each with the raw value, to
+    // whoever reads its stdout.
+    let mut raw = raw_link_tool();
+    let sent = raw
+        .call_text("log_flood", json!({"megabytes": 8, "after": true}))
+        .unwrap();
+    assert!(sent.starts_with("sending "), "{sent}");
+    let lines = raw.drain_stdout(Duration::from_secs(5));
+    let bytes: usize = lines.iter().map(String::len).sum();
+    let carrying = lines.iter().filter(|l| l.contains(LINK_KEY)).count();
+    assert!(bytes >= 8 << 20, "the control got only {bytes} bytes");
+    assert!(
+        carrying == lines.len() && carrying > 0,
+        "{carrying} of {} lines carry the key",
+        lines.len()
+    );
+    drop(raw);
+
+    let (home, mut server, first) = attacked_server(strict);
+    let (log_before, stderr_before) = (log_size(&home), server.stderr_bytes());
+
+    let r = attack(&mut server, "log_flood", json!({"megabytes": 64}));
+    assert!(r.is_error, "64 MiB of notifications were taken: {}", r.text);
+    assert!(
+        r.text.contains("flooded autotool with notifications"),
+        "{}",
+        r.text
+    );
+    assert!(r.elapsed < Duration::from_secs(20), "took {:?}", r.elapsed);
+    assert_serves(&mut server, true, "a log flood from another tool");
+    assert_ne!(
+        link_instance(&mut server),
+        first,
+        "the flooding tool kept running"
+    );
+
+    let log_grew = log_size(&home) - log_before;
+    let stderr_grew = server.stderr_bytes() - stderr_before;
+    assert!(log_grew < 64 << 10, "serve.log grew by {log_grew} bytes");
+    assert!(
+        stderr_grew < 64 << 10,
+        "serve's stderr grew by {stderr_grew} bytes"
+    );
+    // The log file holds every line stderr got.
+    let log = log_text(&home);
+    assert!(!log.contains(LINK_KEY), "the key is in serve.log");
+    assert!(
+        !log.contains("the key is"),
+        "a notification is in serve.log"
+    );
+    assert!(!server.stderr().contains(LINK_KEY), "the key is on stderr");
+    finish(server);
+}
+
+#[test]
+fn pings_with_huge_ids_while_not_reading_stdin_stop_the_tool_and_cost_serve_little() {
+    let Some(strict) = strict() else { return };
+
+    // Control: confined, the tool delivers pings whose ids are 8 MiB each.
+    let mut raw = raw_link_tool();
+    raw.call_text(
+        "ping_flood",
+        json!({"count": 4, "id_mib": 8, "after": true}),
+    )
+    .unwrap();
+    let lines = raw.drain_stdout(Duration::from_secs(5));
+    let pings: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.len() > 8 << 20 && l.contains("\"method\": \"ping\""))
+        .collect();
+    assert_eq!(pings.len(), 4, "the control got {} huge pings", pings.len());
+    drop(raw);
+
+    let (home, mut server, first) = attacked_server(strict);
+    let (rss_before, peak_before) = memory(server.pid());
+
+    // The tool blocks its event loop (so nothing reads its stdin) and sends 30 pings of 8 MiB;
+    // meanwhile the healthy tool answers.
+    let id = server
+        .start_request(
+            "tools/call",
+            json!({"name": "run_tool", "arguments": {"tool": LINK, "function": "ping_flood",
+                "arguments": {"count": 30, "id_mib": 8, "hold": 20}, "force": true}}),
+        )
+        .unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        server
+            .call_text("healthy__add", json!({"a": 2, "b": 40}))
+            .unwrap(),
+        "42"
+    );
+    let answer = server.wait_answer(id, Duration::from_secs(30)).unwrap();
+    let took = started.elapsed();
+    let text = answer.to_string();
+    assert_eq!(
+        answer.pointer("/result/isError"),
+        Some(&json!(true)),
+        "{text}"
+    );
+    assert!(text.contains("id is longer than 128 bytes"), "{text}");
+    assert!(took < Duration::from_secs(15), "stopped after {took:?}");
+    assert_serves(&mut server, true, "pings with huge ids from another tool");
+    assert_ne!(
+        link_instance(&mut server),
+        first,
+        "the pinging tool kept running"
+    );
+
+    std::thread::sleep(Duration::from_millis(500));
+    let (rss_after, peak_after) = memory(server.pid());
+    eprintln!("serve: RSS {rss_before} → {rss_after} KiB, peak {peak_before} → {peak_after} KiB");
+    assert!(
+        peak_after.saturating_sub(peak_before) <= ATTACK_BUDGET_KIB,
+        "serve's peak grew by {} KiB",
+        peak_after - peak_before
+    );
+    assert!(
+        rss_after.saturating_sub(rss_before) <= ATTACK_BUDGET_KIB,
+        "serve holds {} KiB more after the attack",
+        rss_after - rss_before
+    );
+    assert!(
+        !log_text(&home).contains("iiiiiiii"),
+        "an id is in serve.log"
+    );
+    finish(server);
+}
+
+#[test]
+fn requests_to_autotool_are_refused_counted_and_the_tool_stopped() {
+    let Some(strict) = strict() else { return };
+
+    // Control: confined, the tool's requests reach whoever reads its stdout.
+    let mut raw = raw_link_tool();
+    let methods = ["sampling/createMessage", "roots/list", "elicitation/create"];
+    raw.call_text("requests_raw", json!({"methods": methods, "after": true}))
+        .unwrap();
+    let lines = raw.drain_stdout(Duration::from_secs(3));
+    for method in methods {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(&format!("\"method\": \"{method}\"")) && l.contains("\"id\"")),
+            "the control got no {method} request: {lines:?}"
+        );
+    }
+    drop(raw);
+
+    let (_home, mut server, first) = attacked_server(strict);
+
+    // Through the SDK, as a tool would ask: each refused, the tool told so.
+    for kind in ["sampling", "roots", "elicitation", "ping"] {
+        let r = attack(&mut server, "ask", json!({"kind": kind}));
+        assert!(!r.is_error, "{kind}: {}", r.text);
+        assert!(
+            r.text.contains("refused: ")
+                && r.text.contains("autotool serves no requests from tools"),
+            "{kind}: {}",
+            r.text
+        );
+    }
+    // The fifth is past the budget: the tool is stopped as abusive.
+    let r = attack(&mut server, "ask", json!({"kind": "roots"}));
+    assert!(r.is_error, "{}", r.text);
+    assert!(r.text.contains("stopped as abusive"), "{}", r.text);
+    assert!(r.text.contains("sampling/createMessage"), "{}", r.text);
+    assert_ne!(
+        link_instance(&mut server),
+        first,
+        "the abusive tool kept running"
+    );
+    // Many at once, with no wait for answers: stopped the same way.
+    let r = attack(
+        &mut server,
+        "requests_raw",
+        json!({"methods": ["ping", "ping", "roots/list", "roots/list", "ping", "ping"]}),
+    );
+    assert!(
+        r.is_error && r.text.contains("stopped as abusive"),
+        "{}",
+        r.text
+    );
+    assert_serves(&mut server, true, "requests from another tool");
+    // None of it reached the host.
+    for line in server.stdout_lines() {
+        for method in ["sampling/createMessage", "roots/list", "elicitation/create"] {
+            assert!(
+                !line.contains(&format!("\"method\":\"{method}\"")),
+                "the host got {method}: {line}"
+            );
+        }
+    }
+
+    // A function that blocks its event loop while autotool writes to it: the second large
+    // message stays in the pipe, and the tool is stopped for not reading. (The process is
+    // started first, so that the block reaches it before the messages do.)
+    link_instance(&mut server);
+    let blocked = server
+        .start_request(
+            "tools/call",
+            json!({"name": "run_tool", "arguments": {"tool": LINK, "function": "block",
+                "arguments": {"seconds": 40}, "force": true}}),
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let text = "m".repeat(1 << 20);
+    let first_write = server
+        .start_request(
+            "tools/call",
+            json!({"name": "run_tool", "arguments": {"tool": LINK, "function": "measure",
+                "arguments": {"text": text}, "force": true}}),
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let r = attack(&mut server, "measure", json!({"text": text}));
+    let took = started.elapsed();
+    assert!(
+        r.is_error,
+        "{}",
+        r.text.chars().take(300).collect::<String>()
+    );
+    assert!(r.text.contains("stopped reading its stdin"), "{}", r.text);
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(15),
+        "stopped after {took:?}"
+    );
+    for id in [blocked, first_write] {
+        let answer = server.wait_answer(id, Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            answer.pointer("/result/isError"),
+            Some(&json!(true)),
+            "{answer}"
+        );
+    }
+    assert_serves(&mut server, true, "a tool that stopped reading its stdin");
+    finish(server);
+}
+
+#[test]
+fn an_answer_far_over_the_cap_stops_the_tool_with_a_clear_message() {
+    let Some(strict) = strict() else { return };
+
+    // Control: confined, the tool answers 2 MB to whoever reads it.
+    let mut raw = raw_link_tool();
+    let answer = raw.call_text("big", json!({"size": 2_000_000})).unwrap();
+    assert_eq!(answer.len(), 2_000_000);
+    drop(raw);
+
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&attacked(strict).max_output_bytes(MAX_OUTPUT), &home);
+    create_link(&mut server);
+    let first = link_instance(&mut server);
+    let r = attack(&mut server, "big", json!({"size": 2_000_000}));
+    assert!(r.is_error, "a 2 MB answer was taken");
+    assert!(r.text.contains("answer was too large"), "{}", r.text);
+    assert!(r.text.contains("max_output_bytes"), "{}", r.text);
+    assert!(r.text.contains("Return less"), "{}", r.text);
+    assert!(!r.text.contains("print diagnostics"), "{}", r.text);
+    assert!(!r.text.contains("AAAA"), "the answer itself got through");
+    assert_ne!(link_instance(&mut server), first, "the tool kept running");
     finish(server);
 }

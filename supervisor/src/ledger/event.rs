@@ -1,0 +1,98 @@
+//! The kinds of audit event the ledger records.
+
+use serde::{Deserialize, Serialize};
+
+/// Audit event kinds the registry itself writes; other parts add their own (`consent_asked`,
+/// `egress_denied`, …) as plain strings.
+/// The kinds of audit event, stored as their word ([`Event::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    Created,
+    Verified,
+    VerificationFailed,
+    Removed,
+    StateChanged,
+    Recovered,
+    ConsentAsked,
+    /// The user's yes, as the host relayed it (followed by `ConsentGranted`).
+    ConsentAnswered,
+    ConsentGranted,
+    ConsentDeclined,
+    ConsentUnavailable,
+    ConsentRefused,
+    ConsentRevoked,
+    Synthesized,
+    SynthesisFailed,
+    /// A version's file or its process's schemas no longer match what was verified.
+    PinBroken,
+    /// A process took on verifying a changed version again (one per change, for every
+    /// supervisor sharing the home).
+    VerifyingAgain,
+    /// The egress proxy refused a connection.
+    EgressDenied,
+    /// A tool process was stopped for what it sent the supervisor (floods, requests, sizes).
+    ToolStopped,
+}
+
+impl Event {
+    /// Every kind.
+    pub const ALL: [Event; 19] = [
+        Event::Created,
+        Event::Verified,
+        Event::VerificationFailed,
+        Event::Removed,
+        Event::StateChanged,
+        Event::Recovered,
+        Event::ConsentAsked,
+        Event::ConsentAnswered,
+        Event::ConsentGranted,
+        Event::ConsentDeclined,
+        Event::ConsentUnavailable,
+        Event::ConsentRefused,
+        Event::ConsentRevoked,
+        Event::Synthesized,
+        Event::SynthesisFailed,
+        Event::PinBroken,
+        Event::VerifyingAgain,
+        Event::EgressDenied,
+        Event::ToolStopped,
+    ];
+
+    /// The word stored in `events.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::Created => "created",
+            Event::Verified => "verified",
+            Event::VerificationFailed => "verification_failed",
+            Event::Removed => "removed",
+            Event::StateChanged => "state_changed",
+            Event::Recovered => "recovered",
+            Event::ConsentAsked => "consent_asked",
+            Event::ConsentAnswered => "consent_answered",
+            Event::ConsentGranted => "consent_granted",
+            Event::ConsentDeclined => "consent_declined",
+            Event::ConsentUnavailable => "consent_unavailable",
+            Event::ConsentRefused => "consent_refused",
+            Event::ConsentRevoked => "consent_revoked",
+            Event::Synthesized => "synthesized",
+            Event::SynthesisFailed => "synthesis_failed",
+            Event::PinBroken => "pin_broken",
+            Event::VerifyingAgain => "verifying_again",
+            Event::EgressDenied => "egress_denied",
+            Event::ToolStopped => "tool_stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<Event> for String {
+    fn eq(&self, other: &Event) -> bool {
+        self == other.as_str()
+    }
+}

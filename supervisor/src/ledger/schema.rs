@@ -1,0 +1,104 @@
+//! The ledger's schema: its migrations, applied in order, and the version the file records.
+
+use super::LedgerError;
+use rusqlite::{Connection, TransactionBehavior};
+use std::path::Path;
+
+/// The schema, one entry per `user_version` step: entry `i` takes the database from version
+/// `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: tools, versions, calls, events, generation.
+    r#"
+    CREATE TABLE tools (
+        name            TEXT PRIMARY KEY,
+        current_version INTEGER,
+        removed_at      INTEGER,            -- unix ms; NULL while the tool is live
+        created_at      INTEGER NOT NULL    -- unix ms of its first version
+    ) STRICT;
+    CREATE TABLE versions (
+        name         TEXT NOT NULL REFERENCES tools(name),
+        version      INTEGER NOT NULL,
+        code_hash    TEXT NOT NULL,             -- sha256 of tool.py, lowercase hex
+        description  TEXT NOT NULL DEFAULT '',
+        required_env TEXT NOT NULL DEFAULT '[]', -- JSON array of key NAMES
+        functions    TEXT NOT NULL DEFAULT '[]', -- JSON array of FunctionSpec
+        state        TEXT NOT NULL DEFAULT 'active',
+        created_at   INTEGER NOT NULL,
+        PRIMARY KEY (name, version)
+    ) STRICT;
+    CREATE TABLE calls (
+        id          INTEGER PRIMARY KEY,
+        tool        TEXT NOT NULL,
+        version     INTEGER NOT NULL,
+        function    TEXT NOT NULL,
+        started_at  INTEGER NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        outcome     TEXT NOT NULL CHECK (outcome IN ('ok', 'tool_error', 'error')),
+        error       TEXT
+    ) STRICT;
+    CREATE INDEX calls_by_tool ON calls (tool, id);
+    CREATE TABLE events (
+        id     INTEGER PRIMARY KEY,
+        at     INTEGER NOT NULL,
+        tool   TEXT,
+        kind   TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT ''
+    ) STRICT;
+    CREATE INDEX events_by_tool ON events (tool, id);
+    CREATE TABLE generation (
+        id    INTEGER PRIMARY KEY CHECK (id = 1),
+        value INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO generation (id, value) VALUES (1, 0);
+    "#,
+    // 2: consent. One row per approval of a key for a tool, with what the user was shown; the
+    // newest question a tool could not put to its host, so `tools approve` can answer it.
+    r#"
+    CREATE TABLE approvals (
+        tool       TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        code_hash  TEXT NOT NULL,           -- the code approved (sha256 of tool.py)
+        allowlist  TEXT,                    -- JSON array of canonical entries; NULL = no list
+        declared   TEXT NOT NULL,           -- JSON array of every key the tool declared
+        sandboxed  INTEGER NOT NULL,        -- 1 when tools ran confined
+        via        TEXT NOT NULL,           -- elicitation, input_required, cli
+        granted_at INTEGER NOT NULL,
+        PRIMARY KEY (tool, key, code_hash)
+    ) STRICT;
+    CREATE TABLE pending_consent (
+        tool      TEXT PRIMARY KEY,
+        code_hash TEXT NOT NULL,
+        declared  TEXT NOT NULL,            -- JSON array of key names
+        asked_at  INTEGER NOT NULL
+    ) STRICT;
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Create the schema or bring it up to [`SCHEMA_VERSION`], under the write lock so that
+/// processes opening a new home at once agree.
+pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), LedgerError> {
+    let read_version =
+        |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+    let found = read_version(conn)?;
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found = read_version(&tx)?;
+    if found > SCHEMA_VERSION {
+        return Err(LedgerError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+        tx.execute_batch(sql)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! Where autotool listens: the addresses `serve --transport http` takes ([`Listen`]) and where
+//! the service's unit file is ([`service_unit_path`]), read by the serve that listens and by the
+//! egress proxy that must never let a tool reach it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The path MCP is served on.
+pub const MCP_PATH: &str = "/mcp";
+
+/// The service unit's file name.
+pub const UNIT: &str = "autotool.service";
+
+/// Where to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(a) => write!(f, "http://{a}{MCP_PATH}"),
+            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+impl Listen {
+    /// `127.0.0.1:8765`, `[::1]:8765`, `localhost:8765` or `unix:/path/to.sock`.
+    pub fn parse(s: &str) -> Result<Listen, String> {
+        if let Some(path) = s.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("`unix:` needs a path: unix:/run/user/1000/autotool.sock".into());
+            }
+            return Ok(Listen::Unix(PathBuf::from(path)));
+        }
+        if let Some(port) = s.strip_prefix("localhost:") {
+            let port: u16 = port
+                .parse()
+                .map_err(|_| format!("{s:?}: the port is not a number"))?;
+            return Ok(Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], port))));
+        }
+        s.parse::<SocketAddr>().map(Listen::Tcp).map_err(|_| {
+            format!(
+                "{s:?} is not an address to listen on: use 127.0.0.1:PORT, [::1]:PORT or unix:PATH"
+            )
+        })
+    }
+
+    /// Loopback or a unix socket: reachable from this machine only.
+    pub fn is_local(&self) -> bool {
+        match self {
+            Listen::Tcp(a) => a.ip().is_loopback(),
+            Listen::Unix(_) => true,
+        }
+    }
+}
+
+/// `$XDG_CONFIG_HOME/systemd/user/autotool.service` (default `~/.config/…`).
+pub fn service_unit_path() -> Result<PathBuf, String> {
+    let config = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| "neither XDG_CONFIG_HOME nor HOME is set".to_string())?;
+            PathBuf::from(home).join(".config")
+        }
+    };
+    Ok(config.join("systemd").join("user").join(UNIT))
+}

@@ -1,0 +1,181 @@
+//! How verification fails: the [`Stage`] a failure happened at, the [`VerifyFailure`] the agent
+//! reads (what went wrong, what to do, the log), and the one rule for logs: redacted before they
+//! are cut ([`cap_head`], [`cap_tail`], [`tail_of`]).
+
+use super::LOG_CAP;
+use crate::redact::Redactor;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A verification stage. [`Stage::name`] is stable: hosts and logs may match on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Lint,
+    Declarations,
+    Launch,
+    Initialize,
+    ListTools,
+    SmokeTest,
+    Robustness,
+}
+
+impl Stage {
+    /// Every stage, in the order they run.
+    pub const ALL: [Stage; 7] = [
+        Stage::Lint,
+        Stage::Declarations,
+        Stage::Launch,
+        Stage::Initialize,
+        Stage::ListTools,
+        Stage::SmokeTest,
+        Stage::Robustness,
+    ];
+
+    /// `lint`, `declarations`, `launch`, `initialize`, `list_tools`, `smoke_test`,
+    /// `robustness`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Lint => "lint",
+            Stage::Declarations => "declarations",
+            Stage::Launch => "launch",
+            Stage::Initialize => "initialize",
+            Stage::ListTools => "list_tools",
+            Stage::SmokeTest => "smoke_test",
+            Stage::Robustness => "robustness",
+        }
+    }
+
+    /// What to do after a failure here.
+    fn next_step(self) -> &'static str {
+        match self {
+            Stage::Lint => "Fix the code at the lines ruff names, then create the tool again.",
+            Stage::Declarations => "Fix the declaration, then create the tool again.",
+            Stage::Launch => {
+                "This is about the machine or autotool's setup, not the tool's code: `autotool doctor` says what is missing."
+            }
+            Stage::Initialize => {
+                "The module must import without errors, create `mcp = MCPServer(\"name\")`, register functions with `@mcp.tool()` and end with `mcp.run()`; it may write only MCP messages to stdout (diagnostics go to stderr). Fix the error below, then create the tool again."
+            }
+            Stage::ListTools => "Fix the tool's functions, then create the tool again.",
+            Stage::SmokeTest => {
+                "Fix the function (or the smoke test's arguments), then create the tool again."
+            }
+            Stage::Robustness => {
+                "Probes are edge-case calls autotool derives from each function's input schema (empty and huge strings, unicode, boundary numbers, missing optional arguments). Make the function answer such input with a result, or raise ToolError with a message the caller can act on; a range it cannot serve can be refused by the schema itself (`Annotated[int, Field(ge=1, le=100)]`). Then create the tool again. A tool whose calls change things outside it can be created with \"verify\": \"quick\", which skips the probes."
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a tool did not pass. `Display` is the text for the agent that wrote it: the stage, what
+/// went wrong, what to do, then the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyFailure {
+    pub stage: Stage,
+    /// What went wrong, in a sentence or two (without the log).
+    pub message: String,
+    /// Ruff's report (lint), or the tool's stderr with its traceback (later stages); may be
+    /// empty. Unredacted.
+    pub log: String,
+}
+
+impl VerifyFailure {
+    pub(super) fn new(stage: Stage, message: impl Into<String>, log: impl Into<String>) -> Self {
+        VerifyFailure {
+            stage,
+            message: message.into(),
+            log: log.into(),
+        }
+    }
+
+    /// The same failure with every known key value replaced in its message and log.
+    pub fn redacted(self, redactor: Option<&Redactor>) -> Self {
+        match redactor {
+            None => self,
+            Some(r) => VerifyFailure {
+                stage: self.stage,
+                message: r.redact(&self.message).into_owned(),
+                log: r.redact(&self.log).into_owned(),
+            },
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The redactor of the verification running on this task: every cut of a log
+    /// ([`cap_head`], [`cap_tail`], [`tail_of`]) redacts through it first.
+    pub(super) static SCRUB: Option<Arc<Redactor>>;
+}
+
+/// `text` with every value the running verification's redactor knows replaced (unchanged
+/// outside a verification).
+fn scrub(text: &str) -> std::borrow::Cow<'_, str> {
+    SCRUB
+        .try_with(|r| r.as_ref().map(|r| r.redact(text).into_owned()))
+        .ok()
+        .flatten()
+        .map_or(std::borrow::Cow::Borrowed(text), std::borrow::Cow::Owned)
+}
+
+impl std::fmt::Display for VerifyFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "verification failed at {}: {}\n{}",
+            self.stage,
+            self.message,
+            self.stage.next_step()
+        )?;
+        let log = self.log.trim_end();
+        match self.stage {
+            Stage::Initialize if log.is_empty() => {
+                write!(f, "\n--- the tool's stderr: it wrote nothing ---")
+            }
+            _ if log.is_empty() => Ok(()),
+            Stage::Lint => write!(f, "\n--- ruff's report ---\n{log}"),
+            _ => write!(f, "\n--- the tool's stderr (traceback included) ---\n{log}"),
+        }
+    }
+}
+
+impl std::error::Error for VerifyFailure {}
+
+/// At most [`LOG_CAP`] bytes of `text`, its start kept, redacted before it is cut.
+pub(super) fn cap_head(text: &str) -> String {
+    let text = scrub(text);
+    if text.len() <= LOG_CAP {
+        return text.to_string();
+    }
+    let mut end = LOG_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[… {} more bytes]", &text[..end], text.len() - end)
+}
+
+/// At most [`LOG_CAP`] bytes of `text`, its end kept.
+pub(super) fn cap_tail(text: &str) -> String {
+    tail_of(text, LOG_CAP)
+}
+
+/// At most `max` bytes of `text` (on a character boundary), its end kept, with a note of how
+/// much came before; redacted (inside a verification) before it is cut. A traceback lives at
+/// the end of a log.
+pub fn tail_of(text: &str, max: usize) -> String {
+    let text = scrub(text);
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[… {start} bytes before]\n{}", &text[start..])
+}
