@@ -12,6 +12,9 @@
 //!   not `x.com` itself), with `:port` for a port other than 443 and 80. The host's loopback is
 //!   one host, `localhost:PORT`, however it is spelt (`127.0.0.1:PORT`, `[::1]:PORT`), and always
 //!   with its port.
+//!   An entry naming a public suffix (`*.com`, `*.co.uk`, `*.github.io`, or `co.uk` itself) is
+//!   refused ([`is_public_suffix`], the Public Suffix List built into the `psl` crate): the names
+//!   under one belong to unrelated owners, so such an entry would send the key to all of them.
 //! - [`KeyLists`] and [`decide`]: a tool may reach the intersection of the allowlists of the keys
 //!   it holds (a key without a list does not narrow it). The host's loopback is a host like any
 //!   other, stricter only in that no list at all does not open it: a port there is reachable
@@ -360,6 +363,29 @@ pub enum RuleError {
         #[source]
         source: HostError,
     },
+    #[error(
+        "{entry:?}: `{suffix}` is a public suffix (on the Public Suffix List): the names under it \
+         belong to unrelated owners, so the key could be sent to any of them. Name the service's \
+         own hosts instead, for example `api.example{dot_suffix}` or `*.example{dot_suffix}`"
+    )]
+    PublicSuffix {
+        entry: String,
+        suffix: String,
+        /// `.{suffix}`, for the examples of the message.
+        dot_suffix: String,
+    },
+}
+
+/// Whether `name` (a canonical host name: lower case, ASCII) is itself a public suffix on the
+/// Public Suffix List, ICANN's section or the private one (`com`, `co.uk`, `github.io`,
+/// `s3.amazonaws.com`): names registered under it belong to unrelated owners. A name under no
+/// rule of the list (`internal`, `corp`, a single-label intranet host) is not one: the list's
+/// implicit `*` rule is not applied, so private names stay usable.
+pub fn is_public_suffix(name: &str) -> bool {
+    use psl::Psl;
+    psl::List
+        .suffix(name.as_bytes())
+        .is_some_and(|s| s.is_known() && s.as_bytes() == name.as_bytes())
 }
 
 impl AllowRule {
@@ -392,6 +418,17 @@ impl AllowRule {
             (true, Host::Name(name)) => HostPattern::SubdomainsOf(name),
             (true, _) => return Err(RuleError::WildcardAddress(entry.to_owned())),
         };
+        let name = match &host {
+            HostPattern::Exact(Host::Name(name)) | HostPattern::SubdomainsOf(name) => Some(name),
+            HostPattern::Exact(_) => None,
+        };
+        if let Some(name) = name.filter(|n| is_public_suffix(n)) {
+            return Err(RuleError::PublicSuffix {
+                entry: entry.to_owned(),
+                suffix: name.clone(),
+                dot_suffix: format!(".{name}"),
+            });
+        }
         Ok(AllowRule { host, port })
     }
 
@@ -1294,6 +1331,56 @@ mod tests {
             AllowRule::parse("*.10.0.0.1"),
             Err(RuleError::WildcardAddress(_))
         ));
+    }
+
+    #[test]
+    fn entries_naming_a_public_suffix_are_refused() {
+        for bad in [
+            "*.com",
+            "*.COM.",
+            "*.co.uk",
+            "*.github.io",
+            "*.s3.amazonaws.com",
+            "*.xn--p1ai",
+            "*.рф",
+            "com",
+            "co.uk",
+            "github.io:8443",
+            "*.com:8443",
+            // Under a wildcard rule of the list (`*.ck`), every second-level name is a suffix.
+            "*.anything.ck",
+        ] {
+            match AllowRule::parse(bad) {
+                Err(RuleError::PublicSuffix { suffix, .. }) => {
+                    assert!(is_public_suffix(&suffix), "{bad:?}: {suffix}")
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+        let message = AllowRule::parse("*.co.uk").unwrap_err().to_string();
+        assert!(message.contains("`co.uk` is a public suffix"), "{message}");
+        assert!(message.contains("*.example.co.uk"), "{message}");
+        // The control: one label more is someone's own domain, and passes.
+        for good in [
+            "*.example.com",
+            "*.example.co.uk",
+            "*.octocat.github.io",
+            "example.co.uk",
+            "octocat.github.io",
+            "*.bucket.s3.amazonaws.com",
+            // An exception rule of the list (`!www.ck`): a registrable name, not a suffix.
+            "www.ck",
+            // No rule of the list names these: the implicit `*` rule is not applied.
+            "*.corp",
+            "intranet",
+            "*.internal",
+            "localhost:8080",
+            "[2001:db8::1]:1",
+        ] {
+            assert!(AllowRule::parse(good).is_ok(), "{good:?}");
+        }
+        // A stored list holding such an entry (written before the rule) allows nothing.
+        assert!(KeyAllowlist::parse("K", Some(&["*.com"][..])).is_err());
     }
 
     #[test]

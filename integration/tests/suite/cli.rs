@@ -2,7 +2,7 @@
 //! 1 (could not, or a check found a problem) and 2 (the command line is wrong); with `--json`,
 //! errors are JSON on stdout too; completions and man pages; and messages that point the right
 //! way (`tools revoke` of a tool that does not exist, `keys add NAME VALUE`, `keys allow` of a
-//! key not stored), each beside the case that works.
+//! key not stored or of a public suffix), each beside the case that works.
 
 use autotool_integration::wire::RawServe;
 use autotool_integration::{Checks, Need, OwnedChild, TestHome, setup};
@@ -354,6 +354,87 @@ fn cli_key_values_never_come_from_argv_and_allow_warns_about_a_key_not_stored() 
     c.check(
         code == Some(0) && !err.contains("warning") && out.contains("api.example.com"),
         "keys allow of a stored key: no warning",
+        format!("{code:?} {out} {err}"),
+    );
+    c.finish(test, String::new);
+}
+
+#[test]
+fn cli_keys_allow_refuses_a_public_suffix() {
+    let test = "cli_keys_allow_refuses_a_public_suffix";
+    let Some(s) = setup(test, &[Need::Serve]) else {
+        return;
+    };
+    let mut c = Checks::new();
+    let home = TestHome::new(&s).unwrap();
+    let file = [("AUTOTOOL_CREDENTIALS", "file")];
+    let (code, out, err) = run(
+        &home,
+        &["keys", "add", "SUFFIX_KEY", "--file"],
+        &file,
+        Some("v4lue-5678"),
+    );
+    c.check(
+        code == Some(0),
+        "a key is stored from stdin",
+        format!("{code:?} {out} {err}"),
+    );
+    let (code, out, err) = run(
+        &home,
+        &["keys", "allow", "SUFFIX_KEY", "api.example.com"],
+        &file,
+        None,
+    );
+    c.check(
+        code == Some(0),
+        "a limit is set",
+        format!("{code:?} {out} {err}"),
+    );
+
+    for (entry, suffix) in [
+        ("*.com", "com"),
+        ("*.co.uk", "co.uk"),
+        ("*.github.io", "github.io"),
+        ("co.uk", "co.uk"),
+    ] {
+        let (code, out, err) = run(
+            &home,
+            &["keys", "allow", "SUFFIX_KEY", "api.example.com", entry],
+            &file,
+            None,
+        );
+        c.check(
+            code == Some(1)
+                && err.contains(&format!("`{suffix}` is a public suffix"))
+                && err.contains("Nothing was stored"),
+            &format!("keys allow SUFFIX_KEY {entry}: refused, naming the public suffix"),
+            format!("{code:?} {out} {err}"),
+        );
+    }
+    let (_, listed, _) = run(&home, &["keys", "list", "--json"], &file, None);
+    c.check(
+        listed.contains("api.example.com")
+            && !listed.contains("co.uk")
+            && !listed.contains("*.com"),
+        "the limit stored before is unchanged",
+        &listed,
+    );
+    // The control: a name one label under the suffix is the service's own, and is stored.
+    let (code, out, err) = run(
+        &home,
+        &[
+            "keys",
+            "allow",
+            "SUFFIX_KEY",
+            "*.example.co.uk",
+            "octocat.github.io",
+        ],
+        &file,
+        None,
+    );
+    c.check(
+        code == Some(0) && out.contains("*.example.co.uk") && out.contains("octocat.github.io"),
+        "keys allow SUFFIX_KEY *.example.co.uk octocat.github.io: stored",
         format!("{code:?} {out} {err}"),
     );
     c.finish(test, String::new);
