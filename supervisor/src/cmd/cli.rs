@@ -53,7 +53,7 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Register autotool with the agent apps found here, and prepare the tool runtime.
+    /// Register autotool with the agent apps here, and build the tool runtime.
     ///
     /// Registers `autotool serve` with every agent app found (Claude Code, Codex, Cursor,
     /// Claude Desktop, OpenClaw) by this binary's absolute path. Each config is copied to
@@ -522,17 +522,25 @@ mod tests {
     fn every_about_is_one_short_line_with_the_detail_in_long_about() {
         let all = commands();
         assert!(all.len() > 25, "{}", all.len());
+        // Every offender at once, so one run lists them all.
+        let mut wrong = Vec::new();
         for (path, about, long) in &all {
-            assert!(!about.is_empty(), "{path} has no about");
-            assert!(
-                about.chars().count() <= 72 && !about.contains('\n'),
-                "{path}: about is {} characters: {about:?}",
-                about.chars().count()
-            );
-            if let Some(long) = long {
-                assert!(long.len() > about.len(), "{path}: long_about adds nothing");
+            if about.is_empty() {
+                wrong.push(format!("{path} has no about"));
+            }
+            if about.chars().count() > 72 || about.contains('\n') {
+                wrong.push(format!(
+                    "{path}: about is {} characters: {about:?}",
+                    about.chars().count()
+                ));
+            }
+            if let Some(long) = long
+                && long.len() <= about.len()
+            {
+                wrong.push(format!("{path}: long_about adds nothing"));
             }
         }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
         // The commands whose detail matters have it.
         for path in [
             "autotool doctor",

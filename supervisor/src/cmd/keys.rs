@@ -12,9 +12,11 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum KeysCmd {
-    /// Add or replace a key. The value is read without echo from the terminal, or from stdin
-    /// (one trailing newline dropped); never from the command line. Stored in the OS keychain,
-    /// or with `--file` in $AUTOTOOL_HOME/credentials (mode 0600).
+    /// Add or replace a key; its value is read from the terminal or stdin.
+    ///
+    /// The value is read without echo from the terminal, or from stdin (one trailing newline
+    /// dropped); never from the command line. Stored in the OS keychain, or with `--file` in
+    /// $AUTOTOOL_HOME/credentials (mode 0600).
     Add {
         /// The key's name, as tools ask for it: upper case, digits and `_` (TAVILY_API_KEY).
         name: String,
@@ -27,20 +29,26 @@ pub enum KeysCmd {
         #[arg(long)]
         file: bool,
     },
-    /// List the keys: each name, where its value comes from, and where it may be sent. Never a
-    /// value.
+    /// List the keys: names, sources and allowlists, never a value.
+    ///
+    /// Each name, where its value comes from, and where it may be sent.
     List {
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Remove a key from the OS keychain and the credentials file. Its allowlist is kept.
+    /// Remove a key from the OS keychain and the credentials file.
+    ///
+    /// Its allowlist is kept.
     Remove {
         /// The key's name.
         name: String,
     },
-    /// Limit where a key may be sent: `api.x.com` exactly, `*.x.com` any subdomain (not x.com
-    /// itself), `host:port` for ports other than 443 and 80. No hosts removes the limit.
+    /// Limit where a key may be sent (no hosts removes the limit).
+    ///
+    /// `api.x.com` exactly, `*.x.com` any subdomain (not x.com itself), `host:port` for ports
+    /// other than 443 and 80. An entry naming a public suffix (`*.com`, `*.co.uk`,
+    /// `*.github.io`) is refused. No hosts removes the limit.
     Allow {
         /// The key's name.
         name: String,

@@ -13,18 +13,18 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum RuntimeCmd {
-    /// Build the tool runtime if it is not ready (a few seconds; once per machine).
+    /// Build the tool runtime if it is not ready (once per machine).
     #[command(
         long_about = "Build the Python runtime tools run on, if it is not ready: a virtual \
                       environment at $AUTOTOOL_HOME/runtime holding the pinned tool SDK, HTTP \
                       client and linter, built with uv (fetched from PyPI the first time; pip \
-                      where uv cannot be had). A build from nothing takes about 5-10 s, a \
-                      rebuild with warm caches 1-3 s. `autotool setup` does this too, and \
+                      where uv cannot be had). A build from nothing takes about 5-15 s, a \
+                      rebuild with warm caches 2-4 s. `autotool setup` does this too, and \
                       `autotool serve` starts it in the background when it is missing.\n\n\
                       Exits 0 when the runtime is ready, 1 when it could not be built."
     )]
     Install,
-    /// Say whether the tool runtime is ready, what it holds and how it was built.
+    /// Say whether the tool runtime is ready, and how it was built.
     #[command(
         long_about = "Say whether the tool runtime is ready: where it is, its Python, the \
                       packages its stamp lists and whether they are the ones this autotool \
@@ -37,7 +37,7 @@ pub enum RuntimeCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Build the tool runtime anew, replacing the one in place once the new one is ready.
+    /// Build the tool runtime anew; the old one serves until it is ready.
     #[command(
         long_about = "Build the tool runtime anew even when it is ready, for example after \
                       the machine's Python was upgraded. The runtime in place stays in use \
