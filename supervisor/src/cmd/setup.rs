@@ -201,8 +201,9 @@ fn runtime(dry_run: bool, out: &mut dyn Write) -> bool {
             let _ = super::fail(
                 "setup",
                 &format!(
-                    "the apps are set up, but the tool runtime could not be built: {e}
-                     `autotool runtime install` tries again (serve also does, when a tool is                      first needed)"
+                    "the apps are set up, but the tool runtime could not be built: {e}; \
+                     `autotool runtime install` tries again (serve also does, when a tool is \
+                     first needed)"
                 ),
             );
             false
