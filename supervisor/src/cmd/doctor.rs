@@ -723,17 +723,8 @@ pub fn run(settings: &crate::library::Settings) -> Report {
 
 /// Where [`probe_cached`] keeps the launcher's probe: beside autotool's other caches.
 pub fn probe_cache_path(home: &crate::home::Home) -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
-        });
-    match cache {
-        Some(c) => c.join("autotool").join("launcher-probe.json"),
+    match crate::home::user_cache_dir() {
+        Some(c) => c.join("launcher-probe.json"),
         None => home.root().join("launcher-probe.json"),
     }
 }

@@ -537,17 +537,8 @@ enum GetUv {
 
 /// Where autotool keeps its own uv: a cache, shared by every autotool home of the user.
 fn uv_home(parent: &Path) -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
-        });
-    match cache {
-        Some(c) => c.join("autotool").join(format!("uv-{UV_VERSION}")),
+    match crate::home::user_cache_dir() {
+        Some(c) => c.join(format!("uv-{UV_VERSION}")),
         None => parent.join(format!(".uv-{UV_VERSION}")),
     }
 }

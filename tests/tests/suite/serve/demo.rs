@@ -24,9 +24,17 @@ fn the_demo_shows_every_step_under_the_strict_sandbox() {
         "A sandbox for agent-written tools (412 points)",
         "Bearer [REDACTED:HN_API_KEY]",
         "403: hn holds HN_API_KEY, which may only be sent to hn.example; evil.example is not on that list",
+        // The command to run stays whole (long lines are wrapped, never cut).
+        "the user can run `autotool keys allow HN_API_KEY hn.example evil.example`",
         "✔ every step of the demo happened",
     ] {
-        assert!(out.contains(step), "the demo did not show {step:?}:\n{out}");
+        // Long messages are wrapped at word boundaries: compare with the line breaks and
+        // indents folded into single spaces.
+        let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat(&out).contains(&flat(step)),
+            "the demo did not show {step:?}:\n{out}"
+        );
     }
     // The key's value (`demo-` and 16 hex digits) is never printed.
     let leaked = out.match_indices("demo-").any(|(i, _)| {
