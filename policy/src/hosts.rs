@@ -12,6 +12,9 @@
 //!   not `x.com` itself), with `:port` for a port other than 443 and 80. The host's loopback is
 //!   one host, `localhost:PORT`, however it is spelt (`127.0.0.1:PORT`, `[::1]:PORT`), and always
 //!   with its port.
+//!   An entry naming a public suffix (`*.com`, `*.co.uk`, `*.github.io`, or `co.uk` itself) is
+//!   refused ([`is_public_suffix`], the Public Suffix List built into the `psl` crate): the names
+//!   under one belong to unrelated owners, so such an entry would send the key to all of them.
 //! - [`KeyLists`] and [`decide`]: a tool may reach the intersection of the allowlists of the keys
 //!   it holds (a key without a list does not narrow it). The host's loopback is a host like any
 //!   other, stricter only in that no list at all does not open it: a port there is reachable
@@ -37,7 +40,9 @@ mod props;
 mod tests;
 
 pub use address::{ForbiddenAddress, check_address, forbidden_class, is_forbidden};
-pub use allow::{AllowRule, HostPattern, KeyAllowlist, KeyLists, RuleError, widens};
+pub use allow::{
+    AllowRule, HostPattern, KeyAllowlist, KeyLists, RuleError, is_public_suffix, widens,
+};
 pub use decide::{
     API_BASE_SUFFIX, ApiBasePorts, Decision, Denial, KeyDenial, LoopbackDenial, decide,
     loopback_port_of_url,

@@ -11,6 +11,10 @@ use std::path::{Component, Path, PathBuf};
 
 /// Where the tool's own directory appears inside the sandbox (read-only, noexec).
 pub const TOOL_MOUNT: &str = "/tool";
+/// Where the tool runtime (the virtual environment tools run on) appears inside the sandbox,
+/// read-only with exec, wherever it lives on the host: a home under `/tmp`, or any other place
+/// the sandbox builds itself, works as well as one under `/home`.
+pub const RUNTIME_MOUNT: &str = "/runtime";
 /// The tool's private home inside the sandbox (tmpfs, noexec).
 pub const HOME_MOUNT: &str = "/home/tool";
 /// The tool's private temporary directory inside the sandbox (tmpfs, noexec).
@@ -65,10 +69,15 @@ pub struct LaunchPolicy {
     /// Arguments placed between the interpreter and the tool file.
     #[serde(default = "default_interpreter_args")]
     pub interpreter_args: Vec<String>,
-    /// Host directories mounted read-only *with* exec at the same path: the Python runtime (its
-    /// prefix and any virtual environment).
+    /// Host directories mounted read-only *with* exec at the same path: the parts of the Python
+    /// installation outside the system directories (a base prefix under `/opt`, say).
     #[serde(default)]
     pub runtime_dirs: Vec<PathBuf>,
+    /// Host directory of the tool runtime (a virtual environment), mounted read-only with exec
+    /// at [`RUNTIME_MOUNT`] whatever its host path. An `interpreter` below it is executed at the
+    /// same place below [`RUNTIME_MOUNT`], so the environment is found there.
+    #[serde(default)]
+    pub runtime: Option<PathBuf>,
     /// System directories mounted read-only with exec at the same path when they exist.
     #[serde(default = "default_system_dirs")]
     pub system_dirs: Vec<PathBuf>,
@@ -186,6 +195,8 @@ fn default_egress_port() -> u16 {
 pub enum PolicyError {
     #[error("{what} must be an absolute path without `..`: {path:?}")]
     NotAbsolute { what: &'static str, path: PathBuf },
+    #[error("the runtime must be a directory below `/`, not {0:?}")]
+    RuntimeRoot(PathBuf),
     #[error("tool_file must be a plain file name: {0:?}")]
     ToolFile(String),
     #[error("{what} {path:?} would hide a directory the sandbox reserves ({reserved})")]
@@ -319,7 +330,24 @@ pub struct Plan {
 
 /// Places the sandbox builds itself. A user's home (`/home/alice/.autotool/runtime`) is not
 /// among them: only the tool's own home is.
-const RESERVED: [&str; 5] = ["/proc", "/dev", TMP_MOUNT, TOOL_MOUNT, HOME_MOUNT];
+const RESERVED: [&str; 6] = [
+    "/proc",
+    "/dev",
+    TMP_MOUNT,
+    TOOL_MOUNT,
+    HOME_MOUNT,
+    RUNTIME_MOUNT,
+];
+
+/// The directory the sandbox reserves that `path` is, contains or lies inside (`/etc` among
+/// them), if any: such a host path cannot be mounted at its own place inside the sandbox.
+pub fn reserved_by(path: &Path) -> Option<&'static str> {
+    RESERVED
+        .iter()
+        .copied()
+        .chain(["/etc"])
+        .find(|r| path.starts_with(r) || Path::new(r).starts_with(path))
+}
 
 fn check_abs(what: &'static str, path: &Path) -> Result<(), PolicyError> {
     let ok = path.is_absolute()
@@ -338,24 +366,14 @@ fn check_abs(what: &'static str, path: &Path) -> Result<(), PolicyError> {
 
 /// Refuse a mount target that is, contains or lies inside a reserved directory, or is `/`.
 fn check_not_reserved(what: &'static str, path: &Path) -> Result<(), PolicyError> {
-    for reserved in RESERVED {
-        let r = Path::new(reserved);
-        if path.starts_with(r) || r.starts_with(path) {
-            return Err(PolicyError::Reserved {
-                what,
-                path: path.to_path_buf(),
-                reserved,
-            });
-        }
-    }
-    if path.starts_with("/etc") || Path::new("/etc").starts_with(path) {
-        return Err(PolicyError::Reserved {
+    match reserved_by(path) {
+        Some(reserved) => Err(PolicyError::Reserved {
             what,
             path: path.to_path_buf(),
-            reserved: "/etc",
-        });
+            reserved,
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 impl LaunchPolicy {
@@ -373,6 +391,7 @@ impl LaunchPolicy {
             interpreter: interpreter.into(),
             interpreter_args: default_interpreter_args(),
             runtime_dirs,
+            runtime: None,
             system_dirs: default_system_dirs(),
             etc_files: default_etc_files(),
             env: BTreeMap::new(),
@@ -394,6 +413,18 @@ impl LaunchPolicy {
         // A policy holds only strings, numbers and paths: serialising it cannot fail, but a
         // path that is not UTF-8 would, so fall back to an empty document the launcher rejects.
         serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// The interpreter's path inside the sandbox: below [`RUNTIME_MOUNT`] when it lies in the
+    /// runtime, else its own path.
+    pub fn exec_path(&self) -> PathBuf {
+        match &self.runtime {
+            Some(runtime) => match self.interpreter.strip_prefix(runtime) {
+                Ok(rest) => Path::new(RUNTIME_MOUNT).join(rest),
+                Err(_) => self.interpreter.clone(),
+            },
+            None => self.interpreter.clone(),
+        }
     }
 
     /// Check the policy and turn it into the launcher's plan. Pure: no file is looked at.
@@ -418,6 +449,13 @@ impl LaunchPolicy {
         for dir in &self.system_dirs {
             check_abs("system dir", dir)?;
             check_not_reserved("system dir", dir)?;
+        }
+        if let Some(runtime) = &self.runtime {
+            // The host path may be anywhere: it is only the source of the mount.
+            check_abs("runtime", runtime)?;
+            if runtime.parent().is_none() {
+                return Err(PolicyError::RuntimeRoot(runtime.clone()));
+            }
         }
         for file in &self.etc_files {
             check_abs("etc file", file)?;
@@ -509,6 +547,18 @@ impl LaunchPolicy {
             });
             landlock.push(PathRule {
                 path: dir.clone(),
+                access: FsAccess::ReadExec,
+            });
+        }
+        if let Some(runtime) = &self.runtime {
+            mounts.push(Mount::Bind {
+                source: runtime.clone(),
+                target: RUNTIME_MOUNT.into(),
+                exec: true,
+                optional: false,
+            });
+            landlock.push(PathRule {
+                path: RUNTIME_MOUNT.into(),
                 access: FsAccess::ReadExec,
             });
         }
@@ -624,7 +674,8 @@ impl LaunchPolicy {
         ];
 
         let tool_path = Path::new(TOOL_MOUNT).join(&self.tool_file);
-        let mut argv = vec![self.interpreter.to_string_lossy().into_owned()];
+        let exec_path = self.exec_path();
+        let mut argv = vec![exec_path.to_string_lossy().into_owned()];
         argv.extend(self.interpreter_args.iter().cloned());
         argv.push(tool_path.to_string_lossy().into_owned());
 
@@ -646,7 +697,7 @@ impl LaunchPolicy {
                 .collect(),
             keep_fds,
             egress: self.egress.clone(),
-            exec_path: self.interpreter.clone(),
+            exec_path,
             argv,
             working_dir: TOOL_MOUNT.into(),
             uid: TOOL_ID,

@@ -294,8 +294,9 @@ pub fn approve_from_cli(
     }
     if asked.is_empty() {
         anyhow::bail!(
-            "no tool named {tool:?}, and no tool of that name waiting for consent (see `autotool \
-             tools list`)"
+            "no tool named {:?}, and no tool of that name waiting for consent (see `autotool \
+             tools list`)",
+            tool.as_str()
         );
     }
     let declaring: Vec<&(String, Vec<KeyName>)> = asked
@@ -361,10 +362,21 @@ pub fn revoke_from_cli(
     tool: &str,
     key: Option<&str>,
 ) -> anyhow::Result<String> {
+    // The same names `approve` takes: a path such as `../../etc` is no tool's name.
+    let tool = autotool_policy::names::ToolName::parse(tool)?;
+    let key = key.map(KeyName::parse).transpose()?;
+    let (tool, key) = (tool.as_str(), key.as_ref().map(KeyName::as_str));
+    let known = registry.get(tool)?.is_some() || registry.ledger().pending(tool)?.is_some();
     let revoked =
         registry
             .ledger()
             .revoke(tool, key, "revoked by the user (autotool tools revoke)")?;
+    if revoked.is_empty() && !known {
+        anyhow::bail!(
+            "no tool named {tool:?}, and no tool of that name waiting for consent (see `autotool \
+             tools list`)"
+        );
+    }
     Ok(if revoked.is_empty() {
         format!(
             "{tool} had no approval{}; nothing changed",

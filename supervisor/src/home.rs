@@ -138,6 +138,22 @@ impl Home {
 }
 
 /// Create `path` (and missing parents) and give it exactly `mode`, whatever the umask.
+/// autotool's per-user cache, shared by every autotool home of the user:
+/// `$XDG_CACHE_HOME/autotool` (an absolute one), else `~/.cache/autotool`; `None` without
+/// either.
+pub fn user_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })
+        .map(|c| c.join("autotool"))
+}
+
 pub fn ensure_dir(path: &Path, mode: u32) -> Result<(), HomeError> {
     let io_err = |source| HomeError::Io {
         path: path.to_path_buf(),

@@ -1137,7 +1137,7 @@ fn ensure_venv_creates_reuses_and_replaces_a_runtime() {
         assert!(said.contains("creating the Python runtime"), "{said}");
         assert!(said.contains("the tool runtime is ready"), "{said}");
         assert_eq!(python.interpreter, dir.join("bin/python3"));
-        assert!(python.runtime_dirs.contains(&dir), "{python:?}");
+        assert_eq!(python.venv.as_deref(), Some(dir.as_path()), "{python:?}");
         let stamp = std::fs::read_to_string(dir.join(runtime::RUNTIME_STAMP)).unwrap();
         assert!(
             stamp.starts_with("# The tool runtime autotool created"),

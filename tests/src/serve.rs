@@ -510,8 +510,13 @@ impl Server {
             Ok(line) => {
                 let parsed = serde_json::from_str::<Value>(&line).unwrap_or(Value::Null);
                 self.stdout_lines.push(line);
-                if parsed.is_object() {
-                    self.inbox.push_back(parsed);
+                match parsed {
+                    Value::Object(_) => self.inbox.push_back(parsed),
+                    // A batch of answers (to a batch the test sent): each is a message.
+                    Value::Array(items) => self
+                        .inbox
+                        .extend(items.into_iter().filter(Value::is_object)),
+                    _ => {}
                 }
                 Ok(true)
             }
@@ -727,14 +732,22 @@ impl Server {
         &self.stdout_lines
     }
 
-    /// Lines on stdout that are not a JSON-RPC 2.0 message (an object with `"jsonrpc": "2.0"`).
+    /// Lines on stdout that are not a JSON-RPC 2.0 message (an object with `"jsonrpc": "2.0"`,
+    /// or a batch of such objects).
     pub fn stdout_violations(&self) -> Vec<String> {
         self.stdout_lines
             .iter()
             .filter(|line| {
+                let is_message =
+                    |v: &Value| v.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
+                // A batch of answers (to a batch sent) is JSON-RPC when every member is, and
+                // it has one.
                 serde_json::from_str::<Value>(line)
                     .ok()
-                    .is_none_or(|v| v.get("jsonrpc").and_then(Value::as_str) != Some("2.0"))
+                    .is_none_or(|v| match &v {
+                        Value::Array(items) => items.is_empty() || !items.iter().all(is_message),
+                        v => !is_message(v),
+                    })
             })
             .map(|line| line.chars().take(300).collect())
             .collect()

@@ -50,6 +50,17 @@ impl Wire {
         }
     }
 
+    /// The next line the server writes, as JSON, within `timeout`.
+    fn next_json(&mut self, timeout: Duration) -> Option<Value> {
+        let line = self.serve.next_line(timeout).unwrap()?;
+        self.transcript.push(format!("<< {}", line.text));
+        Some(
+            serde_json::from_str(&line.text).unwrap_or_else(|e| {
+                panic!("stdout carried a non-JSON line ({e}): {:?}", line.text)
+            }),
+        )
+    }
+
     fn response(&mut self, id: Value) -> Value {
         self.response_within(&id, Duration::from_secs(30))
             .unwrap_or_else(|| panic!("no response to {id} within 30 s: {:#?}", self.transcript))
@@ -120,14 +131,16 @@ fn wire_modern_lists_carry_cache_hints_and_bad_json_is_survived() {
         format!("{names:?}"),
     );
 
-    // Bad JSON: a parse error, and the server keeps serving.
+    // Bad JSON: a parse error, carrying the id it could still read, and the server keeps
+    // serving.
     w.send("{\"jsonrpc\": \"2.0\", \"id\": 3, \"method\": \"tools/list\",");
-    let parse_error = w.response_within(&Value::Null, Duration::from_secs(3));
+    let parse_error = w.response_within(&json!(3), Duration::from_secs(3));
     c.check(
         parse_error
             .as_ref()
             .is_some_and(|e| e["error"]["code"] == -32700),
-        "a line that is not JSON gets a -32700 parse error (JSON-RPC 2.0 §5.1)",
+        "a line that is not JSON gets a -32700 parse error (JSON-RPC 2.0 §5.1) with the id it \
+         names",
         format!("{parse_error:?} within 3 s"),
     );
     let again = w.request(4, "tools/list", json!({"_meta": modern_meta()}));
@@ -302,6 +315,170 @@ fn wire_removed_methods_logging_and_unknown_resources_and_prompts_in_each_era() 
         m.serve.final_stderr(),
         l.serve.final_stderr()
     );
+    c.finish(test, || {
+        format!("transcript:\n{transcript}\nserve stderr:\n{stderr}")
+    });
+}
+
+/// Every malformed shape a client can send gets an answer it can match: the request's own id
+/// wherever it can be read, `null` otherwise, a code and a message that says what was wrong;
+/// a line over the 16 MiB limit gets an answer naming its size and the limit; and after all of
+/// them the same serve still answers a well-formed request. Each shape is sent alone and its
+/// answer awaited (3 s), so a shape that gets nothing fails by name.
+#[test]
+fn wire_every_malformed_message_gets_an_answer_the_client_can_match() {
+    let test = "wire_every_malformed_message_gets_an_answer_the_client_can_match";
+    let Some(setup) = setup(test, &[Need::Serve]) else {
+        return;
+    };
+    let mut c = Checks::new();
+    let home = TestHome::new(&setup).unwrap();
+    let mut w = Wire::start(&home);
+    let init = w.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "wire", "version": "0"}}),
+    );
+    c.check(
+        init.get("result").is_some(),
+        "initialize is answered",
+        &init,
+    );
+    w.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    // (what is sent, the id the answer must carry, its code, what its message must say)
+    let shapes: Vec<(&str, String, Value, i64, &str)> = vec![
+        (
+            "{}",
+            "{}".into(),
+            Value::Null,
+            -32600,
+            "no JSON-RPC message",
+        ),
+        (
+            "42",
+            "42".into(),
+            Value::Null,
+            -32600,
+            "must be a JSON object",
+        ),
+        ("[]", "[]".into(), Value::Null, -32600, "empty batch"),
+        (
+            "no \"jsonrpc\"",
+            r#"{"id": 7, "method": "ping"}"#.into(),
+            json!(7),
+            -32600,
+            "\"jsonrpc\": \"2.0\" is missing",
+        ),
+        (
+            "\"jsonrpc\": \"1.0\"",
+            r#"{"jsonrpc": "1.0", "id": "v1", "method": "ping"}"#.into(),
+            json!("v1"),
+            -32600,
+            "not \"1.0\"",
+        ),
+        (
+            "an object as id",
+            r#"{"jsonrpc": "2.0", "id": {"n": 1}, "method": "ping"}"#.into(),
+            Value::Null,
+            -32600,
+            "must be a string or a number",
+        ),
+        (
+            "no method",
+            r#"{"jsonrpc": "2.0", "id": 8}"#.into(),
+            json!(8),
+            -32600,
+            "needs a \"method\"",
+        ),
+        (
+            "params not an object",
+            r#"{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": 5}"#.into(),
+            json!(9),
+            -32602,
+            "must be an object",
+        ),
+        (
+            "not JSON, id readable",
+            r#"{"jsonrpc": "2.0", "id": 10, "method": "tools/list", "params": {"#.into(),
+            json!(10),
+            -32700,
+            "not valid JSON",
+        ),
+        (
+            "not JSON at all",
+            "hello".into(),
+            Value::Null,
+            -32700,
+            "not valid JSON",
+        ),
+    ];
+    for (what, line, id, code, says) in &shapes {
+        w.send(line);
+        let got = w.next_json(Duration::from_secs(3));
+        let ok = got.as_ref().is_some_and(|v| {
+            v.get("id") == Some(id)
+                && v["error"]["code"] == *code
+                && v["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(says))
+        });
+        c.check(
+            ok,
+            &format!("{what}: answered with id {id}, code {code}, saying {says:?}"),
+            format!("{got:?}"),
+        );
+    }
+
+    // A batch: each request in it answered with its own id, as a batch.
+    w.send(
+        r#"[{"jsonrpc":"2.0","id":21,"method":"ping"},{"jsonrpc":"2.0","id":"b22","method":"tools/list"}]"#,
+    );
+    let batch = w.next_json(Duration::from_secs(3));
+    let ids: Vec<Value> = batch
+        .as_ref()
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(|r| r["id"].clone()).collect())
+        .unwrap_or_default();
+    c.check(
+        ids == [json!(21), json!("b22")],
+        "a batch: each request answered with its own id, as a batch",
+        format!("{batch:?}"),
+    );
+
+    // Over the limit: 16 MiB and more on one line, its id at the start.
+    let limit = 16usize << 20;
+    let mut huge = String::from(
+        r#"{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"create_tool","arguments":{"name":"big","code":""#,
+    );
+    huge.push_str(&"x".repeat(limit + 1000));
+    huge.push_str(r#""}}}"#);
+    let size = huge.len() + 1;
+    w.serve.send_line(&huge).unwrap();
+    w.transcript.push(format!(">> ({size} bytes, id 31)"));
+    let over = w.response_within(&json!(31), Duration::from_secs(20));
+    let message = over
+        .as_ref()
+        .and_then(|v| v["error"]["message"].as_str())
+        .unwrap_or("")
+        .to_string();
+    c.check(
+        message.contains(&format!("{size} bytes")) && message.contains(&format!("{limit} bytes")),
+        "a line over the limit is answered with its id, its size and the limit",
+        format!("{over:?}"),
+    );
+
+    let again = w.request(40, "tools/list", json!({}));
+    c.check(
+        again["result"]["tools"].is_array(),
+        "the same serve still answers a well-formed request after all of them",
+        &again,
+    );
+    w.serve.close_stdin();
+    let _ = w.serve.wait_exit(Duration::from_secs(10));
+    let transcript = w.transcript.join("\n");
+    let stderr = w.serve.final_stderr();
     c.finish(test, || {
         format!("transcript:\n{transcript}\nserve stderr:\n{stderr}")
     });

@@ -769,3 +769,41 @@ fn small_files_are_copied_not_bound() {
     );
     assert!(ops.contains(&bind("/etc/ssl/certs", "/tmp/etc/ssl/certs")));
 }
+
+#[test]
+fn a_runtime_under_the_hosts_tmp_is_bound_at_its_fixed_place_read_only_with_exec() {
+    // The host's /tmp is where the root is staged and, inside, the tool's private tmpfs: the
+    // runtime is bound through the descriptor opened before either exists, at /runtime.
+    let mut policy = policy();
+    policy.runtime = Some(PathBuf::from("/tmp/ci-home/.autotool/runtime"));
+    policy.interpreter = PathBuf::from("/tmp/ci-home/.autotool/runtime/bin/python3");
+    let mut dirs = vec!["/usr", "/opt/python", "/srv/tools/weather"];
+    dirs.push("/tmp/ci-home/.autotool/runtime");
+    let sources = HostSources::fake(&dirs, &DEV_FILES, &[]);
+    let ops = ok_ops(&policy, &sources);
+    let at = ops
+        .iter()
+        .position(|op| *op == bind("/tmp/ci-home/.autotool/runtime", "/tmp/runtime"))
+        .unwrap_or_else(|| panic!("no bind of the runtime at /runtime: {ops:#?}"));
+    assert_eq!(ops[at - 1], mkdir("/tmp/runtime"));
+    assert_eq!(ops[at + 1], attrs("/tmp/runtime", RO_EXEC, true));
+    // Nothing is mounted at the runtime's host path inside the root.
+    assert!(
+        !ops.iter()
+            .any(|op| matches!(op, Op::MkdirAll(p) if p.starts_with("/tmp/tmp/ci-home"))),
+        "{ops:#?}"
+    );
+}
+
+#[test]
+fn a_missing_runtime_stops_the_launch() {
+    let mut policy = policy();
+    policy.runtime = Some(PathBuf::from("/home/alice/.autotool/runtime"));
+    let (result, _) = run(&policy, &bare_host());
+    match result {
+        Err(LaunchError::OpenSource { path, .. }) => {
+            assert_eq!(path, PathBuf::from("/home/alice/.autotool/runtime"))
+        }
+        other => panic!("expected OpenSource, got {other:?}"),
+    }
+}

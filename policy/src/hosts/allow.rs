@@ -46,6 +46,29 @@ pub enum RuleError {
         #[source]
         source: HostError,
     },
+    #[error(
+        "{entry:?}: `{suffix}` is a public suffix (on the Public Suffix List): the names under it \
+         belong to unrelated owners, so the key could be sent to any of them. Name the service's \
+         own hosts instead, for example `api.example{dot_suffix}` or `*.example{dot_suffix}`"
+    )]
+    PublicSuffix {
+        entry: String,
+        suffix: String,
+        /// `.{suffix}`, for the examples of the message.
+        dot_suffix: String,
+    },
+}
+
+/// Whether `name` (a canonical host name: lower case, ASCII) is itself a public suffix on the
+/// Public Suffix List, ICANN's section or the private one (`com`, `co.uk`, `github.io`,
+/// `s3.amazonaws.com`): names registered under it belong to unrelated owners. A name under no
+/// rule of the list (`internal`, `corp`, a single-label intranet host) is not one: the list's
+/// implicit `*` rule is not applied, so private names stay usable.
+pub fn is_public_suffix(name: &str) -> bool {
+    use psl::Psl;
+    psl::List
+        .suffix(name.as_bytes())
+        .is_some_and(|s| s.is_known() && s.as_bytes() == name.as_bytes())
 }
 
 impl AllowRule {
@@ -78,6 +101,17 @@ impl AllowRule {
             (true, Host::Name(name)) => HostPattern::SubdomainsOf(name),
             (true, _) => return Err(RuleError::WildcardAddress(entry.to_owned())),
         };
+        let name = match &host {
+            HostPattern::Exact(Host::Name(name)) | HostPattern::SubdomainsOf(name) => Some(name),
+            HostPattern::Exact(_) => None,
+        };
+        if let Some(name) = name.filter(|n| is_public_suffix(n)) {
+            return Err(RuleError::PublicSuffix {
+                entry: entry.to_owned(),
+                suffix: name.clone(),
+                dot_suffix: format!(".{name}"),
+            });
+        }
         Ok(AllowRule { host, port })
     }
 

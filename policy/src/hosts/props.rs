@@ -139,7 +139,14 @@ proptest! {
                 parse_authority(&format!("{host}:{port}")),
                 Ok((host.clone(), Some(port)))
             );
-            prop_assert_eq!(AllowRule::parse(&host.entry(port)).map(|r| r.matches(&host, port)), Ok(true));
+            let public = host.name().is_some_and(is_public_suffix);
+            prop_assert_eq!(
+                AllowRule::parse(&host.entry(port)).map(|r| r.matches(&host, port)).is_ok(),
+                !public
+            );
+            if !public {
+                prop_assert_eq!(AllowRule::parse(&host.entry(port)).map(|r| r.matches(&host, port)), Ok(true));
+            }
         }
         if let Ok(rule) = AllowRule::parse(&s) {
             prop_assert_eq!(AllowRule::parse(&rule.to_string()), Ok(rule));

@@ -318,6 +318,56 @@ fn allow_rules_parse_as_typed() {
 }
 
 #[test]
+fn entries_naming_a_public_suffix_are_refused() {
+    for bad in [
+        "*.com",
+        "*.COM.",
+        "*.co.uk",
+        "*.github.io",
+        "*.s3.amazonaws.com",
+        "*.xn--p1ai",
+        "*.рф",
+        "com",
+        "co.uk",
+        "github.io:8443",
+        "*.com:8443",
+        // Under a wildcard rule of the list (`*.ck`), every second-level name is a suffix.
+        "*.anything.ck",
+    ] {
+        match AllowRule::parse(bad) {
+            Err(RuleError::PublicSuffix { suffix, .. }) => {
+                assert!(is_public_suffix(&suffix), "{bad:?}: {suffix}")
+            }
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    let message = AllowRule::parse("*.co.uk").unwrap_err().to_string();
+    assert!(message.contains("`co.uk` is a public suffix"), "{message}");
+    assert!(message.contains("*.example.co.uk"), "{message}");
+    // The control: one label more is someone's own domain, and passes.
+    for good in [
+        "*.example.com",
+        "*.example.co.uk",
+        "*.octocat.github.io",
+        "example.co.uk",
+        "octocat.github.io",
+        "*.bucket.s3.amazonaws.com",
+        // An exception rule of the list (`!www.ck`): a registrable name, not a suffix.
+        "www.ck",
+        // No rule of the list names these: the implicit `*` rule is not applied.
+        "*.corp",
+        "intranet",
+        "*.internal",
+        "localhost:8080",
+        "[2001:db8::1]:1",
+    ] {
+        assert!(AllowRule::parse(good).is_ok(), "{good:?}");
+    }
+    // A stored list holding such an entry (written before the rule) allows nothing.
+    assert!(KeyAllowlist::parse("K", Some(&["*.com"][..])).is_err());
+}
+
+#[test]
 fn allow_rules_match_hosts_and_ports() {
     let exact = rule("api.x.com");
     assert!(exact.matches(&name("api.x.com"), 443));

@@ -23,15 +23,16 @@ fn map(v: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 /// A policy as the supervisor sends it: defaults for system directories and `/etc`, a Python
-/// prefix and a virtual environment as runtime, an egress listener, two kept descriptors and
-/// custom limits.
+/// prefix outside the system directories, the runtime (a virtual environment in a home under
+/// `/tmp`), an egress listener, two kept descriptors and custom limits.
 fn representative() -> LaunchPolicy {
     let mut policy = LaunchPolicy::new(
         "/srv/tools/weather",
         "weather.py",
-        "/opt/python/bin/python3.12",
-        vec![p("/opt/python"), p("/srv/venvs/weather")],
+        "/tmp/ci/.autotool/runtime/bin/python3",
+        vec![p("/opt/python")],
     );
+    policy.runtime = Some(p("/tmp/ci/.autotool/runtime"));
     policy.env = map(&[
         ("PATH", "/usr/bin:/bin"),
         ("HOME", "/home/tool"),
@@ -101,9 +102,10 @@ fn representative_policy_plans_exactly() {
             bind("/bin", "/bin", true, true),
             Mount::HostSymlink { path: p("/sbin") },
             bind("/sbin", "/sbin", true, true),
-            // Runtime: required, with exec.
+            // The Python prefix at its own path; the runtime at its fixed place, wherever it
+            // lives on the host. Both required, with exec.
             bind("/opt/python", "/opt/python", true, false),
-            bind("/srv/venvs/weather", "/srv/venvs/weather", true, false),
+            bind("/tmp/ci/.autotool/runtime", "/runtime", true, false),
             // Single entries of /etc: optional, noexec.
             bind("/etc/ld.so.cache", "/etc/ld.so.cache", false, true),
             bind("/etc/ld.so.conf", "/etc/ld.so.conf", false, true),
@@ -218,7 +220,7 @@ fn representative_policy_plans_exactly() {
             rule("/bin", FsAccess::ReadExec),
             rule("/sbin", FsAccess::ReadExec),
             rule("/opt/python", FsAccess::ReadExec),
-            rule("/srv/venvs/weather", FsAccess::ReadExec),
+            rule("/runtime", FsAccess::ReadExec),
             rule("/etc", FsAccess::Read),
             rule("/tool", FsAccess::Read),
             rule("/tmp", FsAccess::ReadWrite),
@@ -270,8 +272,9 @@ fn representative_policy_plans_exactly() {
             report_fd: 5,
             port: 3128,
         }),
-        exec_path: p("/opt/python/bin/python3.12"),
-        argv: strings(&["/opt/python/bin/python3.12", "-I", "-B", "/tool/weather.py"]),
+        // The interpreter below the runtime runs from the runtime's fixed place.
+        exec_path: p("/runtime/bin/python3"),
+        argv: strings(&["/runtime/bin/python3", "-I", "-B", "/tool/weather.py"]),
         working_dir: p("/tool"),
         uid: 1000,
         gid: 1000,
@@ -441,7 +444,7 @@ fn runtime_and_system_dirs_must_be_absolute() {
 
 /// (target, the reserved directory reported). A target is refused when it is, lies inside or
 /// contains a reserved directory; `/` contains them all and `/proc` is checked first.
-const RESERVED_TARGETS: [(&str, &str); 15] = [
+const RESERVED_TARGETS: [(&str, &str); 17] = [
     ("/", "/proc"),
     ("/proc", "/proc"),
     ("/proc/self", "/proc"),
@@ -455,6 +458,8 @@ const RESERVED_TARGETS: [(&str, &str); 15] = [
     ("/home/tool", "/home/tool"),
     ("/home/tool/.venv", "/home/tool"),
     ("/etc", "/etc"),
+    ("/runtime", "/runtime"),
+    ("/runtime/lib", "/runtime"),
     // `/.` is `/` once parsed into components.
     ("/.", "/proc"),
     ("//", "/proc"),
@@ -471,6 +476,67 @@ fn runtime_dirs_cannot_hide_reserved_directories() {
             "{target:?}"
         );
     }
+}
+
+#[test]
+fn the_runtime_may_live_anywhere_on_the_host_and_always_appears_at_its_fixed_place() {
+    for host in [
+        "/tmp/home/.autotool/runtime",
+        "/home/alice/.autotool/runtime",
+        "/runtime",
+        "/proc/../x",
+    ] {
+        let mut policy = base();
+        policy.runtime = Some(p(host));
+        if host.contains("..") {
+            assert_eq!(refused(&policy), not_absolute("runtime", host));
+            continue;
+        }
+        policy.interpreter = p(&format!("{host}/bin/python3"));
+        let plan = policy.plan().unwrap();
+        assert!(
+            plan.mounts
+                .contains(&bind(host, RUNTIME_MOUNT, true, false)),
+            "{host}: {:?}",
+            plan.mounts
+        );
+        assert!(
+            plan.landlock
+                .contains(&rule(RUNTIME_MOUNT, FsAccess::ReadExec))
+        );
+        assert_eq!(plan.exec_path, p("/runtime/bin/python3"), "{host}");
+        assert_eq!(plan.argv[0], "/runtime/bin/python3");
+    }
+}
+
+#[test]
+fn an_interpreter_outside_the_runtime_keeps_its_path() {
+    let mut policy = base();
+    policy.runtime = Some(p("/srv/venv"));
+    // `/srv/venvs` is not below `/srv/venv`: paths compare by component.
+    for interpreter in ["/usr/bin/python3", "/srv/venvs/bin/python3"] {
+        policy.interpreter = p(interpreter);
+        let plan = policy.plan().unwrap();
+        assert_eq!(plan.exec_path, p(interpreter));
+    }
+}
+
+#[test]
+fn the_runtime_cannot_be_the_host_root() {
+    let mut policy = base();
+    policy.runtime = Some(p("/"));
+    assert_eq!(refused(&policy), PolicyError::RuntimeRoot(p("/")));
+    policy.runtime = Some(p("relative/venv"));
+    assert_eq!(refused(&policy), not_absolute("runtime", "relative/venv"));
+}
+
+#[test]
+fn reserved_by_names_the_directory_a_path_would_hide() {
+    assert_eq!(reserved_by(Path::new("/tmp/home/.pyenv")), Some("/tmp"));
+    assert_eq!(reserved_by(Path::new("/etc/python")), Some("/etc"));
+    assert_eq!(reserved_by(Path::new("/runtime")), Some("/runtime"));
+    assert_eq!(reserved_by(Path::new("/home/alice/.pyenv")), None);
+    assert_eq!(reserved_by(Path::new("/opt/python")), None);
 }
 
 #[test]

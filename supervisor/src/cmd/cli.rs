@@ -1,13 +1,36 @@
 //! The command line: [`main`] parses it ([`Cli`]) and runs the verb.
+//!
+//! Conventions every verb keeps:
+//! - `about` is one short line; the detail is in `long_about` (`--help` shows it, `-h` not).
+//! - Exit status ([`EXIT_CODES`]): 0 done (or healthy), 1 the command could not do what was
+//!   asked or a check found a problem (the message says which and what to do), 2 the command
+//!   line itself is wrong.
+//! - With `--json`, an error is a JSON object on stdout too ([`fail`]), also for a command line
+//!   clap refuses, so a script reading stdout always gets JSON.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What every `autotool` command's exit status means (`--help` shows it; docs/cli.md too).
+pub const EXIT_CODES: &str = "Exit status:\n  \
+    0  done; for doctor, status and config checks: healthy\n  \
+    1  the command could not do what was asked, or a check found a problem (the message says \
+which, and what to do)\n  \
+    2  the command line is wrong (unknown command or flag, missing or bad argument)";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "autotool",
     version,
-    about = "Grow MCP tools for your agents, confined"
+    about = "Grow MCP tools for your agents, confined",
+    long_about = "Grow MCP tools for your agents, confined.\n\n\
+                  An agent that lacks a tool writes one (a small Python MCP server); autotool \
+                  verifies it, runs it in a sandbox with only the keys you approved, and keeps \
+                  it for every later session of every agent on the machine.\n\n\
+                  Start with `autotool setup` (registers autotool with the agent apps found \
+                  here and prepares the tool runtime), then `autotool doctor`.",
+    after_long_help = EXIT_CODES
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -16,17 +39,29 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Cmd {
-    /// Check what this machine offers the sandbox, launch a trial tool, and say how to fix what
-    /// is missing. Exits non-zero when tools cannot be confined.
+    /// Check that tools can run here, and how to fix what is missing.
+    ///
+    /// Checks what this machine offers the sandbox (Landlock, seccomp, PR_SET_MDWE, user
+    /// namespaces or the launcher's file capabilities), the tool runtime, and the agent apps;
+    /// then launches a trial tool exactly as `autotool serve` would: the same runtime, launch
+    /// policy and code path. A FAIL line means tools cannot run; a warning (an agent app whose
+    /// config cannot be read, a runtime not built yet) does not.
+    ///
+    /// Exits 0 when tools can run (warnings or not), 1 when they cannot.
     Doctor {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Register `autotool serve` with every agent app found here (Claude Code, Codex, Cursor,
-    /// Claude Desktop, OpenClaw), by this binary's absolute path. Each config is copied to
+    /// Register autotool with the agent apps here, and build the tool runtime.
+    ///
+    /// Registers `autotool serve` with every agent app found (Claude Code, Codex, Cursor,
+    /// Claude Desktop, OpenClaw) by this binary's absolute path. Each config is copied to
     /// `.bak` before it is edited; an existing Claude Code or Codex entry is left untouched.
-    /// With `--launcher`, install the sandbox launcher instead.
+    /// Then builds the Python runtime tools run on, if it is not ready (a few seconds, once),
+    /// so the first tool an agent creates does not wait for it.
+    ///
+    /// With `--launcher`, installs the sandbox launcher with file capabilities instead.
     Setup {
         /// Only these apps (comma-separated or repeated), registered even where setup finds no
         /// sign of them.
@@ -48,13 +83,20 @@ pub enum Cmd {
         /// instead of `autotool serve`, so every app shares one supervisor.
         #[arg(long, conflicts_with = "launcher")]
         service: bool,
+        /// Do not prepare the tool runtime (serve prepares it when it is first needed).
+        #[arg(long, conflicts_with = "launcher")]
+        no_runtime: bool,
         /// Print what would be done (for apps, each change as a diff) and change nothing.
         #[arg(long)]
         dry_run: bool,
     },
-    /// Serve MCP on stdin/stdout: the command a host app runs (or over HTTP with `--transport
-    /// http`). Agents create tools with `create_tool`; they are verified, confined, mounted live
-    /// and kept for every agent.
+    /// Serve MCP to a host app on stdin/stdout (or HTTP).
+    ///
+    /// The command a host app runs. Agents create tools with `create_tool`; they are
+    /// verified, confined, mounted live and kept for every agent. It answers at once: the
+    /// sandbox check and, if it is missing, the tool runtime are prepared in the background,
+    /// and a call that needs them meanwhile is held a few seconds at most (with progress
+    /// notifications when the host asks for them), then told when to call again.
     Serve {
         /// `stdio` (default) or `http` (streamable HTTP at /mcp on `--listen`).
         #[arg(long, default_value = "stdio", value_parser = ["stdio", "http"])]
@@ -91,18 +133,26 @@ pub enum Cmd {
         #[arg(long)]
         dangerously_allow_all_tools: bool,
     },
-    /// See autotool work, offline and without a key: a scripted agent grows a tool for a fake
-    /// Hacker-News-like API (verification and repair, consent, redaction, the allowlist), under
-    /// the strict sandbox. Exits non-zero if any step does not happen.
+    /// See autotool work, offline and without a key.
+    ///
+    /// A scripted agent grows a tool for a fake Hacker-News-like API: verification and
+    /// repair, consent, redaction, the allowlist, under the strict sandbox (or, where this
+    /// machine cannot confine, unconfined and saying why). It runs on a temporary home it
+    /// removes afterwards; the first run prepares the tool runtime (a few seconds).
+    ///
+    /// Exits 0 when every step happened, 1 when one did not.
     #[cfg(feature = "own-model")]
     Demo {
         /// Keep the demo's temporary AUTOTOOL_HOME to look at afterwards.
         #[arg(long)]
         keep: bool,
     },
-    /// Print every setting in effect, its value and the layer it came from: the environment,
-    /// $AUTOTOOL_HOME/config.toml or the default (for `serve`, its flags first). Exits non-zero,
-    /// naming the setting, the layer and the problem, when a value anywhere is bad.
+    /// Print every setting in effect and where it came from.
+    ///
+    /// Each setting, its value and the layer it came from: the environment,
+    /// $AUTOTOOL_HOME/config.toml or the default (for `serve`, its flags first).
+    ///
+    /// Exits 1, naming the setting, the layer and the problem, when a value anywhere is bad.
     Config {
         /// Print JSON.
         #[arg(long, conflicts_with = "get")]
@@ -112,39 +162,76 @@ pub enum Cmd {
         #[arg(long, value_name = "NAME")]
         get: Option<String>,
     },
-    /// Speak MCP on stdin/stdout, relayed to the autotool service (`autotool service install`):
-    /// for host apps that only spawn stdio servers, so every host shares one supervisor.
+    /// Relay MCP on stdin/stdout to the autotool service.
+    ///
+    /// For host apps that only spawn stdio servers, so every host shares the one supervisor
+    /// `autotool service install` runs.
     Connect,
-    /// Run autotool as a systemd user service: one supervisor on streamable HTTP (loopback and a
-    /// unix socket) for every host on the machine.
+    /// Run autotool as a systemd user service for every host.
+    ///
+    /// One supervisor on streamable HTTP (loopback and a unix socket) for every host on the
+    /// machine; stdio-only hosts reach it through `autotool connect`.
     Service {
         #[command(subcommand)]
         cmd: ServiceCmd,
     },
-    /// List, show and remove the tools every agent on this machine shares.
+    /// List, show, approve, revoke and remove the tools agents share.
     Tools {
         #[command(subcommand)]
         cmd: crate::cmd::tools::ToolsCmd,
     },
-    /// Add, list and remove the keys (API credentials) tools may be given, and limit where each
-    /// may be sent. Values are read without echo and never printed.
+    /// Add, list, remove and limit the keys tools may be given.
+    ///
+    /// Values are read without echo from the terminal, or from stdin; never from the command
+    /// line, and never printed.
     Keys {
         #[command(subcommand)]
         cmd: crate::cmd::keys::KeysCmd,
     },
-    /// Do a task with a demo agent on your own model (from ./.env): it writes the tools it lacks
-    /// into ./tools and prints each step. No consent prompts or allowlists; tools are still
-    /// confined.
+    /// Build, check or rebuild the Python runtime tools run on.
+    ///
+    /// A virtual environment at $AUTOTOOL_HOME/runtime with the pinned tool SDK, HTTP client
+    /// and linter, built with uv (pip where uv cannot be had). `setup` and `serve` prepare it
+    /// by themselves; these commands do it ahead of time, or look at it.
+    Runtime {
+        #[command(subcommand)]
+        cmd: crate::cmd::runtime::RuntimeCmd,
+    },
+    /// Do a task with a demo agent on your own model (./.env).
+    ///
+    /// It writes the tools it lacks into ./tools and prints each step. No consent prompts or
+    /// allowlists; tools are still confined.
     #[cfg(feature = "own-model")]
     Run {
         /// What to do, in plain words.
         task: String,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// For example `autotool completions bash > ~/.local/share/bash-completion/completions/autotool`,
+    /// or `autotool completions zsh > "${fpath[1]}/_autotool"`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, or write one per command into a directory.
+    ///
+    /// `autotool man | man -l -` reads it now; `autotool man --dir ~/.local/share/man/man1`
+    /// installs autotool.1 and autotool-<command>.1 for every command.
+    Man {
+        /// Write every page into this directory instead of printing the main one.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ServiceCmd {
-    /// Write ~/.config/systemd/user/autotool.service and enable and start it.
+    /// Write the systemd user unit, then enable and start it.
+    ///
+    /// Writes ~/.config/systemd/user/autotool.service (`autotool serve --transport http` on
+    /// loopback and on $AUTOTOOL_HOME/service.sock, with a bearer token), then enables and
+    /// starts it unless `--no-start`.
     Install {
         /// Where HTTP hosts reach it (loopback).
         #[arg(long, default_value = crate::cmd::service::DEFAULT_TCP)]
@@ -155,7 +242,9 @@ pub enum ServiceCmd {
     },
     /// Stop, disable and remove the unit.
     Uninstall,
-    /// Whether the unit is installed and the service answers. Exits non-zero when it does not.
+    /// Say whether the unit is installed and the service answers.
+    ///
+    /// Exits 0 when it answers, 1 when it does not.
     Status {
         /// Print JSON.
         #[arg(long)]
@@ -163,9 +252,93 @@ pub enum ServiceCmd {
     },
 }
 
+/// Set when the command carries `--json`: errors are then JSON on stdout too.
+static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
+
+/// Whether this command line asked for JSON.
+fn wants_json(cmd: &Cmd) -> bool {
+    use crate::cmd::keys::KeysCmd;
+    use crate::cmd::runtime::RuntimeCmd;
+    use crate::cmd::tools::ToolsCmd;
+    match cmd {
+        Cmd::Doctor { json } | Cmd::Config { json, .. } => *json,
+        Cmd::Service {
+            cmd: ServiceCmd::Status { json },
+        } => *json,
+        Cmd::Tools {
+            cmd: ToolsCmd::List { json } | ToolsCmd::Show { json, .. },
+        } => *json,
+        Cmd::Keys {
+            cmd: KeysCmd::List { json },
+        } => *json,
+        Cmd::Runtime {
+            cmd: RuntimeCmd::Status { json },
+        } => *json,
+        _ => false,
+    }
+}
+
+/// The JSON form of an error: `{"error": {"command", "message", "exit_code"}}`.
+pub fn error_json(command: &str, message: &str, exit_code: u8) -> String {
+    serde_json::json!({
+        "error": {
+            "command": format!("autotool {command}").trim_end(),
+            "message": message,
+            "exit_code": exit_code,
+        }
+    })
+    .to_string()
+}
+
+/// Report that `autotool COMMAND` failed with `message`: `autotool COMMAND: message` on
+/// stderr, or with `--json` the JSON form on stdout. Returns exit status 1.
+pub fn fail(command: &str, message: &str) -> ExitCode {
+    if JSON_ERRORS.load(Ordering::Relaxed) {
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{}", error_json(command, message, 1));
+    } else {
+        eprintln!("autotool {command}: {message}");
+    }
+    ExitCode::FAILURE
+}
+
+/// Parse the command line; a refused one exits 2 (its message as JSON with `--json`).
+fn parse() -> Result<Cli, ExitCode> {
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let asked_json = std::env::args_os().any(|a| a == "--json");
+            let informational = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            if asked_json && !informational {
+                use std::io::Write;
+                let rendered = e.to_string();
+                let first = rendered.lines().next().unwrap_or("").trim();
+                let message = first.strip_prefix("error: ").unwrap_or(first);
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{}", error_json("", message, 2));
+                return Err(ExitCode::from(2));
+            }
+            // clap prints usage errors to stderr and exits 2, help and version to stdout and 0.
+            let _ = e.print();
+            Err(ExitCode::from(if e.use_stderr() { 2 } else { 0 }))
+        }
+    }
+}
+
 /// Parse the command line and run the verb.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    JSON_ERRORS.store(wants_json(&cli.command), Ordering::Relaxed);
     if let Cmd::Serve {
         transport,
         listen,
@@ -255,21 +428,51 @@ pub fn main() -> ExitCode {
             ..
         } => match crate::cmd::setup::install_launcher(yes, dry_run, &mut stdout) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("autotool setup: {e}");
-                ExitCode::FAILURE
-            }
+            Err(e) => fail("setup", &e.to_string()),
         },
         Cmd::Setup {
             apps,
             dry_run,
             service,
+            no_runtime,
             ..
-        } => super::setup::hosts(apps, dry_run, service, &mut stdout),
+        } => super::setup::hosts(apps, dry_run, service, !no_runtime, &mut stdout),
         Cmd::Tools { cmd } => crate::cmd::tools::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
+        Cmd::Runtime { cmd } => crate::cmd::runtime::main(cmd, &mut stdout),
         #[cfg(feature = "own-model")]
         Cmd::Run { task } => crate::cmd::run::main(&task, &mut stdout),
+        Cmd::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "autotool", &mut script);
+            written(
+                "completions",
+                std::io::Write::write_all(&mut stdout, &script),
+            )
+        }
+        Cmd::Man { dir } => man(dir.as_deref(), &mut stdout),
+    }
+}
+
+/// `autotool man [--dir DIR]`.
+fn man(dir: Option<&std::path::Path>, out: &mut dyn std::io::Write) -> ExitCode {
+    let cmd = Cli::command();
+    let done = match dir {
+        Some(dir) => std::fs::create_dir_all(dir)
+            .and_then(|()| clap_mangen::generate_to(cmd, dir))
+            .and_then(|()| writeln!(out, "man pages written to {}", dir.display())),
+        None => clap_mangen::Man::new(cmd).render(out),
+    };
+    written("man", done)
+}
+
+/// The outcome of writing a command's output: a reader that stopped reading (`| head`) has
+/// what it wanted.
+fn written(command: &str, result: std::io::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => fail(command, &format!("cannot write the output: {e}")),
     }
 }
 
@@ -284,16 +487,110 @@ pub(crate) fn block_on<T>(
         .build()
     {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("autotool {cmd}: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fail(cmd, &format!("cannot start the async runtime: {e}")),
     };
     match runtime.block_on(work) {
         Ok(_) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("autotool {cmd}: {e:#}");
-            ExitCode::FAILURE
+        Err(e) => fail(cmd, &format!("{e:#}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// Every command and subcommand: (path, about, long_about).
+    fn commands() -> Vec<(String, String, Option<String>)> {
+        fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, String, Option<String>)>) {
+            for sub in cmd.get_subcommands() {
+                let p = format!("{path} {}", sub.get_name());
+                out.push((
+                    p.clone(),
+                    sub.get_about().map(|s| s.to_string()).unwrap_or_default(),
+                    sub.get_long_about().map(|s| s.to_string()),
+                ));
+                walk(sub, &p, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), "autotool", &mut out);
+        out
+    }
+
+    #[test]
+    fn every_about_is_one_short_line_with_the_detail_in_long_about() {
+        let all = commands();
+        assert!(all.len() > 25, "{}", all.len());
+        // Every offender at once, so one run lists them all.
+        let mut wrong = Vec::new();
+        for (path, about, long) in &all {
+            if about.is_empty() {
+                wrong.push(format!("{path} has no about"));
+            }
+            if about.chars().count() > 72 || about.contains('\n') {
+                wrong.push(format!(
+                    "{path}: about is {} characters: {about:?}",
+                    about.chars().count()
+                ));
+            }
+            if let Some(long) = long
+                && long.len() <= about.len()
+            {
+                wrong.push(format!("{path}: long_about adds nothing"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        // The commands whose detail matters have it.
+        for path in [
+            "autotool doctor",
+            "autotool setup",
+            "autotool serve",
+            "autotool runtime install",
+            "autotool runtime status",
+            "autotool keys",
+        ] {
+            let found = all.iter().find(|(p, _, _)| p == path);
+            assert!(
+                found.is_some_and(|(_, _, long)| long.is_some()),
+                "{path} has no long_about"
+            );
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn errors_in_json_name_the_command_and_exit_code() {
+        let v: serde_json::Value =
+            serde_json::from_str(&error_json("tools show", "no tool \"x\"", 1)).unwrap_or_default();
+        assert_eq!(
+            v,
+            serde_json::json!({"error": {"command": "autotool tools show", "message": "no tool \"x\"", "exit_code": 1}})
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&error_json("", "unexpected argument", 2)).unwrap_or_default();
+        assert_eq!(v["error"]["command"], "autotool");
+    }
+
+    #[test]
+    fn json_is_noticed_wherever_a_command_takes_it() {
+        for (args, json) in [
+            (&["autotool", "doctor", "--json"][..], true),
+            (&["autotool", "tools", "list", "--json"], true),
+            (&["autotool", "tools", "show", "x", "--json"], true),
+            (&["autotool", "keys", "list", "--json"], true),
+            (&["autotool", "runtime", "status", "--json"], true),
+            (&["autotool", "service", "status", "--json"], true),
+            (&["autotool", "config", "--json"], true),
+            (&["autotool", "tools", "list"], false),
+            (&["autotool", "runtime", "install"], false),
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(wants_json(&cli.command), json, "{args:?}");
         }
     }
 }

@@ -10,21 +10,20 @@ pub fn main(json: bool, get: Option<&str>, out: &mut impl Write) -> ExitCode {
         config::Inputs::from_process(Default::default()).and_then(|i| config::resolve(&i));
     let config = match resolved {
         Ok(c) => c,
-        Err(problems) => {
-            eprintln!("autotool config: {problems}");
-            return ExitCode::FAILURE;
-        }
+        Err(problems) => return super::fail("config", &problems.to_string()),
     };
     let written = match get {
         Some(name) => match config.get(name) {
             Some(entry) => writeln!(out, "{}", entry.value),
             None => {
                 let names: Vec<&str> = config::SETTINGS.iter().map(|s| s.name).collect();
-                eprintln!(
-                    "autotool config: no setting is called {name:?}; the settings are: {}",
-                    names.join(", ")
+                return super::fail(
+                    "config",
+                    &format!(
+                        "no setting is called {name:?}; the settings are: {}",
+                        names.join(", ")
+                    ),
                 );
-                return ExitCode::FAILURE;
             }
         },
         None if json => {
@@ -37,9 +36,6 @@ pub fn main(json: bool, get: Option<&str>, out: &mut impl Write) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // `autotool config | head`: the reader has what it wanted.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("autotool config: cannot write the output: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => super::fail("config", &format!("cannot write the output: {e}")),
     }
 }

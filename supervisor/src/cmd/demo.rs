@@ -72,14 +72,68 @@ impl Milestones {
     }
 }
 
+/// Width of the demo's indented text.
+const WIDTH: usize = 96;
+/// Lines one message may take before its middle is left out.
+const MAX_WRAPPED: usize = 5;
+
+/// The first `n` non-empty lines of code, each cut at `width` (code is shown as a glimpse).
 fn first_lines(text: &str, n: usize, width: usize) -> String {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .take(n)
         .map(|l| {
             let cut: String = l.chars().take(width).collect();
-            format!("      {cut}{}", if cut.len() < l.len() { "…" } else { "" })
+            format!(
+                "      {cut}{}",
+                if cut.chars().count() < l.chars().count() {
+                    "…"
+                } else {
+                    ""
+                }
+            )
         })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One message, whole, wrapped at word boundaries to [`WIDTH`]. When it would take more than
+/// [`MAX_WRAPPED`] lines, its middle is left out: the start (what happened, and why) and the
+/// end (where the command to run is) are kept.
+fn wrapped(message: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in message.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > WIDTH {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    if lines.len() > MAX_WRAPPED {
+        let tail = lines.split_off(lines.len() - 2);
+        lines.truncate(MAX_WRAPPED - 3);
+        lines.push("…".into());
+        lines.extend(tail);
+    }
+    lines
+        .iter()
+        .map(|l| format!("      {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first `n` non-empty lines of `text`, each [`wrapped`].
+fn messages(text: &str, n: usize) -> String {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(n)
+        .map(wrapped)
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -97,7 +151,8 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
     };
 
     // The sandbox: strict when this machine can confine, else say why and go on unconfined.
-    let report = tokio::task::spawn_blocking(|| crate::cmd::doctor::run(None)).await?;
+    let report =
+        tokio::task::spawn_blocking(|| crate::cmd::doctor::confinement(None, None)).await?;
     let sandbox = if report.worst() == crate::cmd::doctor::Status::Fail {
         say("autotool demo: this machine cannot confine tools, so the demo runs them UNCONFINED (--sandbox off). Why:".into());
         for c in report
@@ -223,22 +278,22 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
                 if name == "create_tool" {
                     if *is_error {
                         say("  verification failed; fed back to the agent:".into());
-                        say(first_lines(text, 1, 110));
+                        say(messages(text, 1));
                         if let Some(last) = text.lines().rev().find(|l| !l.trim().is_empty()) {
-                            say(format!("      …\n      {}", last.trim()));
+                            say(format!("      …\n{}", wrapped(last)));
                         }
                     } else {
                         say("  verified and mounted:".into());
-                        say(first_lines(text, 1, 200));
+                        say(messages(text, 1));
                     }
                 } else {
                     say(format!("  {}:", if *is_error { "error" } else { "answer" }));
-                    say(first_lines(text, 5, 110));
+                    say(messages(text, 5));
                 }
             }
             Step::Answer(a) => {
                 say("\n> the agent answers:".into());
-                say(first_lines(a, 10, 110));
+                say(messages(a, 10));
             }
         }
     })
@@ -319,4 +374,47 @@ pub fn main(keep: bool) -> std::process::ExitCode {
     let out: std::sync::Arc<std::sync::Mutex<dyn std::io::Write + Send>> =
         std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
     super::cli::block_on("demo", run(out, keep))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_long_message_keeps_its_reason_and_the_command_at_its_end() {
+        let refusal = "403: hn holds HN_API_KEY, which may only be sent to hn.example; \
+                       evil.example is not on that list. To allow it, run: autotool keys allow \
+                       HN_API_KEY hn.example evil.example";
+        let shown = wrapped(refusal);
+        assert!(
+            shown.lines().all(|l| l.chars().count() <= WIDTH + 6),
+            "{shown}"
+        );
+        let joined: Vec<&str> = shown.split_whitespace().collect();
+        assert_eq!(
+            joined.join(" "),
+            refusal,
+            "a message that fits is shown whole"
+        );
+
+        let long = format!(
+            "verification failed at initialize: the tool did not start. {} Then run: autotool \
+             tools approve hn HN_API_KEY",
+            "filler words ".repeat(80)
+        );
+        let shown = wrapped(&long);
+        assert_eq!(shown.lines().count(), MAX_WRAPPED, "{shown}");
+        assert!(
+            shown.starts_with("      verification failed at initialize:"),
+            "{shown}"
+        );
+        assert!(shown.contains("\n      …\n"), "{shown}");
+        assert!(
+            shown
+                .trim_end()
+                .ends_with("autotool tools approve hn HN_API_KEY"),
+            "{shown}"
+        );
+    }
 }

@@ -1,13 +1,25 @@
-//! `autotool doctor`: what this machine offers the sandbox, whether a tool can be launched right
-//! now, and the fix for each missing piece.
+//! `autotool doctor`: what this machine offers the sandbox, whether a tool can run right now,
+//! and the fix for each missing piece.
+//!
+//! It agrees with `serve` by construction: the sandbox checks are the ones `serve` refuses to
+//! start on ([`confinement`]), and the trial launch verifies a small tool through
+//! [`crate::verify::verify`], the gate every created tool passes, on the runtime `serve` would
+//! use (`$AUTOTOOL_RUNTIME` or `$AUTOTOOL_HOME/runtime`), with the launcher, limits and launch
+//! policy `serve` would give it. Where the runtime is not built yet, the trial runs on a bare
+//! environment made beside it, so its place is tried all the same.
+//!
+//! A FAIL means tools cannot run (exit 1); a warning (an agent app whose config cannot be
+//! read, a runtime still to be built, no keychain) does not (exit 0).
+//!
+//! The launcher's probe is cached ([`probe_cached`]) under the identity of everything it
+//! depends on, so `serve` pays for it once per launcher, boot and confinement of its own, not
+//! on every start.
 
 use crate::tool::launcher::{self, Probe};
 use crate::tool::runtime;
-use autotool_policy::LaunchPolicy;
 use serde::Serialize;
-use std::io::Read;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// How one check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -74,11 +86,9 @@ impl Report {
             }
         }
         out.push_str(match self.worst() {
-            Status::Fail => {
-                "\nautotool cannot confine tools on this machine until the FAIL lines are fixed.\n"
-            }
-            Status::Warn => "\nTools can be confined; the warnings above are worth a look.\n",
-            Status::Ok => "\nTools can be confined on this machine.\n",
+            Status::Fail => "\nTools cannot run on this machine until the FAIL lines are fixed.\n",
+            Status::Warn => "\nTools can run; the warnings above are worth a look.\n",
+            Status::Ok => "\nTools can run on this machine.\n",
         });
         out
     }
@@ -208,103 +218,223 @@ fn kernel_checks(p: &Probe, launcher: &Path, out: &mut Vec<Check>) {
     });
 }
 
-/// Launch a trivial tool through the launcher and check it answered.
-fn trial_launch(launcher: &Path, python: &runtime::Python) -> Check {
-    let run = || -> Result<Duration, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("autotool-doctor-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
-        std::fs::write(dir.path().join("tool.py"), "print('autotool-doctor-ok')\n")
-            .map_err(|e| e.to_string())?;
-        let mut perms = std::fs::metadata(dir.path())
-            .map_err(|e| e.to_string())?
-            .permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-        std::fs::set_permissions(dir.path(), perms).map_err(|e| e.to_string())?;
-        let mut policy = LaunchPolicy::new(
-            dir.path(),
-            "tool.py",
-            &python.interpreter,
-            python.runtime_dirs.clone(),
-        );
-        policy.env = autotool_policy::launch::tool_environment(
-            &Default::default(),
-            &Default::default(),
-            None,
-        );
-        let start = Instant::now();
-        let mut child =
-            launcher::spawn(launcher, &policy, Vec::new()).map_err(|e| e.to_string())?;
-        drop(child.stdin.take());
-        let deadline = start + Duration::from_secs(20);
-        let status = loop {
-            if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("the trial tool did not finish within 20 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        let elapsed = start.elapsed();
-        let mut stdout = String::new();
-        let mut stderr = String::new();
-        if let Some(mut s) = child.stdout.take() {
-            let _ = s.read_to_string(&mut stdout);
+/// The trial tool on the real runtime: the SDK, one function, answered by the smoke test.
+const TRIAL_TOOL: &str = r#"from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("doctor_trial")
+
+
+@mcp.tool()
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+/// The trial tool on a bare environment (no SDK yet): the least of an MCP server over stdio.
+const BARE_TRIAL_TOOL: &str = r#"import json
+import sys
+
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {
+            "protocolVersion": msg["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "doctor_trial", "version": "1"},
         }
-        if let Some(mut s) = child.stderr.take() {
-            let _ = s.read_to_string(&mut stderr);
-        }
-        if status.success() && stdout.trim() == "autotool-doctor-ok" {
-            Ok(elapsed)
-        } else {
-            Err(format!("{status}; {}", stderr.trim()))
+    elif msg["method"] == "tools/list":
+        result = {"tools": []}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+/// How `serve` would start a tool: its settings (launcher, limits), strict.
+fn trial_spec(
+    dir: &Path,
+    python: runtime::Python,
+    settings: &crate::library::Settings,
+) -> crate::tool::process::ToolSpec {
+    use crate::tool::process::{SandboxMode, ToolSpec};
+    let mut spec = ToolSpec::new(dir, crate::version::TOOL_FILE, python, SandboxMode::Strict);
+    spec.env =
+        autotool_policy::launch::tool_environment(&Default::default(), &Default::default(), None);
+    spec.egress = Some(crate::egress::EgressConfig::new(
+        autotool_policy::hosts::KeyLists::new("doctor_trial"),
+    ));
+    spec.limits = settings.limits;
+    spec.launcher = settings.launcher.clone();
+    spec
+}
+
+/// A directory for the trial tool that a confined tool (another user, under root) can read.
+fn trial_dir() -> Result<tempfile::TempDir, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("autotool-doctor-")
+        .tempdir()
+        .map_err(|e| format!("cannot make a directory for the trial tool: {e}"))?;
+    std::fs::set_permissions(
+        dir.path(),
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// What the trial runs on.
+enum TrialOn {
+    /// The runtime tools run on.
+    Runtime(runtime::Python),
+    /// A bare environment made beside the runtime's place (the runtime is not built yet).
+    Bare(PathBuf),
+}
+
+/// Verify a small tool exactly as `create_tool` would, on the runtime `serve` uses: lint,
+/// launch confined, `initialize`, `tools/list`, a smoke call.
+fn trial_launch(on: TrialOn, settings: &crate::library::Settings) -> Check {
+    let started = Instant::now();
+    let run = || -> Result<String, String> {
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        let dir = trial_dir()?;
+        match on {
+            TrialOn::Runtime(python) => {
+                let spec = trial_spec(dir.path(), python, settings);
+                let name = autotool_policy::names::ToolName::parse("doctor_trial")
+                    .map_err(|e| e.to_string())?;
+                let mut req = crate::verify::VerifyRequest::new(name, TRIAL_TOOL, spec);
+                req.thoroughness = crate::verify::Thoroughness::Quick;
+                req.smoke_test = Some(crate::verify::SmokeTest {
+                    function: "ping".into(),
+                    arguments: Default::default(),
+                });
+                let verified = tokio
+                    .block_on(crate::verify::verify(req))
+                    .map_err(|f| f.to_string())?;
+                let answered = verified
+                    .smoke
+                    .as_ref()
+                    .map(|s| format!("{s:?}").contains("pong"))
+                    .unwrap_or(false);
+                let _ = tokio.block_on(verified.process.shutdown());
+                if answered {
+                    Ok("a tool was verified and called confined, as serve would".into())
+                } else {
+                    Err("the trial tool ran but its call did not answer \"pong\"".into())
+                }
+            }
+            TrialOn::Bare(beside) => {
+                let venv = tempfile::Builder::new()
+                    .prefix(".doctor-trial-")
+                    .tempdir_in(&beside)
+                    .map_err(|e| {
+                        format!(
+                            "cannot make a trial environment in {}: {e}",
+                            beside.display()
+                        )
+                    })?;
+                let base = runtime::resolve(None).map_err(|e| e.to_string())?;
+                let out = std::process::Command::new(&base.interpreter)
+                    .args(["-I", "-m", "venv", "--without-pip"])
+                    .arg(venv.path())
+                    .output()
+                    .map_err(|e| e.to_string())?;
+                if !out.status.success() {
+                    return Err(format!(
+                        "`python -m venv` failed: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ));
+                }
+                std::fs::set_permissions(
+                    venv.path(),
+                    <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+                )
+                .map_err(|e| e.to_string())?;
+                let python = runtime::resolve(Some(&venv.path().join("bin/python3")))
+                    .map_err(|e| e.to_string())?;
+                std::fs::write(dir.path().join(crate::version::TOOL_FILE), BARE_TRIAL_TOOL)
+                    .map_err(|e| e.to_string())?;
+                let spec = trial_spec(dir.path(), python, settings);
+                let process = tokio
+                    .block_on(crate::tool::process::ToolProcess::start(spec))
+                    .map_err(|e| e.to_string())?;
+                let listed = tokio.block_on(process.list_tools());
+                let _ = tokio.block_on(process.shutdown());
+                listed.map_err(|e| e.to_string())?;
+                Ok(
+                    "a tool started confined and answered, on a bare environment where the \
+                    runtime will be (it is not built yet)"
+                        .into(),
+                )
+            }
         }
     };
     match run() {
-        Ok(t) => Check::new(
+        Ok(what) => Check::new(
             "trial launch",
             Status::Ok,
-            format!("a confined tool ran and answered in {} ms", t.as_millis()),
+            format!("{what} ({} ms)", started.elapsed().as_millis()),
         ),
-        Err(e) => Check::new("trial launch", Status::Fail, format!("failed: {e}"))
-            .fix("fix the FAIL lines above; `autotool-launcher` printed the reason"),
+        Err(e) => Check::new("trial launch", Status::Fail, format!("failed: {e}")).fix(
+            "fix the FAIL lines above; the message names the stage and what the launcher or \
+             the tool said",
+        ),
     }
 }
 
-/// The tool runtime: present, or created the first time a tool needs it.
-fn runtime_check() -> Check {
+/// The tool runtime (present, or built when first needed), and what the trial runs on.
+fn runtime_check() -> (Check, Option<TrialOn>) {
     let home = match crate::home::Home::from_env() {
         Ok(h) => h,
-        Err(e) => return Check::new("runtime", Status::Fail, e.to_string()),
+        Err(e) => return (Check::new("runtime", Status::Fail, e.to_string()), None),
     };
     let dir = home.runtime_dir();
     match runtime::existing_runtime(&dir) {
-        Some(Ok(p)) => Check::new(
-            "runtime",
-            Status::Ok,
-            format!(
-                "{} (Python {}; {})",
-                p.interpreter.display(),
-                p.version,
-                runtime::RUNTIME_REQUIREMENTS.join(", ")
-            ),
+        Some(Ok(p)) => {
+            let check = Check::new(
+                "runtime",
+                Status::Ok,
+                format!(
+                    "{} (Python {}; {})",
+                    p.interpreter.display(),
+                    p.version,
+                    runtime::RUNTIME_REQUIREMENTS.join(", ")
+                ),
+            );
+            (check, Some(TrialOn::Runtime(p)))
+        }
+        Some(Err(e)) => (
+            Check::new("runtime", Status::Fail, e.to_string())
+                .fix("unset AUTOTOOL_RUNTIME, or point it at a venv with the pinned packages"),
+            None,
         ),
-        Some(Err(e)) => Check::new("runtime", Status::Fail, e.to_string())
-            .fix("unset AUTOTOOL_RUNTIME, or point it at a venv with the pinned packages"),
-        None => Check::new(
-            "runtime",
-            Status::Warn,
-            format!(
-                "not created yet at {}; autotool creates it the first time a tool is needed \
-                 (a venv with {}, from PyPI)",
-                dir.display(),
-                runtime::RUNTIME_REQUIREMENTS.join(", ")
-            ),
-        ),
+        None => {
+            let check = Check::new(
+                "runtime",
+                Status::Warn,
+                format!(
+                    "not built yet at {}; serve builds it in the background when it starts \
+                     (a few seconds), or build it now",
+                    dir.display()
+                ),
+            )
+            .fix("autotool runtime install");
+            // The trial's environment goes where the runtime will be, so a home whose place
+            // the sandbox could not mount is caught now; the home is made as serve makes it.
+            let on = home
+                .ensure()
+                .ok()
+                .map(|()| TrialOn::Bare(home.root().to_path_buf()));
+            (check, on)
+        }
     }
 }
 
@@ -327,7 +457,8 @@ fn keychain_check(home: &crate::home::Home) -> Check {
     }
 }
 
-/// The service: optional; broken when installed but not answering.
+/// The service: optional; a warning when installed but not answering (hosts that reach it
+/// through `autotool connect` get no tools; hosts running `serve` themselves are unaffected).
 fn service_check(home: &crate::home::Home) -> Check {
     match crate::cmd::service::status(home) {
         Err(e) => Check::new("service", Status::Warn, e.to_string()),
@@ -342,7 +473,7 @@ fn service_check(home: &crate::home::Home) -> Check {
         ),
         Ok(s) if s.installed => Check::new(
             "service",
-            Status::Fail,
+            Status::Warn,
             format!(
                 "installed ({}) but not answering on {} (systemd: {})",
                 s.unit.display(),
@@ -360,7 +491,8 @@ fn service_check(home: &crate::home::Home) -> Check {
 }
 
 /// Which agent apps are here and whether each runs autotool: a found app without an autotool
-/// entry is a warning (the fix is `autotool setup`); an unreadable config is broken.
+/// entry, or whose config cannot be read, is a warning about that app (tools still run, for
+/// every other host).
 fn host_checks(checks: &mut Vec<Check>) {
     use crate::host_apps::{App, Entry, HostEnv, Plan, plan};
     let (env, entry) = match (HostEnv::from_process(), Entry::current()) {
@@ -400,7 +532,7 @@ fn host_checks(checks: &mut Vec<Check>) {
             .fix(format!("autotool setup --app {}", app.id())),
             Plan::Unreadable { config, why } => Check::new(
                 "host",
-                Status::Fail,
+                Status::Warn,
                 format!(
                     "{}: {} cannot be used: {why}",
                     app.title(),
@@ -427,17 +559,17 @@ fn host_checks(checks: &mut Vec<Check>) {
     }
 }
 
-/// Everything `autotool doctor` reports: the sandbox checks of [`run`], then the keychain, the
-/// service and the agent apps.
+/// Everything `autotool doctor` reports: the checks of [`run`], then the keychain, the service
+/// and the agent apps.
 ///
-/// `config` is what `autotool config` resolves: its launcher is the one checked, and its
-/// problems are a failed check of their own.
+/// `config` is what `autotool config` resolves: its launcher and limits are the ones checked
+/// and tried, and its problems are a failed check of their own.
 pub fn run_all(config: &Result<crate::config::Config, crate::config::Problems>) -> Report {
-    let launcher = match config {
-        Ok(c) => c.values.serve.launcher.clone(),
-        Err(_) => None,
+    let settings = match config {
+        Ok(c) => c.settings(),
+        Err(_) => crate::library::Settings::default(),
     };
-    let mut report = run(launcher.as_deref());
+    let mut report = run(&settings);
     report.checks.insert(0, config_check(config));
     match crate::home::Home::from_env() {
         Ok(home) => {
@@ -470,9 +602,11 @@ fn config_check(config: &Result<crate::config::Config, crate::config::Problems>)
     }
 }
 
-/// The sandbox checks: what `serve` needs to confine tools (it refuses to start on a FAIL),
-/// with `launcher`, else the one [`launcher::locate`] finds.
-pub fn run(launcher: Option<&Path>) -> Report {
+/// The sandbox checks `serve` refuses to start on in strict mode: the launcher (`launcher`,
+/// else the one [`launcher::locate`] finds) and what its probe says this machine offers. With
+/// `cache`, the probe comes from there when nothing it depends on has changed
+/// ([`probe_cached`]).
+pub fn confinement(launcher: Option<&Path>, cache: Option<&Path>) -> Report {
     let mut checks = Vec::new();
     let found = match launcher {
         Some(p) => Ok(p.to_path_buf()),
@@ -488,7 +622,11 @@ pub fn run(launcher: Option<&Path>) -> Report {
             return Report { checks };
         }
     };
-    let probe = match launcher::probe(&launcher) {
+    let probe = match cache {
+        Some(cache) => probe_cached(&launcher, cache),
+        None => launcher::probe(&launcher),
+    };
+    let probe = match probe {
         Ok(p) => p,
         Err(e) => {
             checks.push(Check::new("launcher", Status::Fail, e.to_string()));
@@ -519,43 +657,158 @@ pub fn run(launcher: Option<&Path>) -> Report {
     }
     checks.push(launcher_check);
     kernel_checks(&probe, &launcher, &mut checks);
-    checks.push(runtime_check());
-    match runtime::resolve(None) {
-        Ok(python) => {
-            checks.push(Check::new(
-                "python",
-                Status::Ok,
-                format!(
-                    "{} (Python {}{})",
-                    python.interpreter.display(),
-                    python.version,
-                    if python.runtime_dirs.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            ", mounted: {}",
-                            python
-                                .runtime_dirs
-                                .iter()
-                                .map(|d| d.display().to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    }
-                ),
-            ));
-            checks.push(trial_launch(&launcher, &python));
-        }
-        Err(e) => checks.push(
-            Check::new("python", Status::Fail, e.to_string())
-                .fix("sudo apt-get install python3 python3-venv (3.10 or newer)"),
-        ),
-    }
     Report { checks }
 }
 
-/// `autotool doctor [--json]`: the report on stdout; a failing exit when tools cannot be
-/// confined.
+/// The Python a runtime is built on: found, recent, and mountable in the sandbox.
+fn python_check() -> Check {
+    match runtime::resolve(None) {
+        Ok(python) => {
+            let mounted = if python.runtime_dirs.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", mounted: {}",
+                    python
+                        .runtime_dirs
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let detail = format!(
+                "{} (Python {}{mounted})",
+                python.interpreter.display(),
+                python.version
+            );
+            match python.unmountable() {
+                None => Check::new("python", Status::Ok, detail),
+                Some((dir, reserved)) => Check::new(
+                    "python",
+                    Status::Fail,
+                    format!(
+                        "{detail}: {} lies below {reserved}, which the sandbox builds itself, so \
+                         tools cannot run on this Python",
+                        dir.display()
+                    ),
+                )
+                .fix("set AUTOTOOL_PYTHON to a Python elsewhere (for example /usr/bin/python3), then `autotool runtime rebuild`"),
+            }
+        }
+        Err(e) => Check::new("python", Status::Fail, e.to_string())
+            .fix("sudo apt-get install python3 python3-venv (3.10 or newer)"),
+    }
+}
+
+/// The checks that say whether a tool can run here as `serve` (with `settings`) would run it:
+/// [`confinement`], the runtime, the Python it is built on, and a trial tool verified on it.
+pub fn run(settings: &crate::library::Settings) -> Report {
+    let mut report = confinement(settings.launcher.as_deref(), None);
+    if report.worst() == Status::Fail {
+        return report;
+    }
+    let (runtime, trial_on) = runtime_check();
+    report.checks.push(runtime);
+    let python = python_check();
+    let python_ok = python.status != Status::Fail;
+    report.checks.push(python);
+    match trial_on {
+        Some(on @ TrialOn::Runtime(_)) => report.checks.push(trial_launch(on, settings)),
+        Some(on @ TrialOn::Bare(_)) if python_ok => report.checks.push(trial_launch(on, settings)),
+        _ => {}
+    }
+    report
+}
+
+/// Where [`probe_cached`] keeps the launcher's probe: beside autotool's other caches.
+pub fn probe_cache_path(home: &crate::home::Home) -> PathBuf {
+    match crate::home::user_cache_dir() {
+        Some(c) => c.join("launcher-probe.json"),
+        None => home.root().join("launcher-probe.json"),
+    }
+}
+
+/// Everything a probe's answer depends on: the launcher file itself (its inode and times
+/// change when it is rebuilt or given capabilities), the boot and kernel, the sysctls that
+/// switch user namespaces off, and the confinement this process already runs under (its uid,
+/// capabilities, seccomp, no_new_privs, user namespace, AppArmor profile).
+fn probe_key(launcher: &Path) -> Option<serde_json::Value> {
+    use std::os::unix::fs::MetadataExt;
+    let real = std::fs::canonicalize(launcher).ok()?;
+    let m = std::fs::metadata(&real).ok()?;
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let status = read("/proc/self/status").unwrap_or_default();
+    let own: Vec<&str> = status
+        .lines()
+        .filter(|l| {
+            [
+                "Uid:",
+                "CapEff:",
+                "CapBnd:",
+                "NoNewPrivs:",
+                "Seccomp:",
+                "Seccomp_filters:",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        })
+        .collect();
+    Some(serde_json::json!({
+        "launcher": [real, m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()],
+        "autotool": env!("CARGO_PKG_VERSION"),
+        "boot": read("/proc/sys/kernel/random/boot_id"),
+        "kernel": read("/proc/sys/kernel/osrelease"),
+        "sysctl": [
+            read("/proc/sys/user/max_user_namespaces"),
+            read("/proc/sys/kernel/unprivileged_userns_clone"),
+            read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
+        ],
+        "self": own,
+        "userns": std::fs::read_link("/proc/self/ns/user").ok(),
+        "apparmor": read("/proc/self/attr/current"),
+    }))
+}
+
+/// The launcher's probe, from `cache` when it was made under the same [`probe_key`], else run
+/// (and kept when it says the machine can confine). A probe that finds something missing is
+/// never taken from the cache: the machine may have been fixed. Either way the launcher
+/// itself refuses to run a tool where a feature is missing; the cache only saves `serve`'s
+/// start the probe's cost.
+pub fn probe_cached(launcher: &Path, cache: &Path) -> Result<Probe, launcher::LauncherError> {
+    let key = probe_key(launcher);
+    if let (Some(key), Ok(bytes)) = (&key, std::fs::read(cache))
+        && let Ok(saved) = serde_json::from_slice::<serde_json::Value>(&bytes)
+        && saved.get("key") == Some(key)
+        && let Some(probe) = saved.get("probe")
+        && let Ok(probe) = serde_json::from_value::<Probe>(probe.clone())
+        && probe.missing().is_empty()
+    {
+        return Ok(probe);
+    }
+    let probe = launcher::probe(launcher)?;
+    if let Some(key) = key
+        && probe.missing().is_empty()
+    {
+        let saved = serde_json::json!({"key": key, "probe": probe});
+        if let Some(dir) = cache.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        // Written whole under another name, then renamed: a reader never sees half of it.
+        let tmp = cache.with_extension(format!("json.{}", std::process::id()));
+        if std::fs::write(&tmp, saved.to_string()).is_ok() {
+            let _ = std::fs::rename(&tmp, cache);
+        }
+    }
+    Ok(probe)
+}
+
+/// `autotool doctor [--json]`: the report on stdout; exit 1 when tools cannot run (a FAIL
+/// line), 0 otherwise (warnings or not).
 pub fn main(json: bool, out: &mut dyn std::io::Write) -> std::process::ExitCode {
     let config = crate::config::Inputs::from_process(Default::default())
         .and_then(|inputs| crate::config::resolve(&inputs));

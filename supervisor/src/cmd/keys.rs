@@ -12,31 +12,43 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum KeysCmd {
-    /// Add or replace a key. The value is read without echo from the terminal, or from stdin
-    /// (one trailing newline dropped); never from the command line. Stored in the OS keychain,
-    /// or with `--file` in $AUTOTOOL_HOME/credentials (mode 0600).
+    /// Add or replace a key; its value is read from the terminal or stdin.
+    ///
+    /// The value is read without echo from the terminal, or from stdin (one trailing newline
+    /// dropped); never from the command line. Stored in the OS keychain, or with `--file` in
+    /// $AUTOTOOL_HOME/credentials (mode 0600).
     Add {
         /// The key's name, as tools ask for it: upper case, digits and `_` (TAVILY_API_KEY).
         name: String,
+        /// Refused: a value is never taken from the command line (this is here only to say
+        /// so, and how to give it instead).
+        #[arg(hide = true, value_name = "VALUE")]
+        value: Option<String>,
         /// Keep it in $AUTOTOOL_HOME/credentials (mode 0600) instead of the OS keychain, for
         /// machines without one (also AUTOTOOL_CREDENTIALS=file).
         #[arg(long)]
         file: bool,
     },
-    /// List the keys: each name, where its value comes from, and where it may be sent. Never a
-    /// value.
+    /// List the keys: names, sources and allowlists, never a value.
+    ///
+    /// Each name, where its value comes from, and where it may be sent.
     List {
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Remove a key from the OS keychain and the credentials file. Its allowlist is kept.
+    /// Remove a key from the OS keychain and the credentials file.
+    ///
+    /// Its allowlist is kept.
     Remove {
         /// The key's name.
         name: String,
     },
-    /// Limit where a key may be sent: `api.x.com` exactly, `*.x.com` any subdomain (not x.com
-    /// itself), `host:port` for ports other than 443 and 80. No hosts removes the limit.
+    /// Limit where a key may be sent (no hosts removes the limit).
+    ///
+    /// `api.x.com` exactly, `*.x.com` any subdomain (not x.com itself), `host:port` for ports
+    /// other than 443 and 80. An entry naming a public suffix (`*.com`, `*.co.uk`,
+    /// `*.github.io`) is refused. No hosts removes the limit.
     Allow {
         /// The key's name.
         name: String,
@@ -58,6 +70,13 @@ enum CliError {
     Output(#[from] io::Error),
     #[error("cannot encode JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error(
+        "a key's value is never taken from the command line, where other users can read it in \
+         the process list and the shell keeps it in its history; nothing was stored. Run \
+         `autotool keys add {0}` and type the value (it is not shown), or pipe it in: \
+         `printf %s \"$VALUE\" | autotool keys add {0}`"
+    )]
+    ValueInArgv(String),
 }
 
 /// Run a `keys` subcommand against `$AUTOTOOL_HOME`, this process's environment and the OS
@@ -68,16 +87,27 @@ pub fn run(cmd: KeysCmd, out: &mut impl Write) -> ExitCode {
         .and_then(|home| run_in(&KeyStore::open(&home), cmd, out));
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("autotool keys: {e}");
-            ExitCode::FAILURE
+        // A usage error: the command line itself is wrong.
+        Err(e @ CliError::ValueInArgv(_)) => {
+            let _ = super::fail("keys add", &e.to_string());
+            ExitCode::from(2)
         }
+        Err(e) => super::fail("keys", &e.to_string()),
     }
 }
 
 fn run_in(store: &KeyStore, cmd: KeysCmd, out: &mut impl Write) -> Result<(), CliError> {
     match cmd {
-        KeysCmd::Add { name, file } => {
+        KeysCmd::Add {
+            value: Some(_),
+            name,
+            ..
+        } => Err(CliError::ValueInArgv(name)),
+        KeysCmd::Add {
+            name,
+            file,
+            value: None,
+        } => {
             crate::credentials::check_name(&name)?;
             let setting = std::env::var(crate::credentials::CREDENTIALS_VAR).ok();
             let target = Target::choose(file, setting.as_deref())?;
@@ -106,7 +136,19 @@ fn run_in(store: &KeyStore, cmd: KeysCmd, out: &mut impl Write) -> Result<(), Cl
             report_removed(&name, &removed, out)
         }
         KeysCmd::Allow { name, hosts } => {
+            let stored = store
+                .list()?
+                .iter()
+                .any(|k| k.name == name && k.source.is_some());
             let hosts = store.allow(&name, &hosts)?;
+            if !stored {
+                eprintln!(
+                    "autotool keys: warning: {name} is not stored (not in the OS keychain, the \
+                     credentials file or this environment); the limit is kept and applies once \
+                     it is: `autotool keys add {name}`. Check the spelling if you meant a key \
+                     you have (`autotool keys list`)."
+                );
+            }
             if hosts.is_empty() {
                 writeln!(
                     out,

@@ -1,4 +1,5 @@
-//! The `autotool` command line, one module per verb.
+//! The `autotool` command line ([`cli`]: the clap definitions, the dispatch, the exit codes and
+//! JSON errors), one module per verb.
 
 pub mod cli;
 pub mod config;
@@ -9,7 +10,10 @@ pub mod doctor;
 pub mod keys;
 #[cfg(feature = "own-model")]
 pub mod run;
+pub mod runtime;
 pub mod serve;
 pub mod service;
 pub mod setup;
 pub mod tools;
+
+pub use cli::fail;

@@ -1,13 +1,20 @@
 //! `autotool serve`: the MCP server over stdio (what a host app spawns), or over streamable HTTP
 //! with `--transport http` ([`crate::mcp::http`]: the service many hosts share).
 //!
-//! On stdio only JSON-RPC ever reaches stdout (through [`crate::mcp::stdio`]'s guard, which also answers
-//! malformed lines rmcp would drop). Logs go to stderr and to `$AUTOTOOL_HOME/logs/serve.log`.
-//! In strict mode (the default) a machine that cannot confine tools stops `serve` at start with
-//! `autotool doctor`'s explanation; `--sandbox off` (or `AUTOTOOL_SANDBOX=off|0|false|no`, or
-//! `sandbox = "off"` in `config.toml`) runs tools as plain subprocesses with the same
-//! environment scrubbing. Its settings come from [`crate::config`], as `autotool config` shows
-//! them.
+//! On stdio only JSON-RPC ever reaches stdout (through [`crate::mcp::stdio`]'s guard, which
+//! answers every malformed message with an error the host can match). Logs go to stderr and to
+//! `$AUTOTOOL_HOME/logs/serve.log`.
+//!
+//! It answers at once. Before serving it only opens the home and the registry and, in strict
+//! mode (the default), checks that tools can be confined here: the launcher's probe, cached
+//! under the identity of the launcher, the boot and this process's own confinement
+//! ([`crate::cmd::doctor::probe_cached`]); a machine that cannot confine stops `serve` at start
+//! with `autotool doctor`'s explanation. The tool runtime is prepared in the background from
+//! the start when it is missing ([`crate::tool::runtime::Preparer`]); a call that needs it
+//! meanwhile is held a few seconds at most, then told when to call again. `--sandbox off` (or
+//! `AUTOTOOL_SANDBOX=off|0|false|no`, or `sandbox = "off"` in `config.toml`) runs tools as plain
+//! subprocesses with the same environment scrubbing. Its settings come from [`crate::config`],
+//! as `autotool config` shows them.
 
 use crate::config::Config;
 use crate::home::Home;
@@ -20,9 +27,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Check, in strict mode, that tools can be confined here (with `launcher`, else the one
-/// found); the doctor report explains why not.
-fn check_confinement(launcher: Option<PathBuf>) -> Result<(), String> {
-    let report = crate::cmd::doctor::run(launcher.as_deref());
+/// found), from the cached probe when nothing it depends on changed; the doctor report
+/// explains why not.
+fn check_confinement(launcher: Option<PathBuf>, home: &Home) -> Result<(), String> {
+    let cache = crate::cmd::doctor::probe_cache_path(home);
+    let report = crate::cmd::doctor::confinement(launcher.as_deref(), Some(&cache));
     if report.worst() == crate::cmd::doctor::Status::Fail {
         return Err(format!(
             "autotool serve: tools cannot be confined on this machine (--sandbox strict).\n{}\n\
@@ -55,9 +64,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     }
     let settings = config.settings();
     if settings.sandbox == SandboxMode::Strict {
-        let launcher = settings.launcher.clone();
-        let check = tokio::task::spawn_blocking(move || check_confinement(launcher)).await?;
-        if let Err(why) = check {
+        if let Err(why) = check_confinement(settings.launcher.clone(), &home) {
             eprintln!("{why}");
             anyhow::bail!("tools cannot be confined here");
         }
@@ -76,6 +83,8 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     let poll = settings.poll_interval;
     let idle = settings.idle_timeout;
     let app = Library::new(settings, home)?;
+    // Ready before it is needed: a missing runtime is built while hosts already talk to us.
+    app.runtime.start();
     let surface = Surface::new(app.clone());
     if app.settings.allow_all_keys {
         let _ = app.registry.event(
@@ -118,6 +127,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         .await;
         signals.abort();
         watcher.abort();
+        app.runtime.shutdown(Duration::from_secs(2)).await;
         app.pool.shutdown().await;
         return Ok(served?);
     }
@@ -140,11 +150,14 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         }
         Err(e) => {
             watcher.abort();
+            app.runtime.shutdown(Duration::from_secs(2)).await;
             app.pool.shutdown().await;
             return Err(e.into());
         }
     }
     watcher.abort();
+    // A build still under way stops and removes what it made; the next serve starts it again.
+    app.runtime.shutdown(Duration::from_secs(2)).await;
     app.pool.shutdown().await;
     let _ = tokio::time::timeout(Duration::from_secs(2), guard.writer_done).await;
     Ok(())

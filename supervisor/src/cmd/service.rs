@@ -259,16 +259,13 @@ pub fn render(s: &Status, out: &mut impl Write) -> std::io::Result<()> {
 pub fn main(cmd: super::cli::ServiceCmd, out: &mut impl Write) -> std::process::ExitCode {
     let home = match crate::home::Home::from_env() {
         Ok(h) => h,
-        Err(e) => {
-            eprintln!("autotool service: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
+        Err(e) => return super::fail("service", &e.to_string()),
     };
     let result = match cmd {
         super::cli::ServiceCmd::Install { listen, no_start } => {
-            crate::cmd::service::install(&home, &listen, !no_start, out)
+            crate::cmd::service::install(&home, &listen, !no_start, out).map(|()| true)
         }
-        super::cli::ServiceCmd::Uninstall => crate::cmd::service::uninstall(out),
+        super::cli::ServiceCmd::Uninstall => crate::cmd::service::uninstall(out).map(|()| true),
         super::cli::ServiceCmd::Status { json } => {
             crate::cmd::service::status(&home).and_then(|s| {
                 if json {
@@ -278,7 +275,10 @@ pub fn main(cmd: super::cli::ServiceCmd, out: &mut impl Write) -> std::process::
                     crate::cmd::service::render(&s, out)?;
                 }
                 if s.answering {
-                    Ok(())
+                    Ok(true)
+                } else if json {
+                    // The JSON already says so; a second document would break it.
+                    Ok(false)
                 } else {
                     Err(anyhow::anyhow!("the service is not answering"))
                 }
@@ -286,11 +286,9 @@ pub fn main(cmd: super::cli::ServiceCmd, out: &mut impl Write) -> std::process::
         }
     };
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("autotool service: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => super::fail("service", &format!("{e:#}")),
     }
 }
 

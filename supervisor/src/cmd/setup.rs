@@ -1,6 +1,7 @@
-//! `autotool setup --launcher`: install the launcher with file capabilities, for machines where
-//! unprivileged user namespaces are switched off (Ubuntu 23.10+ through AppArmor, hardened
-//! kernels).
+//! `autotool setup`: register autotool with the agent apps found here ([`crate::host_apps`])
+//! and make the tool runtime ready ([`hosts`]); `autotool setup --launcher`: install the
+//! launcher with file capabilities, for machines where unprivileged user namespaces are
+//! switched off (Ubuntu 23.10+ through AppArmor, hardened kernels).
 //!
 //! The copy goes to [`crate::tool::launcher::INSTALLED`], owned by root, with exactly
 //! [`CAPABILITIES`]: what building the sandbox needs without a user namespace. The launcher uses
@@ -128,16 +129,18 @@ pub fn install_launcher(yes: bool, dry_run: bool, out: &mut dyn Write) -> Result
     Ok(())
 }
 
-/// `autotool setup` without `--launcher`: exits non-zero when a config found could not be read
-/// or written.
+/// `autotool setup` without `--launcher`: registers autotool with the apps, then (with
+/// `prepare_runtime`) makes the tool runtime ready. Exits non-zero when a config found could
+/// not be read or written, or the runtime could not be built.
 pub fn hosts(
     apps: Vec<crate::host_apps::App>,
     dry_run: bool,
     service: bool,
+    prepare_runtime: bool,
     out: &mut dyn Write,
 ) -> std::process::ExitCode {
     use crate::host_apps;
-    let run = || -> Result<host_apps::Summary, host_apps::HostsError> {
+    let run = |out: &mut dyn Write| -> Result<host_apps::Summary, host_apps::HostsError> {
         let env = host_apps::HostEnv::from_process()?;
         let mut entry = host_apps::Entry::current()?;
         if service {
@@ -147,12 +150,63 @@ pub fn hosts(
         }
         host_apps::run(&host_apps::Options { apps, dry_run }, &env, &entry, out)
     };
-    match run() {
-        Ok(summary) if summary.failed == 0 => std::process::ExitCode::SUCCESS,
-        Ok(_) => std::process::ExitCode::FAILURE,
+    let registered = match run(out) {
+        Ok(summary) => summary.failed == 0,
         Err(e) => {
-            eprintln!("autotool setup: {e}");
-            std::process::ExitCode::FAILURE
+            let _ = super::fail("setup", &e.to_string());
+            false
+        }
+    };
+    let runtime_ok = !prepare_runtime || runtime(dry_run, out);
+    if registered && runtime_ok {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
+/// The tool runtime, made ready (or, in a dry run, what would be done); whether it is ready.
+fn runtime(dry_run: bool, out: &mut dyn Write) -> bool {
+    let home = match crate::home::Home::from_env() {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = super::fail("setup", &e.to_string());
+            return false;
+        }
+    };
+    if dry_run {
+        let status = crate::tool::runtime::status(&home.runtime_dir());
+        let _ = match status.state {
+            "ready" => writeln!(
+                out,
+                "The tool runtime is ready at {}.",
+                status.dir.display()
+            ),
+            _ => writeln!(
+                out,
+                "Would build the tool runtime at {} ({}).",
+                status.dir.display(),
+                crate::tool::runtime::RUNTIME_REQUIREMENTS.join(" ")
+            ),
+        };
+        return true;
+    }
+    let _ = out.flush();
+    match crate::cmd::runtime::install(&home, false) {
+        Ok(said) => {
+            let _ = writeln!(out, "{}{}.", said[..1].to_uppercase(), &said[1..]);
+            true
+        }
+        Err(e) => {
+            let _ = super::fail(
+                "setup",
+                &format!(
+                    "the apps are set up, but the tool runtime could not be built: {e}; \
+                     `autotool runtime install` tries again (serve also does, when a tool is \
+                     first needed)"
+                ),
+            );
+            false
         }
     }
 }

@@ -16,14 +16,15 @@ const RECENT: u32 = 10;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ToolsCmd {
-    /// List the tools every agent on this machine can use: versions, functions, keys, calls,
-    /// failures and the last error.
+    /// List the tools every agent on this machine can use.
+    ///
+    /// Each with its versions, functions, keys, calls, failures and the last error.
     List {
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Show one tool: its manifest, every version, and its recent calls and events.
+    /// Show one tool: its manifest, versions, recent calls and events.
     Show {
         /// The tool's name.
         name: String,
@@ -31,34 +32,44 @@ pub enum ToolsCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Remove a tool: running servers unmount it within seconds. Its versions, files and
-    /// history are kept; creating the same name again makes a new version.
+    /// Remove a tool; running servers unmount it within seconds.
+    ///
+    /// Its versions, files and history are kept; creating the same name again makes a new
+    /// version.
     Remove {
         /// The tool's name.
         name: String,
     },
-    /// Let a tool use a key it declares, as if the user had said yes when asked: for hosts
-    /// that cannot ask. Takes effect on the next call in every running server.
+    /// Let a tool use a key it declares, for hosts that cannot ask.
+    ///
+    /// As if the user had said yes when asked. Takes effect on the next call in every running
+    /// server.
     Approve {
         /// The tool's name.
         name: String,
         /// The key's name (one the tool declares in REQUIRED_ENV).
         key: String,
     },
-    /// Put a quarantined (or retired) tool back on probation: listed again, promoted after
-    /// successful calls. Takes effect live in every running server.
+    /// Put a quarantined (or retired) tool back on probation.
+    ///
+    /// It is listed again, and promoted after successful calls. Takes effect live in every
+    /// running server.
     Rehab {
         /// The tool's name.
         name: String,
     },
-    /// Retire a tool: off every host's list (its history is kept; `rehab` brings it back).
+    /// Retire a tool: off every host's list (`rehab` brings it back).
+    ///
+    /// Its history is kept.
     Retire {
         /// The tool's name.
         name: String,
     },
-    /// List a tool's baseline: what its trusted versions did (smoke tests with their answers,
-    /// examples, verdicts), owed by every later version. `--drop ID` drops one (an audit
-    /// event): for a change of behaviour that is intended.
+    /// List what a tool owes its trusted versions, or drop one obligation.
+    ///
+    /// The baseline: what its trusted versions did (smoke tests with their answers, examples,
+    /// verdicts), owed by every later version. `--drop ID` drops one (an audit event), for a
+    /// change of behaviour that is intended.
     Baseline {
         /// The tool's name.
         name: String,
@@ -72,8 +83,10 @@ pub enum ToolsCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Withdraw a tool's approval of a key (of every key without KEY). Its process is
-    /// restarted without the key on the next call, which asks again.
+    /// Withdraw a tool's approval of a key (of every key without KEY).
+    ///
+    /// Its process is restarted without the key on the next call, which asks again. A tool
+    /// that does not exist is an error, as for `approve`.
     Revoke {
         /// The tool's name.
         name: String,
@@ -106,10 +119,7 @@ pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
         .and_then(|home| run_in(&home, cmd, out));
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("autotool tools: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => super::fail("tools", &e.to_string()),
     }
 }
 

@@ -35,7 +35,7 @@ use crate::credentials::KeyStore;
 use crate::home::Home;
 use crate::registry::Registry;
 use crate::tool::pool::Pool;
-use crate::tool::runtime::Python;
+use crate::tool::runtime::{Preparer, Python};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -48,15 +48,11 @@ pub enum OpenError {
     Random(std::io::Error),
 }
 
-/// Why the Python runtime is not there to run a tool: it could not be found or made, or making
-/// it stopped short.
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeUnavailable {
-    #[error(transparent)]
-    Runtime(#[from] crate::tool::runtime::RuntimeError),
-    #[error(transparent)]
-    Interrupted(#[from] tokio::task::JoinError),
-}
+/// Why the Python runtime is not there to run a tool: it could not be found or made, or it is
+/// still being prepared (the text says which, and what to do).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct RuntimeUnavailable(pub String);
 
 /// The shared state of one `serve` process.
 #[derive(Debug)]
@@ -66,7 +62,8 @@ pub struct Library {
     pub registry: Arc<Registry>,
     pub keys: KeyStore,
     secrets: RwLock<Arc<Secrets>>,
-    runtime: tokio::sync::OnceCell<Python>,
+    /// The Python runtime, prepared in the background ([`Preparer`]).
+    pub runtime: Arc<Preparer>,
     snapshot: RwLock<Arc<Snapshot>>,
     pub pool: Pool,
     /// Bumped on every change of the mounted list; the protocol edge tells hosts.
@@ -96,13 +93,14 @@ impl Library {
             .filter(|(k, _)| k.ends_with("_API_BASE"))
             .collect();
         let (changes, _) = tokio::sync::watch::channel(0u64);
+        let runtime = Preparer::new(home.runtime_dir());
         let library = Arc::new(Library {
             settings,
             home,
             registry,
             keys,
             secrets: RwLock::new(Arc::new(Secrets::default())),
-            runtime: tokio::sync::OnceCell::new(),
+            runtime,
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             pool: Pool::default(),
             changes,
@@ -139,20 +137,14 @@ impl Library {
         self.changes.send_modify(|g| *g += 1);
     }
 
-    /// The Python runtime, created the first time it is needed (progress on stderr).
+    /// The Python runtime, prepared the first time it is needed (progress in the log), or why
+    /// it could not be. Waits as long as preparing takes; hosts' calls are held only a bounded
+    /// time before this ([`Preparer::hold`]).
     pub async fn runtime(&self) -> Result<Python, RuntimeUnavailable> {
-        let dir = self.home.runtime_dir();
         self.runtime
-            .get_or_try_init(|| async move {
-                tokio::task::spawn_blocking(move || {
-                    let mut err = std::io::stderr();
-                    crate::tool::runtime::ensure_runtime(&dir, &mut err)
-                })
-                .await?
-                .map_err(RuntimeUnavailable::from)
-            })
+            .wait(None, |_| {})
             .await
-            .cloned()
+            .map_err(|state| RuntimeUnavailable(state.describe()))
     }
 
     /// Whether `synthesize_tool` is offered now.

@@ -205,6 +205,15 @@ impl AutotoolServer {
             }
             grants = Some(g);
         }
+        // What runs a tool waits for the runtime, a bounded time (it is prepared in the
+        // background from serve's start).
+        if matches!(
+            parsed,
+            Request::Create(_) | Request::Run { .. } | Request::Mounted { .. }
+        ) && let Some(answer) = self.runtime_ready(&request.name, &context).await
+        {
+            return Ok(answer.into());
+        }
         let for_version = |g: Option<crate::library::Grants>| {
             g.zip(mounted.as_ref().map(|t| t.version))
                 .map(|(g, version)| (version, g))
@@ -259,6 +268,58 @@ impl AutotoolServer {
             ),
         };
         Ok(CallToolResponse::Complete(result))
+    }
+}
+
+impl AutotoolServer {
+    /// Hold a call of `name` until the tool runtime is ready, at most
+    /// [`crate::tool::runtime::prepare::HOLD`], sending a host that gave a `progressToken` a
+    /// progress notification at each step; `Some` is the answer when it is not ready by then
+    /// (what is happening, and when to call again) or could not be prepared.
+    async fn runtime_ready(
+        &self,
+        name: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<CallToolResult> {
+        use crate::tool::runtime::State;
+        let runtime = &self.library().runtime;
+        if matches!(runtime.state(), State::Ready(_)) {
+            return None;
+        }
+        let token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let surface = self.surface.clone();
+        let mut sent = 0u32;
+        let mut last = String::new();
+        let progress = move |state: &State| {
+            let Some(token) = token.clone() else {
+                return;
+            };
+            let said = state.describe();
+            if said == last {
+                return;
+            }
+            last.clone_from(&said);
+            sent += 1;
+            let mut params = rmcp::model::ProgressNotificationParam::new(token, f64::from(sent));
+            params.message = Some(surface.library.secrets().redact(&said));
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                if let Err(e) = peer.notify_progress(params).await {
+                    tracing::debug!("progress not delivered: {e}");
+                }
+            });
+        };
+        runtime
+            .hold(
+                name,
+                crate::tool::runtime::prepare::HOLD,
+                crate::tool::runtime::prepare::RUN_BY,
+                progress,
+            )
+            .await
+            .err()
+            .map(render::error_result)
     }
 }
 

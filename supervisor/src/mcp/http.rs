@@ -193,19 +193,26 @@ fn plain(status: StatusCode, text: String) -> Response<Body> {
 }
 
 fn unauthorized(token_file: &Path) -> Response<Body> {
-    let mut r = plain(
-        StatusCode::UNAUTHORIZED,
-        format!(
-            "autotool: this server wants `Authorization: Bearer <token>`; the token is in {} \
-             (`autotool setup --service` gives it to your apps)\n",
-            token_file.display()
-        ),
-    );
+    let mut r = plain(StatusCode::UNAUTHORIZED, unauthorized_text(token_file));
     r.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         header::HeaderValue::from_static("Bearer realm=\"autotool\""),
     );
     r
+}
+
+/// What a client without the token is told: what to send, and where the token is. The token
+/// itself is never in it.
+fn unauthorized_text(token_file: &Path) -> String {
+    let file = token_file.display();
+    format!(
+        "autotool: every request to this server must carry the header `Authorization: Bearer \
+         <token>` (the initialize POST, the event stream's GET and every request after them). \
+         The token is the content of {file} on the machine autotool runs on, readable only by \
+         the user it runs as: for example `Authorization: Bearer $(cat {file})`, or in an app's \
+         MCP config a header entry \"Authorization\": \"Bearer <the token>\". An app that speaks \
+         MCP over stdio needs no token: give it the command `autotool connect`, which reads it.\n"
+    )
 }
 
 fn rmcp_config(options: &HttpOptions, stop: CancellationToken) -> StreamableHttpServerConfig {
@@ -511,6 +518,29 @@ mod tests {
         assert!(opts("0.0.0.0:1", true, true).check().is_ok());
         assert!(opts("0.0.0.0:1", false, true).check().is_err());
         assert!(opts("127.0.0.1:1", false, true).check().is_err());
+    }
+
+    #[test]
+    fn the_401_body_says_what_to_send_and_where_the_token_is() {
+        let file = Path::new("/home/u/.autotool/service-token");
+        let text = unauthorized_text(file);
+        assert!(text.contains("`Authorization: Bearer <token>`"), "{text}");
+        assert!(text.contains("every request"), "{text}");
+        assert!(
+            text.contains("/home/u/.autotool/service-token on the machine"),
+            "{text}"
+        );
+        assert!(text.contains("autotool connect"), "{text}");
+        // `setup --service` registers the stdio bridge; it gives no client a token.
+        assert!(!text.contains("setup --service"), "{text}");
+        let r = unauthorized(file);
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            r.headers()
+                .get(header::WWW_AUTHENTICATE)
+                .map(|v| v.as_bytes()),
+            Some(&b"Bearer realm=\"autotool\""[..])
+        );
     }
 
     #[test]

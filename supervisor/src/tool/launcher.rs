@@ -6,7 +6,7 @@
 
 use autotool_policy::LaunchPolicy;
 use command_fds::{CommandFdExt, FdMapping};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -59,15 +59,15 @@ pub fn locate() -> Result<PathBuf, LauncherError> {
 }
 
 /// Outcome of one probe.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Outcome {
     pub ok: bool,
     #[serde(default)]
     pub error: Option<String>,
 }
 
-/// What `autotool-launcher --probe` reports.
-#[derive(Debug, Clone, Deserialize)]
+/// What `autotool-launcher --probe` reports (serialisable, so it can be cached).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Probe {
     pub launcher_version: String,
     pub landlock_abi: Option<i32>,

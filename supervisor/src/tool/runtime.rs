@@ -1,24 +1,69 @@
-//! The Python runtime tools run on: the real interpreter binary (never a shim) and the
-//! directories the sandbox must mount for it.
+//! The Python runtime tools run on: the real interpreter binary (never a shim), the
+//! directories the sandbox must mount for it, and the runtime autotool builds itself.
+//!
+//! - [`resolve`], [`open_runtime`]: an interpreter and what mounting it takes. A virtual
+//!   environment is mounted at [`autotool_policy::launch::RUNTIME_MOUNT`] inside the sandbox
+//!   wherever it lives on the host ([`Python::venv`]), so an `AUTOTOOL_HOME` under `/tmp` works
+//!   like one under `/home`; a base installation outside the system directories is mounted at
+//!   its own path ([`Python::runtime_dirs`]).
+//! - [`ensure_runtime`], [`ensure_venv`], [`rebuild_venv`]: `$AUTOTOOL_HOME/runtime`, built with
+//!   `uv` (pinned, fetched from PyPI the first time) or, where uv cannot be had, with pip; see
+//!   [`build`]. Progress goes to a [`Progress`] as [`Event`]s.
+//! - [`status`]: what is at the runtime's place now, for `autotool runtime status` and `doctor`.
+//! - [`prepare`]: the runtime made ready in the background while `serve` already answers, with
+//!   calls that need it held for a bounded time.
 
+pub mod build;
+pub mod prepare;
+
+pub use build::{Cancel, Installer};
+pub use prepare::{Preparer, State};
+
+use autotool_policy::LaunchPolicy;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 /// A resolved interpreter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Python {
-    /// Path to exec inside the sandbox: inside a virtual environment, its `bin/python3` (so the
+    /// The interpreter's host path: inside a virtual environment, its `bin/python3` (so the
     /// environment is found), always a path whose final target is an ELF binary.
     pub interpreter: PathBuf,
-    /// Directories to mount read-only with exec (prefix, base prefix), beyond the system ones.
+    /// Directories to mount read-only with exec at their own paths (a base prefix outside the
+    /// system directories), beyond the system ones.
     pub runtime_dirs: Vec<PathBuf>,
+    /// The virtual environment the interpreter belongs to, if any: mounted read-only with exec
+    /// at [`autotool_policy::launch::RUNTIME_MOUNT`] whatever its host path.
+    pub venv: Option<PathBuf>,
     /// `major.minor`.
     pub version: String,
 }
 
-/// Why no usable interpreter was found.
+impl Python {
+    /// The launch policy of a tool at `tool_dir/tool_file` on this interpreter, every other
+    /// setting at its default: the one place the runtime's mounts are decided.
+    pub fn launch_policy(&self, tool_dir: &Path, tool_file: impl Into<String>) -> LaunchPolicy {
+        let mut policy = LaunchPolicy::new(
+            tool_dir,
+            tool_file,
+            &self.interpreter,
+            self.runtime_dirs.clone(),
+        );
+        policy.runtime = self.venv.clone();
+        policy
+    }
+
+    /// The first directory this interpreter needs mounted at its own path that the sandbox
+    /// reserves (`/tmp`, `/etc`, …), and that directory: tools cannot run confined on it.
+    pub fn unmountable(&self) -> Option<(&Path, &'static str)> {
+        self.runtime_dirs.iter().find_map(|d| {
+            autotool_policy::launch::reserved_by(d).map(|reserved| (d.as_path(), reserved))
+        })
+    }
+}
+
+/// Why no usable interpreter was found, or the runtime could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error(
@@ -44,6 +89,10 @@ pub enum RuntimeError {
         step: &'static str,
         why: String,
     },
+    #[error(
+        "creating the tool runtime at {dir:?} was stopped before it finished (nothing was left behind)"
+    )]
+    Cancelled { dir: PathBuf },
 }
 
 /// Directories the launcher mounts anyway; a prefix below them needs no mount of its own.
@@ -103,10 +152,18 @@ pub fn resolve(candidate: Option<&Path>) -> Result<Python, RuntimeError> {
     if !is_elf(&real) {
         return Err(RuntimeError::NotElf { path: real });
     }
+    // A virtual environment (its prefix is not its base's) holding the interpreter is mounted
+    // at the runtime's fixed place; everything else the interpreter needs at its own path.
+    let venv = (prefix != base && exe.starts_with(&prefix)).then(|| prefix.clone());
     let mut runtime_dirs: Vec<PathBuf> = Vec::new();
     let real_dir = real.parent().and_then(Path::parent).map(Path::to_path_buf);
-    for dir in [Some(prefix), Some(base), real_dir].into_iter().flatten() {
+    let candidates = match &venv {
+        Some(_) => vec![Some(base), real_dir],
+        None => vec![Some(prefix), Some(base), real_dir],
+    };
+    for dir in candidates.into_iter().flatten() {
         let covered = SYSTEM.iter().any(|s| dir.starts_with(s))
+            || venv.as_ref().is_some_and(|v| dir.starts_with(v))
             || runtime_dirs.iter().any(|d| dir.starts_with(d));
         if !covered {
             runtime_dirs.retain(|d| !d.starts_with(&dir));
@@ -116,6 +173,7 @@ pub fn resolve(candidate: Option<&Path>) -> Result<Python, RuntimeError> {
     Ok(Python {
         interpreter: exe,
         runtime_dirs,
+        venv,
         version,
     })
 }
@@ -124,19 +182,70 @@ pub fn resolve(candidate: Option<&Path>) -> Result<Python, RuntimeError> {
 // The runtime autotool creates: `$AUTOTOOL_HOME/runtime`, a virtual environment on the machine's
 // `python3` holding the tool SDK, the HTTP client tools use and the linter the verifier runs.
 
-/// What a tool runtime holds, pinned: the versions tools are written and tested against.
+/// What a tool runtime holds, pinned: the versions tools are written and tested against (the
+/// same pins as the test runtime of `.ci/test`).
 pub const RUNTIME_REQUIREMENTS: [&str; 3] = ["mcp==2.3.0", "httpx2==2.16.2", "ruff==0.17.6"];
 
 /// The file, inside a runtime, that lists what was installed in it. Written last: a runtime
 /// without it (or listing something else) is never used.
 pub const RUNTIME_STAMP: &str = "autotool-runtime.txt";
 
-/// Bound on `python -m venv`.
-const VENV_BOUND: Duration = Duration::from_secs(120);
-/// Bound on `pip install` (downloads included).
-const PIP_BOUND: Duration = Duration::from_secs(15 * 60);
-/// How long a creator waits for another process that is creating the same runtime.
-const LOCK_BOUND: Duration = Duration::from_secs(20 * 60);
+/// What a build reports as it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A build of the runtime at `dir` begins.
+    Started { dir: PathBuf },
+    /// Step `n` of `of` begins.
+    Step { n: u8, of: u8, what: String },
+    /// A line of a step's own output (uv, pip), or a note about it.
+    Detail(String),
+    /// Another autotool process is building it; this one waits.
+    Waiting { dir: PathBuf },
+    /// The runtime at `dir` is ready: built now in `secs` seconds with `installer`, or (`None`)
+    /// found ready after waiting for another process.
+    Ready {
+        dir: PathBuf,
+        built: Option<(f64, Installer)>,
+    },
+}
+
+/// Where a build's [`Event`]s go. Every [`Write`] takes them as plain lines (`autotool: …`),
+/// for a log, a pipe or a test.
+pub trait Progress {
+    fn event(&mut self, event: Event);
+}
+
+impl<W: Write + ?Sized> Progress for W {
+    fn event(&mut self, event: Event) {
+        let _ = writeln!(self, "{}", plain_line(&event));
+    }
+}
+
+/// The plain-text form of one event.
+pub fn plain_line(event: &Event) -> String {
+    match event {
+        Event::Started { dir } => format!(
+            "autotool: creating the Python runtime for tools at {} (the first time only; a few seconds)",
+            dir.display()
+        ),
+        Event::Step { n, of, what } => format!("autotool: [{n}/{of}] {what}"),
+        Event::Detail(line) => format!("  {line}"),
+        Event::Waiting { dir } => format!(
+            "autotool: waiting for another autotool process to finish creating the tool runtime at {}",
+            dir.display()
+        ),
+        Event::Ready {
+            dir,
+            built: Some((secs, installer)),
+        } => format!(
+            "autotool: the tool runtime is ready at {} ({secs:.1} s, built with {installer})",
+            dir.display()
+        ),
+        Event::Ready { dir, built: None } => {
+            format!("autotool: the tool runtime at {} is ready", dir.display())
+        }
+    }
+}
 
 /// The Python runtime tools run on, creating it the first time it is needed.
 ///
@@ -146,18 +255,34 @@ const LOCK_BOUND: Duration = Duration::from_secs(20 * 60);
 /// 2. `runtime_dir`, when it holds a runtime whose stamp lists exactly [`RUNTIME_REQUIREMENTS`]
 ///    and whose interpreter still works.
 /// 3. Otherwise a new runtime is built and put in place of whatever was at `runtime_dir`; see
-///    [`ensure_venv`]. Progress lines go to `progress` (stderr, in the server).
+///    [`ensure_venv`].
 ///
-/// This blocks for as long as creation takes (a minute or more, mostly downloads): call it from
-/// a blocking thread.
+/// This blocks for as long as creation takes (seconds with uv, longer with pip): call it from a
+/// blocking thread.
 pub fn ensure_runtime(
     runtime_dir: &Path,
-    progress: &mut dyn Write,
+    progress: &mut dyn Progress,
 ) -> Result<Python, RuntimeError> {
-    match std::env::var_os("AUTOTOOL_RUNTIME") {
-        Some(venv) if !venv.is_empty() => open_runtime(Path::new(&venv)),
-        _ => ensure_venv(runtime_dir, &RUNTIME_REQUIREMENTS, progress),
+    ensure_runtime_until(runtime_dir, progress, &Cancel::default())
+}
+
+/// [`ensure_runtime`], stopped (and cleaned up) when `cancel` is set.
+pub fn ensure_runtime_until(
+    runtime_dir: &Path,
+    progress: &mut dyn Progress,
+    cancel: &Cancel,
+) -> Result<Python, RuntimeError> {
+    match override_dir() {
+        Some(venv) => open_runtime(&venv),
+        None => build::ensure(runtime_dir, &RUNTIME_REQUIREMENTS, false, progress, cancel),
     }
+}
+
+/// `$AUTOTOOL_RUNTIME`, when set and not empty.
+pub fn override_dir() -> Option<PathBuf> {
+    std::env::var_os("AUTOTOOL_RUNTIME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// An existing runtime, as it is: its `bin/python3`, which must have `bin/ruff` beside it.
@@ -192,430 +317,229 @@ pub fn ruff(python: &Python) -> PathBuf {
 }
 
 /// A virtual environment at `dir` holding exactly `requirements` (pip requirement specifiers),
-/// reused when its stamp says so and its interpreter works, else built anew.
-///
-/// How it is built, so that a half-made runtime is never used:
-/// - An exclusive `flock` on `<dir>.lock` (beside `dir`) is held while checking and building;
-///   a second process waits for it (saying so on `progress`) and then finds the runtime ready.
-///   Leftovers of a creator that was killed are removed once the lock is held.
-/// - The machine's `python3` (≥ 3.10, as [`resolve`] finds it, `$AUTOTOOL_PYTHON` first) is
-///   resolved to the real interpreter binary, so the environment never points at a shim.
-/// - `python -m venv` and `pip install --disable-pip-version-check` run in a temporary
-///   directory beside `dir`, each bounded in time, with pip's progress lines passed on. The stamp
-///   is written last; the temporary path is rewritten to `dir` in the environment's scripts; every
-///   directory is made 0755 and every file world-readable (a confined tool may run as another
-///   user, `nobody` under a root supervisor); then the directory is renamed to `dir`. A runtime
-///   already at `dir` is moved aside first and removed afterwards.
+/// reused when its stamp says so and its interpreter works, else built anew; see [`build`] for
+/// how, and why a half-made runtime is never used.
 pub fn ensure_venv(
     dir: &Path,
     requirements: &[&str],
-    progress: &mut dyn Write,
+    progress: &mut dyn Progress,
 ) -> Result<Python, RuntimeError> {
-    if let Some(python) = ready(dir, requirements) {
-        return Ok(python);
-    }
-    let dir = std::path::absolute(dir).map_err(|e| create_error(dir, "locating it", &e))?;
-    let (parent, name) = match (dir.parent(), dir.file_name()) {
-        (Some(p), Some(n)) => (p.to_path_buf(), n.to_string_lossy().into_owned()),
-        _ => {
-            return Err(RuntimeError::Create {
-                dir,
-                step: "locating it",
-                why: "it has no parent directory".into(),
-            });
-        }
-    };
-    std::fs::create_dir_all(&parent)
-        .map_err(|e| create_error(&dir, "creating its parent directory", &e))?;
-    let _lock = lock(&parent.join(format!("{name}.lock")), &dir, progress)?;
-    if let Some(python) = ready(&dir, requirements) {
-        let _ = writeln!(
-            progress,
-            "autotool: the tool runtime at {} is ready",
-            dir.display()
-        );
-        return Ok(python);
-    }
-    remove_leftovers(&parent, &name);
-    build(&dir, &parent, &name, requirements, progress)
+    build::ensure(dir, requirements, false, progress, &Cancel::default())
+}
+
+/// Build the runtime at `dir` anew even when it is ready (`autotool runtime rebuild`); the one
+/// in place stays usable until the new one replaces it.
+pub fn rebuild_venv(
+    dir: &Path,
+    requirements: &[&str],
+    progress: &mut dyn Progress,
+    cancel: &Cancel,
+) -> Result<Python, RuntimeError> {
+    build::ensure(dir, requirements, true, progress, cancel)
 }
 
 /// The tool runtime in use, if it exists already: `$AUTOTOOL_RUNTIME`, else the one at
 /// `runtime_dir` with the pinned requirements. `None` when it is still to be created.
 pub fn existing_runtime(runtime_dir: &Path) -> Option<Result<Python, RuntimeError>> {
-    match std::env::var_os("AUTOTOOL_RUNTIME") {
-        Some(venv) if !venv.is_empty() => Some(open_runtime(Path::new(&venv))),
-        _ => ready(runtime_dir, &RUNTIME_REQUIREMENTS).map(Ok),
+    match override_dir() {
+        Some(venv) => Some(open_runtime(&venv)),
+        None => ready(runtime_dir, &RUNTIME_REQUIREMENTS).map(Ok),
     }
 }
 
-/// The runtime at `dir`, if its stamp lists exactly `requirements` and its interpreter works.
-fn ready(dir: &Path, requirements: &[&str]) -> Option<Python> {
-    let stamp = std::fs::read_to_string(dir.join(RUNTIME_STAMP)).ok()?;
+/// The requirements a stamp lists (comments and blank lines left out), sorted.
+fn stamp_requirements(stamp: &str) -> Vec<&str> {
     let mut listed: Vec<&str> = stamp
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    let mut wanted = requirements.to_vec();
     listed.sort_unstable();
+    listed
+}
+
+/// The runtime at `dir`, if its stamp lists exactly `requirements` and its interpreter works.
+fn ready(dir: &Path, requirements: &[&str]) -> Option<Python> {
+    let stamp = std::fs::read_to_string(dir.join(RUNTIME_STAMP)).ok()?;
+    let mut wanted = requirements.to_vec();
     wanted.sort_unstable();
-    if listed != wanted {
+    if stamp_requirements(&stamp) != wanted {
         return None;
     }
     resolve(Some(&dir.join("bin/python3"))).ok()
 }
 
-fn create_error(dir: &Path, step: &'static str, e: &dyn std::fmt::Display) -> RuntimeError {
-    RuntimeError::Create {
+/// What is at the runtime's place now.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Status {
+    /// Where autotool keeps its runtime.
+    pub dir: PathBuf,
+    /// `$AUTOTOOL_RUNTIME`, when it is set: then that runtime is used and nothing is built.
+    pub overridden_by: Option<PathBuf>,
+    /// `ready`, `missing`, `stale` (built for other pins, or its interpreter no longer works)
+    /// or `broken` (`$AUTOTOOL_RUNTIME` is not usable).
+    pub state: &'static str,
+    /// Why it is not ready, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// Its interpreter and Python version, when it has a working one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_version: Option<String>,
+    /// What its stamp lists (the pins it was built for), and how it was built.
+    pub requirements: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub built_with: Option<String>,
+    /// Another process is building it right now.
+    pub building: bool,
+    /// What a build that was killed left beside it (removed by the next build).
+    pub leftovers: Vec<PathBuf>,
+}
+
+/// What is at `dir` (and in `$AUTOTOOL_RUNTIME`) now. Runs the interpreter once to check it;
+/// changes nothing.
+pub fn status(dir: &Path) -> Status {
+    let mut s = Status {
         dir: dir.to_path_buf(),
-        step,
-        why: e.to_string(),
-    }
-}
-
-/// Hold an exclusive lock on `path`, waiting at most [`LOCK_BOUND`]. Released when the file
-/// closes (also when the process dies).
-fn lock(path: &Path, dir: &Path, progress: &mut dyn Write) -> Result<std::fs::File, RuntimeError> {
-    use rustix::fs::{FlockOperation, flock};
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|e| create_error(dir, "opening its lock file", &e))?;
-    let t0 = Instant::now();
-    let mut said = false;
-    loop {
-        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => return Ok(file),
-            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(create_error(dir, "locking it", &e)),
-        }
-        if t0.elapsed() > LOCK_BOUND {
-            return Err(RuntimeError::Create {
-                dir: dir.to_path_buf(),
-                step: "waiting for another autotool process creating it",
-                why: format!(
-                    "{} was still locked after {} minutes; if no autotool process is running, delete that file",
-                    path.display(),
-                    LOCK_BOUND.as_secs() / 60
-                ),
-            });
-        }
-        if !said {
-            let _ = writeln!(
-                progress,
-                "autotool: waiting for another autotool process to finish creating the tool runtime at {}",
-                dir.display()
-            );
-            said = true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn build_prefix(name: &str) -> String {
-    format!(".{name}-build-")
-}
-
-fn stale_prefix(name: &str) -> String {
-    format!(".{name}-stale-")
-}
-
-/// Remove what a killed creator left beside the runtime (called with the lock held, so nobody
-/// is using them).
-fn remove_leftovers(parent: &Path, name: &str) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
+        overridden_by: None,
+        state: "missing",
+        why: None,
+        interpreter: None,
+        python_version: None,
+        requirements: Vec::new(),
+        built_with: None,
+        building: build::is_building(dir),
+        leftovers: build::leftovers(dir),
     };
-    let prefixes = [build_prefix(name), stale_prefix(name)];
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let file_name = file_name.to_string_lossy();
-        if prefixes.iter().any(|p| file_name.starts_with(p.as_str())) {
-            let _ = std::fs::remove_dir_all(entry.path());
+    if let Some(venv) = override_dir() {
+        s.overridden_by = Some(venv.clone());
+        match open_runtime(&venv) {
+            Ok(p) => {
+                s.state = "ready";
+                s.interpreter = Some(p.interpreter);
+                s.python_version = Some(p.version);
+            }
+            Err(e) => {
+                s.state = "broken";
+                s.why = Some(e.to_string());
+            }
         }
+        return s;
     }
-}
-
-fn build(
-    dir: &Path,
-    parent: &Path,
-    name: &str,
-    requirements: &[&str],
-    progress: &mut dyn Write,
-) -> Result<Python, RuntimeError> {
-    let t0 = Instant::now();
-    let _ = writeln!(
-        progress,
-        "autotool: creating the Python runtime for tools at {} (first use; this takes a minute)",
-        dir.display()
-    );
-    let base = resolve(None)?;
-    // `sys.executable` of a pyenv shim's interpreter is already the real binary; canonicalising
-    // also removes any symlink chain, so the environment's `python3` points at the ELF itself.
-    let real = std::fs::canonicalize(&base.interpreter).unwrap_or(base.interpreter.clone());
-    let _ = writeln!(
-        progress,
-        "autotool: using Python {} at {}",
-        base.version,
-        real.display()
-    );
-    let tmp = tempfile::Builder::new()
-        .prefix(&build_prefix(name))
-        .tempdir_in(parent)
-        .map_err(|e| create_error(dir, "making a temporary directory beside it", &e))?;
-    let staging = tmp.path().to_path_buf();
-
-    let mut venv = Command::new(&real);
-    // The prompt would otherwise be the build directory's name.
-    venv.args(["-I", "-m", "venv", "--prompt", "autotool-runtime"]);
-    if requirements.is_empty() {
-        venv.arg("--without-pip");
-    }
-    venv.arg(&staging);
-    run_step(venv, "running `python -m venv`", VENV_BOUND, dir, progress)
-        .map_err(|e| with_venv_hint(e, &base.version))?;
-
-    if !requirements.is_empty() {
-        let _ = writeln!(progress, "autotool: installing {}", requirements.join(" "));
-        let mut pip = Command::new(staging.join("bin/python3"));
-        pip.args([
-            "-I",
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--progress-bar",
-            "off",
-        ])
-        .args(requirements)
-        // These would send the packages somewhere else than the environment.
-        .env_remove("PIP_USER")
-        .env_remove("PIP_TARGET")
-        .env_remove("PIP_PREFIX")
-        .env_remove("PIP_REQUIRE_VIRTUALENV");
-        run_step(pip, "running `pip install`", PIP_BOUND, dir, progress).map_err(|e| match e {
-            RuntimeError::Create { dir, step, why } => RuntimeError::Create {
-                dir,
-                step,
-                why: format!(
-                    "{why}\n(pip needs to reach PyPI, or the index in PIP_INDEX_URL; check the network and run again)"
-                ),
-            },
-            other => other,
-        })?;
-    }
-
-    let stamp = format!(
-        "# The tool runtime autotool created from Python {} at {}; it is used only while this\n# file lists exactly the requirements autotool pins.\n{}\n",
-        base.version,
-        real.display(),
-        requirements.join("\n")
-    );
-    std::fs::write(staging.join(RUNTIME_STAMP), stamp)
-        .map_err(|e| create_error(dir, "writing its stamp", &e))?;
-    relocate(&staging, dir).map_err(|e| create_error(dir, "rewriting its scripts", &e))?;
-    open_up(&staging).map_err(|e| create_error(dir, "making it readable to other users", &e))?;
-
-    // Put it in place. The lock is held, so only a runtime left by an older autotool (or one
-    // that stopped working) can be there.
-    let staging = tmp.keep();
-    let stale = parent.join(format!("{}{}", stale_prefix(name), std::process::id()));
-    let moved_aside = match std::fs::rename(dir, &stale) {
-        Ok(()) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+    let Ok(stamp) = std::fs::read_to_string(dir.join(RUNTIME_STAMP)) else {
+        s.why = Some(format!("{} holds no finished runtime", dir.display()));
+        return s;
+    };
+    s.requirements = stamp_requirements(&stamp)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    s.built_with = stamp
+        .lines()
+        .find_map(|l| l.strip_prefix("# built with "))
+        .map(|w| w.trim().to_string());
+    let mut wanted = RUNTIME_REQUIREMENTS.to_vec();
+    wanted.sort_unstable();
+    match resolve(Some(&dir.join("bin/python3"))) {
+        Ok(p) => {
+            s.interpreter = Some(p.interpreter);
+            s.python_version = Some(p.version);
+            if stamp_requirements(&stamp) == wanted {
+                s.state = "ready";
+            } else {
+                s.state = "stale";
+                s.why = Some(format!(
+                    "it was built for {}, this autotool pins {}",
+                    s.requirements.join(" "),
+                    RUNTIME_REQUIREMENTS.join(" ")
+                ));
+            }
+        }
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(create_error(dir, "moving the old runtime aside", &e));
+            s.state = "stale";
+            s.why = Some(format!("its interpreter no longer works: {e}"));
         }
-    };
-    if let Err(e) = std::fs::rename(&staging, dir) {
-        let _ = std::fs::remove_dir_all(&staging);
-        if moved_aside {
-            let _ = std::fs::rename(&stale, dir);
-        }
-        return Err(create_error(dir, "putting the new runtime in place", &e));
     }
-    if moved_aside {
-        let _ = std::fs::remove_dir_all(&stale);
-    }
-    let python = resolve(Some(&dir.join("bin/python3")))?;
-    let _ = writeln!(
-        progress,
-        "autotool: the tool runtime is ready ({:.0} s)",
-        t0.elapsed().as_secs_f64()
-    );
-    Ok(python)
+    s
 }
 
-fn with_venv_hint(e: RuntimeError, version: &str) -> RuntimeError {
-    match e {
-        RuntimeError::Create { dir, step, why } if why.contains("ensurepip") => {
-            RuntimeError::Create {
-                dir,
-                step,
-                why: format!(
-                    "{why}\n(this Python lacks the venv module's pip bootstrap: on Debian or Ubuntu, `sudo apt install python{version}-venv` or `python3-venv`)"
-                ),
-            }
-        }
-        other => other,
-    }
-}
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
 
-/// Run one creation step within `bound`, passing its stdout lines on to `progress` and keeping
-/// the end of its stderr for the error.
-fn run_step(
-    mut cmd: Command,
-    step: &'static str,
-    bound: Duration,
-    dir: &Path,
-    progress: &mut dyn Write,
-) -> Result<(), RuntimeError> {
-    use std::io::{BufRead, BufReader, Read};
-    use std::process::Stdio;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| create_error(dir, step, &e))?;
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    if let Some(out) = child.stdout.take() {
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+    #[test]
+    fn a_venv_is_mounted_at_the_fixed_place_and_its_base_at_its_own() {
+        let python = Python {
+            interpreter: "/tmp/h/.autotool/runtime/bin/python3".into(),
+            runtime_dirs: vec!["/opt/python3.12".into()],
+            venv: Some("/tmp/h/.autotool/runtime".into()),
+            version: "3.12".into(),
+        };
+        let policy = python.launch_policy(Path::new("/srv/t"), "tool.py");
+        assert_eq!(policy.runtime, python.venv);
+        assert_eq!(policy.runtime_dirs, python.runtime_dirs);
+        let plan = policy.plan().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(plan.exec_path, PathBuf::from("/runtime/bin/python3"));
+        assert_eq!(python.unmountable(), None);
     }
-    let stderr = child.stderr.take().map(|mut err| {
-        std::thread::spawn(move || {
-            let mut all = Vec::new();
-            let _ = err.read_to_end(&mut all);
-            let text = String::from_utf8_lossy(&all).into_owned();
-            let cut = text.len().saturating_sub(8 << 10);
-            let cut = (cut..text.len())
-                .find(|&i| text.is_char_boundary(i))
-                .unwrap_or(text.len());
-            text[cut..].trim().to_string()
-        })
-    });
-    let deadline = Instant::now() + bound;
-    let mut timed_out = false;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                let line = line.trim_end();
-                if !line.is_empty() {
-                    let _ = writeln!(progress, "  {line}");
-                }
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                timed_out = true;
-                let _ = child.kill();
-                break;
-            }
-        }
-    }
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Ok(None) => {
-                timed_out = true;
-                let _ = child.kill();
-                break child.wait().ok();
-            }
-            Err(_) => break None,
-        }
-    };
-    let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
-    if timed_out {
-        return Err(RuntimeError::Create {
-            dir: dir.to_path_buf(),
-            step,
-            why: format!("it took longer than {} s and was stopped", bound.as_secs()),
-        });
-    }
-    match status {
-        Some(s) if s.success() => Ok(()),
-        other => Err(RuntimeError::Create {
-            dir: dir.to_path_buf(),
-            step,
-            why: format!(
-                "it failed ({}){}",
-                other.map_or("no exit status".to_string(), |s| s.to_string()),
-                if stderr.is_empty() {
-                    String::new()
-                } else {
-                    format!(":\n{stderr}")
-                }
-            ),
-        }),
-    }
-}
 
-/// Rewrite the build directory's path to `dir` in the environment's small text files (script
-/// shebangs, `activate*`, `pyvenv.cfg`), so they work once it is renamed.
-fn relocate(staging: &Path, dir: &Path) -> std::io::Result<()> {
-    let from = staging.as_os_str().as_encoded_bytes();
-    let to = dir.as_os_str().as_encoded_bytes();
-    let mut files: Vec<PathBuf> = vec![staging.join("pyvenv.cfg")];
-    for entry in std::fs::read_dir(staging.join("bin"))? {
-        files.push(entry?.path());
+    #[test]
+    fn a_base_python_under_a_reserved_directory_is_named() {
+        let python = Python {
+            interpreter: "/tmp/h/.autotool/runtime/bin/python3".into(),
+            runtime_dirs: vec!["/tmp/h/.pyenv/versions/3.12.1".into()],
+            venv: Some("/tmp/h/.autotool/runtime".into()),
+            version: "3.12".into(),
+        };
+        assert_eq!(
+            python.unmountable(),
+            Some((Path::new("/tmp/h/.pyenv/versions/3.12.1"), "/tmp"))
+        );
     }
-    for path in files {
-        let meta = std::fs::symlink_metadata(&path)?;
-        if !meta.is_file() || meta.len() > 1 << 20 {
-            continue;
-        }
-        let bytes = std::fs::read(&path)?;
-        if !bytes.windows(from.len()).any(|w| w == from) {
-            continue;
-        }
-        let mut out = Vec::with_capacity(bytes.len());
-        let mut rest = bytes.as_slice();
-        while let Some(i) = rest.windows(from.len()).position(|w| w == from) {
-            out.extend_from_slice(&rest[..i]);
-            out.extend_from_slice(to);
-            rest = &rest[i + from.len()..];
-        }
-        out.extend_from_slice(rest);
-        std::fs::write(&path, out)?;
-    }
-    Ok(())
-}
 
-/// Directories 0755; files readable by all, and executable by all when their owner may run
-/// them. Symlinks are left alone.
-fn open_up(root: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&path)?;
-        let mode = meta.permissions().mode() & 0o7777;
-        if meta.is_dir() {
-            if mode != 0o755 {
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-            }
-            for entry in std::fs::read_dir(&path)? {
-                stack.push(entry?.path());
-            }
-        } else if meta.is_file() {
-            let exec = if mode & 0o100 != 0 { 0o111 } else { 0 };
-            let wanted = (mode | 0o444 | exec) & 0o755;
-            if wanted != mode {
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(wanted))?;
-            }
-        }
+    #[test]
+    fn the_runtime_pins_are_the_test_runtimes() {
+        // `.ci/test` builds the runtime every test runs tools on from its PY_REQUIREMENTS: the
+        // runtime users get must be the one that is tested.
+        let ci = include_str!("../../../.ci/test");
+        let line = ci
+            .lines()
+            .find(|l| l.starts_with("PY_REQUIREMENTS=("))
+            .unwrap();
+        let pins: Vec<&str> = line
+            .trim_start_matches("PY_REQUIREMENTS=(")
+            .trim_end_matches(')')
+            .split_whitespace()
+            .collect();
+        assert_eq!(pins, RUNTIME_REQUIREMENTS);
     }
-    Ok(())
+
+    #[test]
+    fn plain_lines_say_each_event() {
+        let mut out = Vec::new();
+        let dir = PathBuf::from("/h/runtime");
+        for e in [
+            Event::Started { dir: dir.clone() },
+            Event::Step {
+                n: 2,
+                of: 5,
+                what: "getting uv".into(),
+            },
+            Event::Detail("Resolved 30 packages".into()),
+            Event::Ready {
+                dir: dir.clone(),
+                built: Some((2.5, Installer::Uv("0.13.9".into()))),
+            },
+        ] {
+            out.event(e);
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "autotool: creating the Python runtime for tools at /h/runtime (the first time only; a few seconds)\n\
+             autotool: [2/5] getting uv\n  Resolved 30 packages\n\
+             autotool: the tool runtime is ready at /h/runtime (2.5 s, built with uv 0.13.9)\n"
+        );
+    }
 }

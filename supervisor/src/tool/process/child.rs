@@ -76,12 +76,9 @@ const POLL: Duration = Duration::from_millis(20);
 /// at `egress_port` (inside the sandbox, the launcher binds it and reports on [`REPORT_FD`];
 /// unconfined, it is a listener on the host's loopback). Pure: what a tool gets, in one value.
 pub(crate) fn launch_policy(spec: &ToolSpec, egress_port: Option<u16>) -> LaunchPolicy {
-    let mut policy = LaunchPolicy::new(
-        &spec.tool_dir,
-        spec.tool_file.clone(),
-        &spec.python.interpreter,
-        spec.python.runtime_dirs.clone(),
-    );
+    let mut policy = spec
+        .python
+        .launch_policy(&spec.tool_dir, spec.tool_file.clone());
     policy.env = spec.env.clone();
     if let Some(port) = egress_port {
         policy.env.extend(egress::proxy_variables(port));

@@ -31,9 +31,17 @@ fn the_demo_shows_every_step_under_the_strict_sandbox() {
         "verification failed at baseline",
         "v1 answered 212; this version answers 230",
         "✔ the rewrite was refused: it broke an example a trusted version met",
+        // The command to run stays whole (long lines are wrapped, never cut).
+        "the user can run `autotool keys allow HN_API_KEY hn.example evil.example`",
         "✔ every step of the demo happened",
     ] {
-        assert!(out.contains(step), "the demo did not show {step:?}:\n{out}");
+        // Long messages are wrapped at word boundaries: compare with the line breaks and
+        // indents folded into single spaces.
+        let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat(&out).contains(&flat(step)),
+            "the demo did not show {step:?}:\n{out}"
+        );
     }
     // The key's value (`demo-` and 16 hex digits) is never printed.
     let leaked = out.match_indices("demo-").any(|(i, _)| {

@@ -20,6 +20,8 @@ enum Expect {
     NothingOr(i64),
     /// Exactly one error answer with one of these codes, and no result.
     Error(&'static [i64]),
+    /// A batch answered request by request: one `-32600` error for each of these ids.
+    Batch(&'static [u64]),
 }
 
 /// Send `raw` (a newline is added), then a `ping`; return every other message that arrived up
@@ -57,6 +59,18 @@ fn check(label: &str, raw: &[u8], got: &[Value], expect: Expect) {
             got.is_empty() || (got.len() == 1 && code_of(&got[0]) == Some(code)),
             "{what}: expected no answer or error {code}, got {got:?}"
         ),
+        Expect::Batch(ids) => {
+            let mut answered: Vec<u64> = got
+                .iter()
+                .filter(|m| code_of(m) == Some(-32600) && m.get("result").is_none())
+                .filter_map(|m| m.get("id").and_then(Value::as_u64))
+                .collect();
+            answered.sort_unstable();
+            assert!(
+                got.len() == ids.len() && answered == ids,
+                "{what}: expected one -32600 error for each of {ids:?}, got {got:?}"
+            );
+        }
         Expect::Error(codes) => {
             assert_eq!(
                 got.len(),
@@ -113,7 +127,8 @@ fn malformed_json_rpc_gets_errors_and_the_server_keeps_serving() {
         (
             "a batch (JSON array)",
             br#"[{"jsonrpc":"2.0","id":50,"method":"tools/list"},{"jsonrpc":"2.0","id":51,"method":"ping"}]"#.to_vec(),
-            Expect::Error(INVALID),
+            // MCP removed batching (2025-06-18): each request is refused with its own id.
+            Expect::Batch(&[50, 51]),
         ),
         ("an empty batch", b"[]".to_vec(), Expect::Error(INVALID)),
         (

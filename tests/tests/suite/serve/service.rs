@@ -212,9 +212,10 @@ fn the_service_unit_is_written_once_and_verifies() {
         out.contains("installed") && out.contains("not answering"),
         "{out}"
     );
-    // doctor calls an installed service that does not answer broken, with the fix.
+    // doctor warns about an installed service that does not answer, with the fix; tools can
+    // still run (serve does not need the service), so it is no FAIL and the exit stays 0.
     let (status, out, _) = home.cli_with(&["doctor", "--json"], &env).unwrap();
-    assert!(!status.success(), "{out}");
+    assert!(status.success(), "{out}");
     let report: Value = serde_json::from_str(&out).unwrap();
     let check = report["checks"]
         .as_array()
@@ -223,7 +224,7 @@ fn the_service_unit_is_written_once_and_verifies() {
         .find(|c| c["name"] == "service")
         .cloned()
         .unwrap_or_default();
-    assert_eq!(check["status"], "fail", "{check}");
+    assert_eq!(check["status"], "warn", "{check}");
     assert!(
         check["fix"]
             .as_str()

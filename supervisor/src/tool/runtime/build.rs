@@ -1,0 +1,960 @@
+//! Building the tool runtime: a virtual environment holding the pinned requirements, made
+//! with `uv` and, where uv cannot be had, with pip.
+//!
+//! How, so that a half-made runtime is never used and never left behind:
+//! - An exclusive `flock` on `<dir>.lock` (beside `dir`) is held while checking and building; a
+//!   second process waits for it (saying so) and then finds the runtime ready. Leftovers of a
+//!   creator that was killed are removed once the lock is held.
+//! - The machine's `python3` (≥ 3.10, `$AUTOTOOL_PYTHON` first, as [`super::resolve`] finds it)
+//!   is resolved to the real interpreter binary, so the environment never points at a shim.
+//! - uv: `$AUTOTOOL_UV`, else autotool's own copy of the pinned [`UV_REQUIREMENT`], kept in
+//!   `${XDG_CACHE_HOME:-~/.cache}/autotool/uv-<version>` and fetched the first time by running
+//!   pip (the wheel the Python ships for `ensurepip`, or its `pip` module) with `--target`: no
+//!   virtual environment is needed for it. uv's own package cache is its default one.
+//! - `uv venv` and `uv pip install --compile-bytecode --link-mode copy` (or `python -m venv`
+//!   and `pip install`) run in a temporary directory beside `dir`, each bounded in time, their
+//!   output passed on as [`Event::Detail`]s, and stopped (the directory removed) on [`Cancel`].
+//! - The stamp ([`super::RUNTIME_STAMP`]) is written last; the temporary path is rewritten to
+//!   `dir` in the environment's scripts; every directory is made 0755 and every file
+//!   world-readable (a confined tool may run as another user, `nobody` under a root
+//!   supervisor); then the directory is renamed to `dir`. A runtime already at `dir` is moved
+//!   aside first and removed afterwards.
+
+use super::{Event, Progress, Python, RuntimeError, resolve};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The uv autotool fetches for itself: a PyPI package carrying the binary.
+pub const UV_VERSION: &str = "0.13.9";
+/// [`UV_VERSION`] as a pip requirement.
+pub const UV_REQUIREMENT: &str = "uv==0.13.9";
+
+/// Bound on creating the environment (`uv venv`, `python -m venv`).
+const VENV_BOUND: Duration = Duration::from_secs(120);
+/// Bound on fetching uv itself.
+const UV_FETCH_BOUND: Duration = Duration::from_secs(5 * 60);
+/// Bound on installing the requirements (downloads included).
+const INSTALL_BOUND: Duration = Duration::from_secs(15 * 60);
+/// How long a creator waits for another process that is creating the same runtime.
+const LOCK_BOUND: Duration = Duration::from_secs(20 * 60);
+
+/// What built a runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Installer {
+    /// uv, at this version.
+    Uv(String),
+    /// pip, because uv could not be had.
+    Pip,
+    /// Nothing was installed (no requirements): `python -m venv` alone.
+    Venv,
+}
+
+impl std::fmt::Display for Installer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Installer::Uv(v) => write!(f, "uv {v}"),
+            Installer::Pip => f.write_str("pip"),
+            Installer::Venv => f.write_str("python -m venv"),
+        }
+    }
+}
+
+/// Set to stop a build: its running step is killed and its temporary directory removed.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+fn create_error(dir: &Path, step: &'static str, e: &dyn std::fmt::Display) -> RuntimeError {
+    RuntimeError::Create {
+        dir: dir.to_path_buf(),
+        step,
+        why: e.to_string(),
+    }
+}
+
+/// The runtime at `dir` with `requirements`: reused when ready (unless `force`), else built.
+pub(super) fn ensure(
+    dir: &Path,
+    requirements: &[&str],
+    force: bool,
+    progress: &mut dyn Progress,
+    cancel: &Cancel,
+) -> Result<Python, RuntimeError> {
+    if !force && let Some(python) = super::ready(dir, requirements) {
+        return Ok(python);
+    }
+    let dir = std::path::absolute(dir).map_err(|e| create_error(dir, "locating it", &e))?;
+    let (parent, name) = split(&dir)?;
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| create_error(&dir, "creating its parent directory", &e))?;
+    let (_lock, waited) = lock(&parent.join(format!("{name}.lock")), &dir, progress, cancel)?;
+    // A runtime another process finished while this one waited is used as it is, even when
+    // asked to rebuild: that build is the rebuild.
+    if (!force || waited)
+        && let Some(python) = super::ready(&dir, requirements)
+    {
+        progress.event(Event::Ready {
+            dir: dir.clone(),
+            built: None,
+        });
+        return Ok(python);
+    }
+    remove_leftovers(&parent, &name);
+    let builder = Builder {
+        dir: &dir,
+        parent: &parent,
+        name: &name,
+        requirements,
+        cancel,
+    };
+    builder.build(progress)
+}
+
+fn split(dir: &Path) -> Result<(PathBuf, String), RuntimeError> {
+    match (dir.parent(), dir.file_name()) {
+        (Some(p), Some(n)) => Ok((p.to_path_buf(), n.to_string_lossy().into_owned())),
+        _ => Err(RuntimeError::Create {
+            dir: dir.to_path_buf(),
+            step: "locating it",
+            why: "it has no parent directory".into(),
+        }),
+    }
+}
+
+/// Hold an exclusive lock on `path`, waiting at most [`LOCK_BOUND`]; also says whether it had
+/// to wait. Released when the file closes (also when the process dies).
+fn lock(
+    path: &Path,
+    dir: &Path,
+    progress: &mut dyn Progress,
+    cancel: &Cancel,
+) -> Result<(std::fs::File, bool), RuntimeError> {
+    use rustix::fs::{FlockOperation, flock};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| create_error(dir, "opening its lock file", &e))?;
+    let t0 = Instant::now();
+    let mut said = false;
+    loop {
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok((file, said)),
+            Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(create_error(dir, "locking it", &e)),
+        }
+        if cancel.is_cancelled() {
+            return Err(RuntimeError::Cancelled {
+                dir: dir.to_path_buf(),
+            });
+        }
+        if t0.elapsed() > LOCK_BOUND {
+            return Err(RuntimeError::Create {
+                dir: dir.to_path_buf(),
+                step: "waiting for another autotool process creating it",
+                why: format!(
+                    "{} was still locked after {} minutes; if no autotool process is running, delete that file",
+                    path.display(),
+                    LOCK_BOUND.as_secs() / 60
+                ),
+            });
+        }
+        if !said {
+            progress.event(Event::Waiting {
+                dir: dir.to_path_buf(),
+            });
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Whether another process holds the build lock of the runtime at `dir` now.
+pub(super) fn is_building(dir: &Path) -> bool {
+    use rustix::fs::{FlockOperation, flock};
+    let Ok((parent, name)) = split(dir) else {
+        return false;
+    };
+    let Ok(file) = std::fs::File::open(parent.join(format!("{name}.lock"))) else {
+        return false;
+    };
+    match flock(&file, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => false,
+        Err(e) => e == rustix::io::Errno::WOULDBLOCK,
+    }
+}
+
+fn build_prefix(name: &str) -> String {
+    format!(".{name}-build-")
+}
+
+fn stale_prefix(name: &str) -> String {
+    format!(".{name}-stale-")
+}
+
+/// What killed builds left beside the runtime at `dir`.
+pub(super) fn leftovers(dir: &Path) -> Vec<PathBuf> {
+    let Ok((parent, name)) = split(dir) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return Vec::new();
+    };
+    let prefixes = [build_prefix(&name), stale_prefix(&name)];
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            prefixes.iter().any(|p| n.starts_with(p.as_str()))
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Remove what a killed creator left beside the runtime (called with the lock held, so nobody
+/// is using them).
+fn remove_leftovers(parent: &Path, name: &str) {
+    for path in leftovers(&parent.join(name)) {
+        let _ = std::fs::remove_dir_all(path);
+    }
+}
+
+/// One build, with the lock held.
+struct Builder<'a> {
+    dir: &'a Path,
+    parent: &'a Path,
+    name: &'a str,
+    requirements: &'a [&'a str],
+    cancel: &'a Cancel,
+}
+
+impl Builder<'_> {
+    fn build(&self, progress: &mut dyn Progress) -> Result<Python, RuntimeError> {
+        let t0 = Instant::now();
+        let dir = self.dir;
+        progress.event(Event::Started {
+            dir: dir.to_path_buf(),
+        });
+        let of = if self.requirements.is_empty() { 3 } else { 5 };
+        let mut step = 0u8;
+        let mut next = |progress: &mut dyn Progress, what: String| {
+            step += 1;
+            progress.event(Event::Step { n: step, of, what });
+        };
+
+        next(progress, "finding Python".into());
+        let base = resolve(None)?;
+        // `sys.executable` of a pyenv shim's interpreter is already the real binary;
+        // canonicalising also removes any symlink chain, so the environment's `python3` points
+        // at the ELF itself.
+        let real = std::fs::canonicalize(&base.interpreter).unwrap_or(base.interpreter.clone());
+        progress.event(Event::Detail(format!(
+            "Python {} at {}",
+            base.version,
+            real.display()
+        )));
+        if let Some((path, reserved)) = base.unmountable() {
+            progress.event(Event::Detail(format!(
+                "note: this Python lives in {} (below {reserved}, which the sandbox builds \
+                 itself), so confined tools cannot run on it; set AUTOTOOL_PYTHON to a Python \
+                 elsewhere (for example /usr/bin/python3)",
+                path.display()
+            )));
+        }
+
+        let uv = if self.requirements.is_empty() {
+            None
+        } else {
+            next(progress, format!("getting uv {UV_VERSION}"));
+            match get_uv(&real, self.parent, progress, self.cancel) {
+                Ok(uv) => Some(uv),
+                Err(GetUv::Cancelled) => {
+                    return Err(RuntimeError::Cancelled {
+                        dir: dir.to_path_buf(),
+                    });
+                }
+                Err(GetUv::Failed(why)) => {
+                    progress.event(Event::Detail(format!(
+                        "uv could not be had ({why}); building with pip instead, which is \
+                         slower (about 20 s)"
+                    )));
+                    tracing::warn!("uv could not be had ({why}); the runtime is built with pip");
+                    None
+                }
+            }
+        };
+        let installer = match (&uv, self.requirements.is_empty()) {
+            (_, true) => Installer::Venv,
+            (Some(_), false) => Installer::Uv(UV_VERSION.into()),
+            (None, false) => Installer::Pip,
+        };
+
+        let tmp = tempfile::Builder::new()
+            .prefix(&build_prefix(self.name))
+            .tempdir_in(self.parent)
+            .map_err(|e| create_error(dir, "making a temporary directory beside it", &e))?;
+        let staging = tmp.path().to_path_buf();
+
+        next(progress, "creating the environment".into());
+        match &uv {
+            Some(uv) => {
+                let mut venv = uv_command(uv, self.parent);
+                venv.args(["venv", "--quiet", "--no-project", "--python"])
+                    .arg(&real)
+                    .args(["--prompt", "autotool-runtime"])
+                    .arg(&staging);
+                self.run(venv, "running `uv venv`", VENV_BOUND, progress)?;
+            }
+            None => {
+                let mut venv = Command::new(&real);
+                // The prompt would otherwise be the build directory's name.
+                venv.args(["-I", "-m", "venv", "--prompt", "autotool-runtime"]);
+                if self.requirements.is_empty() {
+                    venv.arg("--without-pip");
+                }
+                venv.arg(&staging);
+                self.run(venv, "running `python -m venv`", VENV_BOUND, progress)
+                    .map_err(|e| with_venv_hint(e, &base.version))?;
+            }
+        }
+
+        if !self.requirements.is_empty() {
+            next(
+                progress,
+                format!("installing {}", self.requirements.join(" ")),
+            );
+            match &uv {
+                Some(uv) => {
+                    let install = |offline: bool| {
+                        let mut c = uv_command(uv, self.parent);
+                        c.args(["pip", "install", "--no-progress", "--python"])
+                            .arg(staging.join("bin/python3"))
+                            // Bytecode now: the sandbox's mounts are read-only, so a tool could
+                            // never write it, and would compile the SDK at every start.
+                            // Copies, not hard links into uv's cache: the modes set below
+                            // must not reach the cache's files.
+                            .args(["--compile-bytecode", "--link-mode", "copy"])
+                            .args(self.requirements);
+                        if offline {
+                            c.arg("--offline");
+                        }
+                        c
+                    };
+                    // From uv's cache alone first (a second home, a rebuild: no network at
+                    // all); what that attempt says is kept back unless it is the answer.
+                    let mut held: Vec<Event> = Vec::new();
+                    let mut hold = Holding(&mut held);
+                    match run_step(install(true), INSTALL_BOUND, &mut hold, self.cancel) {
+                        Ok(()) => {
+                            for e in held {
+                                progress.event(e);
+                            }
+                        }
+                        Err(StepError::Cancelled) => {
+                            return Err(RuntimeError::Cancelled {
+                                dir: dir.to_path_buf(),
+                            });
+                        }
+                        Err(StepError::Failed(_)) => {
+                            progress.event(Event::Detail(
+                                "not all of it is in uv's cache: downloading".into(),
+                            ));
+                            self.run(
+                                install(false),
+                                "running `uv pip install`",
+                                INSTALL_BOUND,
+                                progress,
+                            )
+                            .map_err(|e| with_index_hint(e, &installer))?;
+                        }
+                    }
+                }
+                None => {
+                    let mut c = Command::new(staging.join("bin/python3"));
+                    c.args(pip_install_args()).args(self.requirements);
+                    scrub_pip_env(&mut c);
+                    self.run(c, "running `pip install`", INSTALL_BOUND, progress)
+                        .map_err(|e| with_index_hint(e, &installer))?;
+                }
+            }
+        }
+
+        next(progress, "checking it and putting it in place".into());
+        let stamp = format!(
+            "# The tool runtime autotool created from Python {} at {}; it is used only while this\n\
+             # file lists exactly the requirements autotool pins.\n\
+             # built with {installer}\n{}\n",
+            base.version,
+            real.display(),
+            self.requirements.join("\n")
+        );
+        std::fs::write(staging.join(super::RUNTIME_STAMP), stamp)
+            .map_err(|e| create_error(dir, "writing its stamp", &e))?;
+        relocate(&staging, dir).map_err(|e| create_error(dir, "rewriting its scripts", &e))?;
+        open_up(&staging)
+            .map_err(|e| create_error(dir, "making it readable to other users", &e))?;
+        if self.cancel.is_cancelled() {
+            return Err(RuntimeError::Cancelled {
+                dir: dir.to_path_buf(),
+            });
+        }
+
+        // Put it in place. The lock is held, so only a runtime left by an older autotool (or
+        // one being rebuilt) can be there.
+        let staging = tmp.keep();
+        let stale = self
+            .parent
+            .join(format!("{}{}", stale_prefix(self.name), std::process::id()));
+        let moved_aside = match std::fs::rename(dir, &stale) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(create_error(dir, "moving the old runtime aside", &e));
+            }
+        };
+        if let Err(e) = std::fs::rename(&staging, dir) {
+            let _ = std::fs::remove_dir_all(&staging);
+            if moved_aside {
+                let _ = std::fs::rename(&stale, dir);
+            }
+            return Err(create_error(dir, "putting the new runtime in place", &e));
+        }
+        let python = resolve(Some(&dir.join("bin/python3")))?;
+        progress.event(Event::Ready {
+            dir: dir.to_path_buf(),
+            built: Some((t0.elapsed().as_secs_f64(), installer)),
+        });
+        // The new runtime is in use from here; the old one goes after (removing thousands of
+        // files takes a second or more on a busy disk).
+        if moved_aside {
+            let _ = std::fs::remove_dir_all(&stale);
+        }
+        Ok(python)
+    }
+
+    fn run(
+        &self,
+        cmd: Command,
+        step: &'static str,
+        bound: Duration,
+        progress: &mut dyn Progress,
+    ) -> Result<(), RuntimeError> {
+        run_step(cmd, bound, progress, self.cancel).map_err(|e| match e {
+            StepError::Cancelled => RuntimeError::Cancelled {
+                dir: self.dir.to_path_buf(),
+            },
+            StepError::Failed(why) => RuntimeError::Create {
+                dir: self.dir.to_path_buf(),
+                step,
+                why,
+            },
+        })
+    }
+}
+
+/// uv with the environment it must not take from the caller's.
+fn uv_command(uv: &Path, cwd: &Path) -> Command {
+    let mut c = Command::new(uv);
+    // Never a project's settings from wherever autotool was started, never a managed Python
+    // download (the runtime is built on the machine's Python, which the sandbox mounts), and
+    // no other environment's variables.
+    c.current_dir(cwd)
+        .env("UV_PYTHON_DOWNLOADS", "never")
+        .env("UV_NO_PROGRESS", "1")
+        .env_remove("VIRTUAL_ENV")
+        .env_remove("UV_PYTHON")
+        .env_remove("PYTHONHOME")
+        .env_remove("PYTHONPATH")
+        .env_remove("UV_SYSTEM_PYTHON")
+        .env_remove("UV_PROJECT_ENVIRONMENT");
+    // The machine's own certificate store, as pip uses it: a network behind a TLS-inspecting
+    // proxy has its root there, not in uv's built-in list.
+    if std::env::var_os("UV_SYSTEM_CERTS").is_none() && std::env::var_os("UV_NATIVE_TLS").is_none()
+    {
+        c.env("UV_SYSTEM_CERTS", "1");
+    }
+    // An index set for pip is the one to use when uv has none of its own.
+    if std::env::var_os("UV_INDEX_URL").is_none()
+        && std::env::var_os("UV_DEFAULT_INDEX").is_none()
+        && let Some(index) = std::env::var_os("PIP_INDEX_URL").filter(|v| !v.is_empty())
+    {
+        c.env("UV_DEFAULT_INDEX", index);
+    }
+    c
+}
+
+fn pip_install_args() -> [&'static str; 8] {
+    [
+        "-I",
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+    ]
+}
+
+/// These would send the packages somewhere else than asked, or make pip refuse.
+fn scrub_pip_env(c: &mut Command) {
+    c.env_remove("PIP_USER")
+        .env_remove("PIP_TARGET")
+        .env_remove("PIP_PREFIX")
+        .env_remove("PIP_REQUIRE_VIRTUALENV")
+        .env("PIP_ROOT_USER_ACTION", "ignore");
+}
+
+/// Events kept back, to be passed on or dropped once it is known which.
+struct Holding<'a>(&'a mut Vec<Event>);
+
+impl Progress for Holding<'_> {
+    fn event(&mut self, event: Event) {
+        self.0.push(event);
+    }
+}
+
+enum GetUv {
+    Failed(String),
+    Cancelled,
+}
+
+/// Where autotool keeps its own uv: a cache, shared by every autotool home of the user.
+fn uv_home(parent: &Path) -> PathBuf {
+    match crate::home::user_cache_dir() {
+        Some(c) => c.join(format!("uv-{UV_VERSION}")),
+        None => parent.join(format!(".uv-{UV_VERSION}")),
+    }
+}
+
+/// Whether `uv --version` of `path` works (and names `want`, when given).
+fn uv_works(path: &Path, want: Option<&str>) -> Result<(), String> {
+    let out = Command::new(path)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("`{} --version` failed", path.display()));
+    }
+    match want {
+        Some(v) if !said.starts_with(&format!("uv {v}")) => {
+            Err(format!("{} is {}, not uv {v}", path.display(), said.trim()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Prints where the pip wheel this Python ships for `ensurepip` is, or nothing: pip runs
+/// straight from that wheel, so no environment has to be made for it.
+const FIND_PIP_WHEEL: &str = "import glob, os\n\
+found = []\n\
+try:\n    import ensurepip\n    d = os.path.join(os.path.dirname(ensurepip.__file__), '_bundled')\n    found += sorted(glob.glob(os.path.join(d, 'pip-*.whl')))\n\
+except Exception:\n    pass\n\
+found += sorted(glob.glob('/usr/share/python-wheels/pip-*.whl'))\n\
+print(found[-1] if found else '')\n";
+
+/// autotool's uv: `$AUTOTOOL_UV`, else its own pinned copy, fetched with pip the first time.
+fn get_uv(
+    python: &Path,
+    parent: &Path,
+    progress: &mut dyn Progress,
+    cancel: &Cancel,
+) -> Result<PathBuf, GetUv> {
+    if let Some(given) = std::env::var_os("AUTOTOOL_UV").filter(|v| !v.is_empty()) {
+        let given = PathBuf::from(given);
+        uv_works(&given, None).map_err(|why| GetUv::Failed(format!("AUTOTOOL_UV: {why}")))?;
+        progress.event(Event::Detail(format!(
+            "uv from AUTOTOOL_UV: {}",
+            given.display()
+        )));
+        return Ok(given);
+    }
+    let home = uv_home(parent);
+    let bin = home.join("bin/uv");
+    if bin.is_file() && uv_works(&bin, Some(UV_VERSION)).is_ok() {
+        progress.event(Event::Detail(format!(
+            "uv {UV_VERSION} at {}",
+            bin.display()
+        )));
+        return Ok(bin);
+    }
+    let holder = home.parent().unwrap_or(parent).to_path_buf();
+    std::fs::create_dir_all(&holder)
+        .map_err(|e| GetUv::Failed(format!("cannot create {}: {e}", holder.display())))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".uv-{UV_VERSION}-"))
+        .tempdir_in(&holder)
+        .map_err(|e| GetUv::Failed(format!("cannot write in {}: {e}", holder.display())))?;
+    let wheel = Command::new(python)
+        .args(["-I", "-c", FIND_PIP_WHEEL])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|w| !w.is_empty());
+    let mut pip = Command::new(python);
+    match &wheel {
+        Some(w) => {
+            progress.event(Event::Detail(format!(
+                "fetching {UV_REQUIREMENT} from PyPI with pip from {w}"
+            )));
+            pip.arg("-I").arg(format!("{w}/pip"));
+        }
+        None => {
+            progress.event(Event::Detail(format!(
+                "fetching {UV_REQUIREMENT} from PyPI with `python -m pip`"
+            )));
+            pip.args(["-I", "-m", "pip"]);
+        }
+    }
+    pip.args([
+        "install",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+        "--no-deps",
+        "--no-warn-script-location",
+        "--target",
+    ])
+    .arg(tmp.path())
+    .arg(UV_REQUIREMENT);
+    scrub_pip_env(&mut pip);
+    match run_step(pip, UV_FETCH_BOUND, progress, cancel) {
+        Ok(()) => {}
+        Err(StepError::Cancelled) => return Err(GetUv::Cancelled),
+        Err(StepError::Failed(why)) => {
+            let why = why.lines().last().unwrap_or("pip failed").to_string();
+            return Err(GetUv::Failed(match wheel {
+                Some(_) => format!("pip could not install {UV_REQUIREMENT}: {why}"),
+                None => format!(
+                    "this Python has no pip to fetch {UV_REQUIREMENT} with ({why}); on Debian or \
+                     Ubuntu `sudo apt install python3-venv` brings one"
+                ),
+            }));
+        }
+    }
+    uv_works(&tmp.path().join("bin/uv"), Some(UV_VERSION)).map_err(GetUv::Failed)?;
+    let fetched = tmp.keep();
+    if let Err(e) = std::fs::rename(&fetched, &home) {
+        let _ = std::fs::remove_dir_all(&fetched);
+        // Another process put one in place first: use it.
+        if uv_works(&bin, Some(UV_VERSION)).is_err() {
+            return Err(GetUv::Failed(format!(
+                "cannot put uv in place at {}: {e}",
+                home.display()
+            )));
+        }
+    }
+    Ok(bin)
+}
+
+enum StepError {
+    Failed(String),
+    Cancelled,
+}
+
+/// Run one step within `bound`, passing every line it prints on as [`Event::Detail`] and
+/// keeping the end of its stderr for the error; killed when `cancel` is set.
+fn run_step(
+    mut cmd: Command,
+    bound: Duration,
+    progress: &mut dyn Progress,
+    cancel: &Cancel,
+) -> Result<(), StepError> {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| StepError::Failed(e.to_string()))?;
+    // (from stderr, line)
+    let (tx, rx) = std::sync::mpsc::channel::<(bool, String)>();
+    let mut readers = Vec::new();
+    for (is_err, pipe) in [
+        (
+            false,
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        ),
+        (
+            true,
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        ),
+    ] {
+        let Some(pipe) = pipe else { continue };
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || {
+            for line in BufReader::new(pipe).split(b'\n') {
+                let Ok(line) = line else { break };
+                let line = String::from_utf8_lossy(&line).trim_end().to_string();
+                if tx.send((is_err, line)).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let deadline = Instant::now() + bound;
+    let mut stderr_tail: std::collections::VecDeque<String> = Default::default();
+    let mut tail_bytes = 0usize;
+    let mut stopped: Option<StepError> = None;
+    loop {
+        if cancel.is_cancelled() {
+            stopped = Some(StepError::Cancelled);
+            break;
+        }
+        if Instant::now() >= deadline {
+            stopped = Some(StepError::Failed(format!(
+                "it took longer than {} s and was stopped",
+                bound.as_secs()
+            )));
+            break;
+        }
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok((is_err, line)) => {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                if is_err {
+                    tail_bytes += line.len();
+                    stderr_tail.push_back(line.clone());
+                    while tail_bytes > 8 << 10 {
+                        match stderr_tail.pop_front() {
+                            Some(l) => tail_bytes -= l.len(),
+                            None => break,
+                        }
+                    }
+                }
+                progress.event(Event::Detail(line.trim().to_string()));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    if stopped.is_some() {
+        let _ = child.kill();
+    }
+    // Both pipes are closed: the process is gone or about to be; wait for it within what is
+    // left of the bound (a child that closed its pipes but lingers is killed).
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline && !cancel.is_cancelled() => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                if stopped.is_none() {
+                    stopped = Some(if cancel.is_cancelled() {
+                        StepError::Cancelled
+                    } else {
+                        StepError::Failed(format!(
+                            "it took longer than {} s and was stopped",
+                            bound.as_secs()
+                        ))
+                    });
+                }
+                break child.wait().ok();
+            }
+            Err(_) => break None,
+        }
+    };
+    for r in readers {
+        let _ = r.join();
+    }
+    if let Some(stop) = stopped {
+        return Err(stop);
+    }
+    match status {
+        Some(s) if s.success() => Ok(()),
+        other => {
+            let tail: Vec<String> = stderr_tail.into_iter().collect();
+            let tail = tail.join("\n");
+            Err(StepError::Failed(format!(
+                "it failed ({}){}",
+                other.map_or("no exit status".to_string(), |s| s.to_string()),
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(":\n{tail}")
+                }
+            )))
+        }
+    }
+}
+
+fn with_venv_hint(e: RuntimeError, version: &str) -> RuntimeError {
+    match e {
+        RuntimeError::Create { dir, step, why } if why.contains("ensurepip") => {
+            RuntimeError::Create {
+                dir,
+                step,
+                why: format!(
+                    "{why}\n(this Python lacks the venv module's pip bootstrap: on Debian or Ubuntu, `sudo apt install python{version}-venv` or `python3-venv`)"
+                ),
+            }
+        }
+        other => other,
+    }
+}
+
+fn with_index_hint(e: RuntimeError, installer: &Installer) -> RuntimeError {
+    match e {
+        RuntimeError::Create { dir, step, why } => {
+            let hint = match installer {
+                Installer::Uv(_) => {
+                    "uv needs to reach PyPI, or the index in UV_DEFAULT_INDEX (or PIP_INDEX_URL)"
+                }
+                _ => "pip needs to reach PyPI, or the index in PIP_INDEX_URL",
+            };
+            RuntimeError::Create {
+                dir,
+                step,
+                why: format!("{why}\n({hint}; check the network and run again)"),
+            }
+        }
+        other => other,
+    }
+}
+
+/// Rewrite the build directory's path to `dir` in the environment's small text files (script
+/// shebangs, `activate*`, `pyvenv.cfg`), so they work once it is renamed.
+fn relocate(staging: &Path, dir: &Path) -> std::io::Result<()> {
+    let from = staging.as_os_str().as_encoded_bytes();
+    let to = dir.as_os_str().as_encoded_bytes();
+    let mut files: Vec<PathBuf> = vec![staging.join("pyvenv.cfg")];
+    for entry in std::fs::read_dir(staging.join("bin"))? {
+        files.push(entry?.path());
+    }
+    for path in files {
+        let meta = std::fs::symlink_metadata(&path)?;
+        if !meta.is_file() || meta.len() > 1 << 20 {
+            continue;
+        }
+        let bytes = std::fs::read(&path)?;
+        if !bytes.windows(from.len()).any(|w| w == from) {
+            continue;
+        }
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut rest = bytes.as_slice();
+        while let Some(i) = rest.windows(from.len()).position(|w| w == from) {
+            out.extend_from_slice(&rest[..i]);
+            out.extend_from_slice(to);
+            rest = &rest[i + from.len()..];
+        }
+        out.extend_from_slice(rest);
+        std::fs::write(&path, out)?;
+    }
+    Ok(())
+}
+
+/// Directories 0755; files readable by all, and executable by all when their owner may run
+/// them. Symlinks are left alone.
+fn open_up(root: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path)?;
+        let mode = meta.permissions().mode() & 0o7777;
+        if meta.is_dir() {
+            if mode != 0o755 {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+            }
+            for entry in std::fs::read_dir(&path)? {
+                stack.push(entry?.path());
+            }
+        } else if meta.is_file() {
+            let exec = if mode & 0o100 != 0 { 0o111 } else { 0 };
+            let wanted = (mode | 0o444 | exec) & 0o755;
+            if wanted != mode {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(wanted))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_step_is_stopped_and_reported_when_cancelled() {
+        let cancel = Cancel::default();
+        let c2 = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            c2.cancel();
+        });
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo started; exec sleep 30"]);
+        let mut out = Vec::new();
+        let t0 = Instant::now();
+        let got = run_step(cmd, Duration::from_secs(60), &mut out, &cancel);
+        assert!(matches!(got, Err(StepError::Cancelled)));
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert_eq!(String::from_utf8_lossy(&out), "  started\n");
+    }
+
+    #[test]
+    fn a_failing_step_says_how_and_ends_with_its_stderr() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo out; echo 'no index' >&2; exit 3"]);
+        let mut out = Vec::new();
+        match run_step(cmd, Duration::from_secs(60), &mut out, &Cancel::default()) {
+            Err(StepError::Failed(why)) => {
+                assert!(why.starts_with("it failed (exit status: 3)"), "{why}");
+                assert!(why.ends_with(":\nno index"), "{why}");
+            }
+            _ => panic!("the step did not fail"),
+        }
+        let said = String::from_utf8_lossy(&out);
+        assert!(
+            said.contains("  out\n") && said.contains("  no index\n"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn a_step_over_its_bound_is_stopped() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        let t0 = Instant::now();
+        match run_step(
+            cmd,
+            Duration::from_millis(300),
+            &mut Vec::new(),
+            &Cancel::default(),
+        ) {
+            Err(StepError::Failed(why)) => assert!(why.contains("longer than"), "{why}"),
+            _ => panic!("the step was not stopped"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+}
