@@ -20,7 +20,16 @@ from importlib import metadata as _metadata
 
 from ._binary import AutotoolNotFound, autotool_binary
 from .agent import SYSTEM_PROMPT, AgentError, Answer, Call, Result, Step, Thought, run_agent
-from .client import MODEL_VARIABLES, Client, ConnectOptions, ConsentCallback, connect, elicitation_callback, serve_env
+from .client import (
+    MODEL_VARIABLES,
+    Client,
+    ConnectOptions,
+    ConsentCallback,
+    ServeOptions,
+    connect,
+    elicitation_callback,
+    serve_env,
+)
 from .tools import ToolDef, anthropic_tools, is_error, openai_chat_tools, openai_tools, result_text, tool_defs
 
 try:
@@ -39,6 +48,7 @@ __all__ = [
     "ConnectOptions",
     "ConsentCallback",
     "Result",
+    "ServeOptions",
     "Step",
     "Thought",
     "ToolDef",

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Union
 
 from typing_extensions import Unpack
 
-from .client import ConnectOptions, ConsentCallback, connect, serve_env
+from .client import ConsentCallback, ServeOptions, connect, serve_env
 from .core.llm import Assistant, Item, Provider, ToolResult, User
 from .tools import is_error, result_text, tool_defs
 
@@ -30,6 +29,7 @@ SYSTEM_PROMPT = (
 
 DEFAULT_MAX_STEPS = 24
 """Model turns before the loop gives up."""
+
 
 class AgentError(RuntimeError):
     """The loop ended without an answer."""
@@ -66,7 +66,7 @@ class Answer:
     text: str
 
 
-Step = Union[Thought, Call, Result, Answer]
+Step = Thought | Call | Result | Answer
 """One thing the loop did, for a caller that shows progress (`on_step`)."""
 
 
@@ -86,21 +86,23 @@ async def run_agent(
     *,
     system: str = SYSTEM_PROMPT,
     on_step: Callable[[Step], None] | None = None,
-    **options: Unpack[ConnectOptions],
+    env: Mapping[str, str] | None = None,
+    inherit_env: bool = True,
+    **options: Unpack[ServeOptions],
 ) -> str:
     """Run `task` with `provider` (`autotool.core.llm.default_provider()`, say) to its answer.
 
     `on_consent(question) -> bool` answers autotool's consent questions, asked before a tool
     gets a key; without it no key is granted and the model is told the command that would
     (`autotool tools approve TOOL KEY`). `max_steps` bounds the model's turns; `on_step` sees
-    each `Thought`, `Call`, `Result` and `Answer` as it happens. The other keyword arguments
-    go to `connect()`. serve's environment is this process's without the model's own variables
-    (`serve_env()`), and serve logs only warnings unless `AUTOTOOL_LOG` says otherwise.
+    each `Thought`, `Call`, `Result` and `Answer` as it happens. serve's environment is this
+    process's without the model's own variables, logging only warnings unless `AUTOTOOL_LOG`
+    says otherwise (`serve_env()`), with `env` on top; `inherit_env=False` gives it `env`
+    alone. The other keyword arguments go to `connect()` as they are.
     """
-    extra = options.pop("env", None)
-    env = serve_env(extra) if options.pop("inherit_env", True) else dict(extra or {})
+    environment = serve_env(env) if inherit_env else dict(env or {})
     observe = on_step or (lambda _step: None)
-    async with connect(env=env, inherit_env=False, on_consent=on_consent, **options) as client:
+    async with connect(env=environment, inherit_env=False, on_consent=on_consent, **options) as client:
         history: list[Item] = [User(task)]
         for _ in range(max_steps):
             tools = tool_defs(await client.list_tools())
@@ -121,6 +123,4 @@ async def run_agent(
                     text, failed = f"the call failed: {exc}", True
                 observe(Result(call.name, text, failed))
                 history.append(ToolResult(call.id, call.name, text, failed))
-    raise AgentError(
-        f"no answer after {max_steps} model turns; the task may need more (max_steps={max_steps})"
-    )
+    raise AgentError(f"no answer after {max_steps} model turns; the task may need more (max_steps={max_steps})")

@@ -21,19 +21,20 @@ import inspect
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
 from importlib import metadata
-from typing import IO, Any, Literal, TypedDict, cast
+from typing import Any, Literal, TextIO, TypedDict, cast
 
 import anyio
 import mcp
 import mcp.types as types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from ._binary import DISTRIBUTION, autotool_binary
+from ._binary import DISTRIBUTION, AutotoolNotFound, autotool_binary
 
 logger = logging.getLogger("autotool")
 
@@ -79,17 +80,22 @@ def serve_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-class ConnectOptions(TypedDict, total=False):
-    """The keyword arguments of `connect()` (and of `run_agent()`, which passes them on)."""
+class ServeOptions(TypedDict, total=False):
+    """The keyword arguments of `connect()` that `run_agent()` passes on as they are."""
 
     binary: str | os.PathLike[str]
     args: Sequence[str]
-    env: Mapping[str, str]
-    inherit_env: bool
-    on_consent: ConsentCallback | None
     quiet: bool
     mode: Mode
     timeout: float | None
+
+
+class ConnectOptions(ServeOptions, total=False):
+    """The keyword arguments of `connect()`."""
+
+    env: Mapping[str, str]
+    inherit_env: bool
+    on_consent: ConsentCallback | None
 
 
 def _version() -> str:
@@ -170,6 +176,23 @@ def _arguments(arguments: Mapping[str, object] | str | None) -> dict[str, Any]:
     return dict(arguments)
 
 
+async def _pump(source: Any, sink: Any) -> None:
+    """Forward what serve sends to the session while it listens; after that, drain to the end."""
+    listening = True
+    try:
+        async for message in source:
+            if not listening:
+                continue
+            try:
+                await sink.send(message)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                listening = False
+    except anyio.ClosedResourceError:
+        pass  # the transport closed its end on the way out: nothing more can come
+    finally:
+        await sink.aclose()
+
+
 class Client:
     """A running `autotool serve`, from `connect()`."""
 
@@ -201,9 +224,7 @@ class Client:
                 break
         return tools
 
-    async def call_tool(
-        self, name: str, arguments: Mapping[str, object] | str | None = None
-    ) -> types.CallToolResult:
+    async def call_tool(self, name: str, arguments: Mapping[str, object] | str | None = None) -> types.CallToolResult:
         """Call `name` with `arguments` (a mapping, or the JSON object text a model wrote). A
         tool's own failure is a result whose `isError` is set, with the reason in its text; a
         consent question on the way goes to `on_consent` first."""
@@ -221,7 +242,7 @@ async def connect(
     on_consent: ConsentCallback | None = None,
     quiet: bool = False,
     mode: Mode = "auto",
-    timeout: float | None = DEFAULT_TIMEOUT,
+    timeout: float | None = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - bounds each request, as the SDK's option does
 ) -> AsyncIterator[Client]:
     """Start `autotool serve` over stdio and yield a `Client` for it; it stops on exit.
 
@@ -238,6 +259,11 @@ async def connect(
     - `timeout`: seconds a request may wait for its answer (`None`: no bound).
     """
     program = os.fspath(binary) if binary is not None else autotool_binary()
+    if shutil.which(program) is None:
+        raise AutotoolNotFound(
+            f"cannot start {program}: there is no such executable; install autotool-mcp, or point "
+            "AUTOTOOL_BIN (or connect(binary=...)) at the autotool program"
+        )
     environment = dict(os.environ) if inherit_env else {}
     environment.update(env or {})
     params = StdioServerParameters(command=program, args=list(args), env=environment)
@@ -245,24 +271,31 @@ async def connect(
     callback = elicitation_callback(on_consent, asked) if on_consent is not None else None
     info = types.Implementation(name="autotool-python", version=_version())
     async with AsyncExitStack() as stack:
-        errlog: IO[str] = stack.enter_context(open(os.devnull, "w")) if quiet else sys.stderr
+        # Opening /dev/null does not block.
+        errlog: TextIO = stack.enter_context(open(os.devnull, "w")) if quiet else sys.stderr  # noqa: ASYNC230, SIM115
         transport = stdio_client(params, errlog=errlog)
         if _SDK_V2:
             sdk: Any = mcp.Client(
                 transport,  # pyright: ignore[reportArgumentType]
                 mode=mode,
-                elicitation_callback=callback,
+                elicitation_callback=cast(Any, callback),
                 read_timeout_seconds=timeout,
                 client_info=info,
             )
             await stack.enter_async_context(sdk)
             version = str(sdk.protocol_version)
         else:
+            # mcp 1.x's stdio reader fails the whole transport when serve sends a message
+            # (a list-change notification, say) after the session has closed its end; a pump
+            # between them, living until serve has exited, takes what comes late and drops it.
+            pumps = await stack.enter_async_context(anyio.create_task_group())
             read, write = await stack.enter_async_context(transport)
+            to_session, from_pump = anyio.create_memory_object_stream[Any](0)
+            pumps.start_soon(_pump, read, to_session)
             session_class: Any = mcp.ClientSession
             sdk = await stack.enter_async_context(
                 session_class(
-                    read,
+                    from_pump,
                     write,
                     read_timeout_seconds=timedelta(seconds=timeout) if timeout is not None else None,
                     elicitation_callback=callback,

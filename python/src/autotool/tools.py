@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Union, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import mcp.types as types
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionFunctionToolParam
     from openai.types.responses import FunctionToolParam
 
-Listed = Union[types.ListToolsResult, Iterable[Union[types.Tool, Mapping[str, Any]]]]
+Listed = types.ListToolsResult | Iterable[types.Tool | Mapping[str, Any]]
 """What the conversions accept: a `tools/list` result, or its tools (SDK objects of either SDK
 generation, or the JSON objects themselves)."""
 
@@ -145,9 +145,7 @@ def result_text(result: types.CallToolResult | Mapping[str, Any]) -> str:
     redacted every key value from it before it left serve.)"""
     wire = _wire(result)
     blocks = wire.get("content") or []
-    return "\n".join(
-        str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
-    )
+    return "\n".join(str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text")
 
 
 def is_error(result: types.CallToolResult | Mapping[str, Any]) -> bool:

@@ -47,6 +47,7 @@ ERRORS = SdkErrors(
     validation=openai.APIResponseValidationError,
 )
 
+
 def arguments_text(arguments: object) -> str:
     """Arguments as the APIs carry them: the JSON text, or the model's own text when it was
     not JSON."""
@@ -175,9 +176,7 @@ def parse_response(answer: Mapping[str, Any]) -> Turn:
             for part in item.get("content") or []:
                 if not isinstance(part, Mapping):
                     continue
-                text = {"output_text": part.get("text"), "refusal": part.get("refusal")}.get(
-                    str(part.get("type"))
-                )
+                text = {"output_text": part.get("text"), "refusal": part.get("refusal")}.get(str(part.get("type")))
                 if isinstance(text, str):
                     texts.append(text)
         elif kind == "function_call":
@@ -271,7 +270,9 @@ def parse_chat(answer: Mapping[str, Any]) -> Turn:
     if "choices" not in answer and "error" in answer:
         raise BadResponse(f"an error instead of an answer: {error_detail(200, json.dumps(answer))}")
     choices = answer.get("choices")
-    message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+    message = (
+        choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else None
+    )
     if not isinstance(message, Mapping):
         raise BadResponse("no `choices[0].message` in the answer")
     content = message.get("content")

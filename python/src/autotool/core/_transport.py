@@ -185,9 +185,7 @@ def _names_unknown_model(lower: str) -> bool:
     )
 
 
-def classify(
-    api: Api, model: str, url: str, status: int, body: str, wait: float | None
-) -> ProviderError:
+def classify(api: Api, model: str, url: str, status: int, body: str, wait: float | None) -> ProviderError:
     """The error an API answered with `status` and `body` stands for."""
     detail = error_detail(status, body)
     lower = detail.lower()
@@ -209,8 +207,7 @@ def classify(
     if status == 404:
         return Rejected(
             404,
-            f"{url} does not exist ({detail}); check the base URL (OpenAI-compatible servers "
-            "usually end in /v1)",
+            f"{url} does not exist ({detail}); check the base URL (OpenAI-compatible servers usually end in /v1)",
         )
     return Rejected(status, detail)
 
@@ -230,9 +227,7 @@ def error_chain(error: BaseException) -> str:
     return text
 
 
-async def request(
-    config: ProviderConfig, errors: SdkErrors, send: Callable[[], Awaitable[T]]
-) -> T:
+async def request(config: ProviderConfig, errors: SdkErrors, send: Callable[[], Awaitable[T]]) -> T:
     """`send()` once, and again while the failure may pass (see the module's doc)."""
     url = config.endpoint()
     attempt = 0

@@ -33,7 +33,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Protocol, Union
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from ..tools import ToolDef
@@ -106,7 +106,7 @@ class ToolResult:
     is_error: bool = False
 
 
-Item = Union[User, Assistant, ToolResult]
+Item = User | Assistant | ToolResult
 """One entry of the conversation."""
 
 
@@ -156,8 +156,7 @@ class BadKey(ProviderError):
 
     def __init__(self, provider: str, detail: str) -> None:
         super().__init__(
-            f"{provider} refused the API key ({detail}); check {_key_var(provider)}: it must hold "
-            "a valid, active key"
+            f"{provider} refused the API key ({detail}); check {_key_var(provider)}: it must hold a valid, active key"
         )
         self.provider, self.detail = provider, detail
 
@@ -268,7 +267,7 @@ class RetryPolicy:
         """The wait before retry number `retry` (0 for the first): the exponential step, of
         which a random half is taken off so that clients refused together do not return
         together."""
-        step = min(self.base_delay * (2 ** min(retry, 60)), self.max_delay)
+        step = min(self.base_delay * (2.0 ** min(retry, 60)), self.max_delay)
         return step * (0.5 + random.random() / 2)
 
 
@@ -355,9 +354,7 @@ class ProviderConfig:
         if base is not None:
             _check_url(var, base)
         if key is None and base is None:
-            raise NotConfigured(
-                f"{api.value} needs {key_var} (or {var} for a server of your own that needs no key)"
-            )
+            raise NotConfigured(f"{api.value} needs {key_var} (or {var} for a server of your own that needs no key)")
         if api is Api.ANTHROPIC_MESSAGES:
             model = get("ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL
         elif api is Api.OPENAI_RESPONSES:
@@ -382,9 +379,7 @@ class ProviderConfig:
             except ValueError:
                 seconds = math.nan
             if not (math.isfinite(seconds) and seconds > 0):
-                raise NotConfigured(
-                    f"AUTOTOOL_LLM_TIMEOUT={timeout} is not a number of seconds above 0"
-                )
+                raise NotConfigured(f"AUTOTOOL_LLM_TIMEOUT={timeout} is not a number of seconds above 0")
             config = replace(config, timeout=seconds)
         return config
 
@@ -433,8 +428,7 @@ def _check_url(var: str, value: str) -> None:
         ok = False
     if not ok:
         raise NotConfigured(
-            f"{var}={value} is not an http(s) URL; give the API root, such as "
-            "http://localhost:11434/v1"
+            f"{var}={value} is not an http(s) URL; give the API root, such as http://localhost:11434/v1"
         )
 
 
@@ -478,10 +472,9 @@ __all__ = [
     "ToolDef",
     "ToolResult",
     "Turn",
-    "Unreachable",
     "UnknownModel",
+    "Unreachable",
     "User",
     "default_provider",
     "provider_from_vars",
 ]
-
