@@ -275,7 +275,9 @@ async def connect(
         errlog: TextIO = stack.enter_context(open(os.devnull, "w")) if quiet else sys.stderr  # noqa: ASYNC230, SIM115
         transport = stdio_client(params, errlog=errlog)
         if _SDK_V2:
-            sdk: Any = mcp.Client(
+            # `mcp.Client` is 2.x's (mypy checks this module against either major version).
+            client_class: Any = getattr(mcp, "Client")  # noqa: B009
+            sdk: Any = client_class(
                 transport,  # pyright: ignore[reportArgumentType]
                 mode=mode,
                 elicitation_callback=cast(Any, callback),
