@@ -36,6 +36,7 @@ mod lifecycle;
 mod misbehaving;
 mod persistence;
 mod protocol;
+mod render;
 mod service;
 mod states;
 mod unconfined;
