@@ -36,12 +36,15 @@ def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return starts
 
 
-def run(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    code: str, env: dict[str, str], cwd: Path, args: tuple[str, ...] = (), stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     path = cwd / "example.py"
     path.write_text(code)
     return subprocess.run(
-        [sys.executable, str(path)],
-        stdin=subprocess.DEVNULL,
+        [sys.executable, str(path), *args],
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
         capture_output=True,
         text=True,
         env=env,
@@ -81,6 +84,27 @@ def test_langchain_session(counted: Path, tmp_path: Path) -> None:
     assert "Created adder v1: mounted adder__add" in created, done.stdout
     assert "'text': '5555'" in called, done.stdout
     # A kept session: one serve for the create, the listing and the call.
+    assert starts(counted) == ["serve"]
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_langchain_consent(answer: str, hn: fakes.HnApi, counted: Path, tmp_path: Path) -> None:
+    """The consent example: the question reaches `input()` through LangChain's elicitation
+    callback; yes mounts the tool, no mounts nothing and names the approve command."""
+    require("langchain_mcp_adapters")
+    tool = tmp_path / "hn.py"
+    tool.write_text(fakes.HN_TOOL)
+    done = run(snippet("langchain-consent"), dict(os.environ), tmp_path, (str(tool),), answer + "\n")
+    assert done.returncode == 0, done.stderr[-4000:]
+    # The question went to input(), naming the tool and the key, never the value.
+    assert "Allow the tool `hn` to use HN_API_KEY?" in done.stdout and hn.key not in done.stdout, done.stdout
+    created, functions = done.stdout.strip().splitlines()[-2:]
+    if answer == "y":
+        assert "Created hn v1: mounted hn__top_stories" in created, done.stdout
+        assert functions == "['hn__top_stories']", done.stdout
+    else:
+        assert "autotool tools approve hn HN_API_KEY" in created, done.stdout
+        assert functions == "[]", done.stdout
     assert starts(counted) == ["serve"]
 
 

@@ -14,7 +14,7 @@ from conftest import DOCS, require
 PACKAGE = Path(__file__).resolve().parents[1]
 
 # The fragment uses names a loop around it defines; the rest are whole programs.
-WHOLE = ["quickstart", "own-loop", "agents-sdk", "langchain-session", "langchain-stateless"]
+WHOLE = ["quickstart", "own-loop", "agents-sdk", "langchain-session", "langchain-stateless", "langchain-consent"]
 
 
 def imports_available(code: str) -> bool:
