@@ -134,8 +134,27 @@ fn default_binary() -> PathBuf {
     PathBuf::from("autotool")
 }
 
+/// Why the client could not start a session or a request of it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot start {}: {source}", binary.display())]
+    Start {
+        binary: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A stdio pipe of the spawned server was not set up.
+    #[error("no {0} pipe")]
+    NoPipe(&'static str),
+    #[error("autotool serve did not start a session: {0}")]
+    Session(#[source] Box<rmcp::service::ClientInitializeError>),
+    /// A request of the session failed (the server went away, or answered with an error).
+    #[error(transparent)]
+    Request(#[from] rmcp::ServiceError),
+}
+
 /// Spawn `autotool serve` and complete the handshake.
-pub async fn connect(options: ConnectOptions) -> anyhow::Result<Client> {
+pub async fn connect(options: ConnectOptions) -> Result<Client, ClientError> {
     let binary = options.binary.clone().unwrap_or_else(default_binary);
     let mut command = tokio::process::Command::new(&binary);
     command
@@ -149,17 +168,12 @@ pub async fn connect(options: ConnectOptions) -> anyhow::Result<Client> {
             Stdio::inherit()
         })
         .kill_on_drop(true);
-    let mut child = command
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", binary.display()))?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stdout pipe"))?;
-    let stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("no stdin pipe"))?;
+    let mut child = command.spawn().map_err(|source| ClientError::Start {
+        binary: binary.clone(),
+        source,
+    })?;
+    let stdout = child.stdout.take().ok_or(ClientError::NoPipe("stdout"))?;
+    let stdin = child.stdin.take().ok_or(ClientError::NoPipe("stdin"))?;
     let asked = Arc::new(AtomicUsize::new(0));
     let handler = Handler {
         on_consent: options.on_consent.clone(),
@@ -168,7 +182,7 @@ pub async fn connect(options: ConnectOptions) -> anyhow::Result<Client> {
     let service = handler
         .serve((stdout, stdin))
         .await
-        .map_err(|e| anyhow::anyhow!("autotool serve did not start a session: {e}"))?;
+        .map_err(|e| ClientError::Session(Box::new(e)))?;
     Ok(Client {
         service,
         child,
@@ -178,7 +192,7 @@ pub async fn connect(options: ConnectOptions) -> anyhow::Result<Client> {
 
 impl Client {
     /// Every tool the server lists now.
-    pub async fn list_tools(&self) -> anyhow::Result<Vec<Tool>> {
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
         Ok(self.service.peer().list_all_tools().await?)
     }
 
@@ -187,7 +201,7 @@ impl Client {
         &self,
         name: &str,
         arguments: JsonObject,
-    ) -> anyhow::Result<CallToolResult> {
+    ) -> Result<CallToolResult, ClientError> {
         let mut params = CallToolRequestParams::new(name.to_string());
         params.arguments = Some(arguments);
         Ok(self.service.peer().call_tool(params).await?)
@@ -199,7 +213,7 @@ impl Client {
     }
 
     /// End the session and wait for the server to exit.
-    pub async fn close(mut self) -> anyhow::Result<()> {
+    pub async fn close(mut self) -> Result<(), ClientError> {
         let _ = self.service.cancel().await;
         match tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait()).await {
             Ok(_) => Ok(()),

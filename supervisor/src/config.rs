@@ -33,7 +33,7 @@ mod table;
 mod units;
 
 pub use table::{SETTINGS, Setting};
-pub use units::{bytes, count, duration, show_bytes, show_duration};
+pub use units::{ValueError, bytes, count, duration, show_bytes, show_duration};
 
 /// The file's name in `$AUTOTOOL_HOME`.
 pub const FILE_NAME: &str = "config.toml";
@@ -212,7 +212,7 @@ pub enum Problem {
         /// The flag, the variable, or `path:line`.
         at: String,
         raw: String,
-        why: String,
+        why: ValueError,
     },
     #[error(
         "{path}, line {line}, column {column}: not valid TOML: {message}. Fix that line: each \
@@ -388,7 +388,7 @@ fn read_file(
                     layer: Layer::File,
                     at,
                     raw: item.to_string().trim().to_string(),
-                    why: format!("is {kind}: give a number or a string"),
+                    why: ValueError::NotScalar { kind },
                 }),
             }
         } else if let Some(s) = SETTINGS.iter().find(|s| s.key.is_none() && s.name == key) {

@@ -16,7 +16,7 @@
 //! 1. [`locate`]: where an app keeps its config, and whether the app is there ([`HostEnv`] is
 //!    the part of the environment that decides it);
 //! 2. [`edit_for`]: the config's new text from its old text, a pure function (the formats live
-//!    in [`json`] and [`toml`]);
+//!    in [`json`] and [`toml`]), or why it cannot be made ([`EditError`]);
 //! 3. [`plan`]: both, plus reading the file: registered already, a change, or why not;
 //! 4. [`apply`]: the change written through [`files`] (backup to `.bak`, atomic replace, mode
 //!    kept);
@@ -24,9 +24,12 @@
 //!
 //! Running it twice changes nothing: the second run finds every entry in place.
 
+mod edit;
 pub mod files;
 pub mod json;
 pub mod toml;
+
+pub use edit::{Edit, EditError, edit_for};
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -142,19 +145,6 @@ impl Entry {
         let exe = std::env::current_exe().map_err(HostsError::CurrentExe)?;
         Entry::serve(&exe)
     }
-}
-
-/// What a config format's editor decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Edit {
-    /// An entry of that name is there and stays as it is; `runs` is its command, `same` whether
-    /// that is exactly this entry.
-    Present { runs: String, same: bool },
-    /// The config's new text; `replaced` is what an updated entry ran before.
-    Changed {
-        text: String,
-        replaced: Option<String>,
-    },
 }
 
 /// The operating system whose conventions decide the paths.
@@ -364,59 +354,13 @@ pub fn codex_env_vars(os: Os) -> &'static [&'static str] {
     }
 }
 
-/// `app`'s config text with `entry` registered, from its current `text` ("" when the file does
-/// not exist), or why it cannot be done. Pure.
-pub fn edit_for(app: App, os: Os, entry: &Entry, text: &str) -> Result<Edit, String> {
-    use json::{Dialect, Existing, Spec};
-    use serde_json::{Value, json};
-    let spec = |dialect, servers, existing, extra: &[(&str, Value)], trailing: &[(&str, Value)]| {
-        Spec::new(dialect, servers, existing, entry, extra, trailing)
-    };
-    match app {
-        // The shape `claude mcp add --scope user` writes.
-        App::ClaudeCode => json::edit(
-            text,
-            &spec(
-                Dialect::Json,
-                &["mcpServers"],
-                Existing::LeaveAlone,
-                &[("type", json!("stdio"))],
-                &[("env", json!({}))],
-            ),
-            SERVER_NAME,
-        ),
-        App::Codex => toml::edit(text, entry, codex_env_vars(os), SERVER_NAME),
-        App::Cursor => json::edit(
-            text,
-            &spec(Dialect::Jsonc, &["mcpServers"], Existing::Update, &[], &[]),
-            SERVER_NAME,
-        ),
-        App::ClaudeDesktop => json::edit(
-            text,
-            &spec(Dialect::Json, &["mcpServers"], Existing::Update, &[], &[]),
-            SERVER_NAME,
-        ),
-        App::OpenClaw => json::edit(
-            text,
-            &spec(
-                Dialect::Json5,
-                &["mcp", "servers"],
-                Existing::Update,
-                &[],
-                &[],
-            ),
-            SERVER_NAME,
-        ),
-    }
-}
-
 /// What setup will do for one app.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
     /// No sign of the app; `looked_for` says what was looked for.
     NotFound { looked_for: String },
     /// The config exists but cannot be read or edited safely; it is left alone.
-    Unreadable { config: PathBuf, why: String },
+    Unreadable { config: PathBuf, why: EditError },
     /// An autotool entry is there already and stays as it is.
     Present {
         config: PathBuf,
@@ -447,7 +391,7 @@ pub fn plan(app: App, env: &HostEnv, entry: &Entry, forced: bool) -> Plan {
             Err(_) => {
                 return Plan::Unreadable {
                     config,
-                    why: "it is not UTF-8 text".to_string(),
+                    why: EditError::NotUtf8,
                 };
             }
         },
@@ -455,7 +399,7 @@ pub fn plan(app: App, env: &HostEnv, entry: &Entry, forced: bool) -> Plan {
         Err(e) => {
             return Plan::Unreadable {
                 config,
-                why: format!("it cannot be read: {e}"),
+                why: EditError::Unreadable { why: e.to_string() },
             };
         }
     };

@@ -11,6 +11,24 @@ pub const MCP_PATH: &str = "/mcp";
 /// The service unit's file name.
 pub const UNIT: &str = "autotool.service";
 
+/// Why an address given to `--listen` is not one to listen on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenError {
+    #[error("`unix:` needs a path: unix:/run/user/1000/autotool.sock")]
+    NoPath,
+    #[error("{given:?}: the port is not a number")]
+    Port { given: String },
+    #[error(
+        "{given:?} is not an address to listen on: use 127.0.0.1:PORT, [::1]:PORT or unix:PATH"
+    )]
+    NotAnAddress { given: String },
+}
+
+/// Why the service's unit file has no place: no directory to put it in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("neither XDG_CONFIG_HOME nor HOME is set")]
+pub struct NoConfigDir;
+
 /// Where to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listen {
@@ -29,24 +47,22 @@ impl std::fmt::Display for Listen {
 
 impl Listen {
     /// `127.0.0.1:8765`, `[::1]:8765`, `localhost:8765` or `unix:/path/to.sock`.
-    pub fn parse(s: &str) -> Result<Listen, String> {
+    pub fn parse(s: &str) -> Result<Listen, ListenError> {
         if let Some(path) = s.strip_prefix("unix:") {
             if path.is_empty() {
-                return Err("`unix:` needs a path: unix:/run/user/1000/autotool.sock".into());
+                return Err(ListenError::NoPath);
             }
             return Ok(Listen::Unix(PathBuf::from(path)));
         }
         if let Some(port) = s.strip_prefix("localhost:") {
             let port: u16 = port
                 .parse()
-                .map_err(|_| format!("{s:?}: the port is not a number"))?;
+                .map_err(|_| ListenError::Port { given: s.into() })?;
             return Ok(Listen::Tcp(SocketAddr::from(([127, 0, 0, 1], port))));
         }
-        s.parse::<SocketAddr>().map(Listen::Tcp).map_err(|_| {
-            format!(
-                "{s:?} is not an address to listen on: use 127.0.0.1:PORT, [::1]:PORT or unix:PATH"
-            )
-        })
+        s.parse::<SocketAddr>()
+            .map(Listen::Tcp)
+            .map_err(|_| ListenError::NotAnAddress { given: s.into() })
     }
 
     /// Loopback or a unix socket: reachable from this machine only.
@@ -59,13 +75,13 @@ impl Listen {
 }
 
 /// `$XDG_CONFIG_HOME/systemd/user/autotool.service` (default `~/.config/…`).
-pub fn service_unit_path() -> Result<PathBuf, String> {
+pub fn service_unit_path() -> Result<PathBuf, NoConfigDir> {
     let config = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => {
             let home = std::env::var_os("HOME")
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| "neither XDG_CONFIG_HOME nor HOME is set".to_string())?;
+                .ok_or(NoConfigDir)?;
             PathBuf::from(home).join(".config")
         }
     };

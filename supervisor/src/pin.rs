@@ -210,7 +210,7 @@ pub fn file_state(path: &Path, code_hash: &str) -> FileState {
     }
     let bytes = match read_bounded(path) {
         Ok(b) => b,
-        Err(e) => return FileState::Missing(e),
+        Err(e) => return FileState::Missing(e.to_string()),
     };
     let now = crate::version::code_hash(&bytes);
     if now == code_hash {
@@ -220,16 +220,23 @@ pub fn file_state(path: &Path, code_hash: &str) -> FileState {
     }
 }
 
-fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+/// Why `tool.py` could not be read for its pin check; the text follows the file's path.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error("it cannot be read ({0})")]
+    Io(#[from] std::io::Error),
+    #[error("it is larger than {limit} bytes")]
+    TooLarge { limit: u64 },
+}
+
+fn read_bounded(path: &Path) -> Result<Vec<u8>, ReadError> {
     use std::io::Read as _;
-    let f = std::fs::File::open(path).map_err(|e| format!("it cannot be read ({e})"))?;
+    let f = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
     let limit = READ_BOUND as u64;
-    f.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("it cannot be read ({e})"))?;
+    f.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
-        return Err(format!("it is larger than {limit} bytes"));
+        return Err(ReadError::TooLarge { limit });
     }
     Ok(bytes)
 }

@@ -395,7 +395,8 @@ async fn check_source_timed(
     let t = Instant::now();
     let declared = match declared {
         Some(d) => d,
-        None => required_env(code).map_err(|m| VerifyFailure::new(Stage::Declarations, m, ""))?,
+        None => required_env(code)
+            .map_err(|e| VerifyFailure::new(Stage::Declarations, e.to_string(), ""))?,
     };
     timings.push((Stage::Declarations, t.elapsed()));
     Ok(declared)

@@ -480,7 +480,7 @@ fn an_unparseable_config_is_left_alone_with_the_reason() {
         match home.plan(app) {
             Plan::Unreadable { config, why: got } => {
                 assert_eq!(config, home.path(rel), "{app:?}");
-                assert!(got.starts_with(why), "{app:?}: {got}");
+                assert!(got.to_string().starts_with(why), "{app:?}: {got}");
             }
             other => panic!("{app:?}: expected Unreadable, got {other:?}"),
         }

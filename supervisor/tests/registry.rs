@@ -794,3 +794,24 @@ fn handles_can_cross_threads() {
     send_sync::<Registry>();
     send_sync::<autotool::registry::Staged>();
 }
+
+#[test]
+fn key_names_are_upper_case_in_a_manifest_as_everywhere_else() {
+    // One rule for a key name (`KeyName`): a manifest naming a lower- or mixed-case key does
+    // not read, as `REQUIRED_ENV` and the key store refuse such a name.
+    let manifest =
+        |key: &str| serde_json::json!({"description": "d", "required_env": [key], "functions": []});
+    let read: Manifest = serde_json::from_value(manifest("WEATHER_KEY")).unwrap();
+    assert_eq!(read.required_env, [KeyName::parse("WEATHER_KEY").unwrap()]);
+    for bad in ["weather_key", "Weather_Key", "1KEY", "WEATHER-KEY"] {
+        assert!(
+            serde_json::from_value::<Manifest>(manifest(bad)).is_err(),
+            "{bad}"
+        );
+        assert!(
+            autotool::verify::required_env(&format!("REQUIRED_ENV = [{bad:?}]\n")).is_err(),
+            "{bad}"
+        );
+        assert!(KeyName::parse(bad).is_err(), "{bad}");
+    }
+}

@@ -82,6 +82,7 @@ fn refused(code: &str) -> String {
     match required_env(code) {
         Ok(names) => panic!("accepted {code:?} as {names:?}"),
         Err(e) => {
+            let e = e.to_string();
             assert!(e.ends_with(EXPECTED_FORM), "no expected form in: {e}");
             e
         }

@@ -5,9 +5,11 @@
 //! never allows what a key's list leaves out.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use super::name::ends_in_number;
 use super::*;
 use proptest::collection::vec;
 use proptest::prelude::*;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// Strings made of what host names, addresses and authorities are made of, and of what
 /// attackers put in them.

@@ -207,7 +207,7 @@ pub fn main() -> ExitCode {
             } else {
                 listen.iter().map(String::as_str).collect()
             };
-            let parsed: Result<Vec<_>, String> = given
+            let parsed: Result<Vec<_>, _> = given
                 .into_iter()
                 .map(crate::mcp::http::Listen::parse)
                 .collect();

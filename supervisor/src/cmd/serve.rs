@@ -119,7 +119,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         signals.abort();
         watcher.abort();
         app.pool.shutdown().await;
-        return served;
+        return Ok(served?);
     }
     tracing::info!(
         tools = app.snapshot().tools.len(),

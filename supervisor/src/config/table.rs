@@ -1,6 +1,8 @@
 //! [`SETTINGS`]: every setting once, with its flag, variable, file key, reader and text.
 
-use super::units::{bytes, count, duration, rate, show_bytes, show_duration, to_u32, to_usize};
+use super::units::{
+    ValueError, bytes, count, duration, rate, show_bytes, show_duration, to_u32, to_usize,
+};
 use super::{Layer, Values};
 use crate::tool::process::SandboxMode;
 use std::path::PathBuf;
@@ -8,7 +10,7 @@ use std::time::Duration;
 
 /// Reads a setting's text into [`Values`]: `Ok(Some(note))` when it took the value with a
 /// remark, `Err(why)` when the text is not a value of the setting.
-pub(super) type Apply = fn(&mut Values, &str, Layer) -> Result<Option<String>, String>;
+pub(super) type Apply = fn(&mut Values, &str, Layer) -> Result<Option<String>, ValueError>;
 
 /// One setting: its names in each layer, how it is read, and what it is for.
 #[derive(Debug)]
@@ -151,9 +153,7 @@ pub static SETTINGS: &[Setting] = &[
             }
             let path = PathBuf::from(raw);
             if layer == Layer::File && !path.is_absolute() {
-                return Err(
-                    "is not an absolute path: give the launcher's full path, or \"auto\"".into(),
-                );
+                return Err(ValueError::LauncherNotAbsolute);
             }
             v.serve.launcher = Some(path);
             Ok(None)
@@ -296,7 +296,7 @@ pub static SETTINGS: &[Setting] = &[
             v.serve.synthesize = match word.as_str() {
                 "on" | "1" | "true" | "yes" => true,
                 "off" | "0" | "false" | "no" => false,
-                _ => return Err("is not on or off".into()),
+                _ => return Err(ValueError::NotOnOff),
             };
             Ok(None)
         },
@@ -334,7 +334,8 @@ pub static SETTINGS: &[Setting] = &[
         description: "where autotool keeps its tools, ledger, keys, logs and this file \
                       (default ~/.autotool)",
         apply: |v, raw, _| {
-            v.home = std::path::absolute(raw).map_err(|e| format!("is not a usable path: {e}"))?;
+            v.home = std::path::absolute(raw)
+                .map_err(|e| ValueError::NotUsablePath { why: e.to_string() })?;
             Ok(None)
         },
         show: |v| v.home.display().to_string(),
@@ -378,12 +379,8 @@ pub static SETTINGS: &[Setting] = &[
         description: "log filter: a level or directives such as autotool=debug (serve \
                       defaults to info, connect to warn)",
         apply: |v, raw, _| {
-            tracing_subscriber::EnvFilter::try_new(raw).map_err(|e| {
-                format!(
-                    "is not a log filter ({e}): give a level (error, warn, info, debug, trace) \
-                     or directives such as autotool=debug,rmcp=warn"
-                )
-            })?;
+            tracing_subscriber::EnvFilter::try_new(raw)
+                .map_err(|e| ValueError::NotLogFilter { why: e.to_string() })?;
             v.log = Some(raw.to_string());
             Ok(None)
         },
@@ -399,7 +396,7 @@ pub static SETTINGS: &[Setting] = &[
         apply: |v, raw, _| {
             let word = raw.trim().to_ascii_lowercase();
             if word != "keychain" && word != "file" {
-                return Err("is not a credential store: give `keychain` or `file`".into());
+                return Err(ValueError::NotCredentialStore);
             }
             v.credentials = word;
             Ok(None)
@@ -440,18 +437,14 @@ const ALLOW_ALL: &str = "dangerously-allow-all";
 
 /// `sandbox`: `off`, `0`, `false` or `no` turns it off. From the flag and the environment
 /// anything else is strict, as it always was; in the file an unknown word is a problem.
-fn apply_sandbox(v: &mut Values, raw: &str, layer: Layer) -> Result<Option<String>, String> {
+fn apply_sandbox(v: &mut Values, raw: &str, layer: Layer) -> Result<Option<String>, ValueError> {
     let word = raw.trim().to_ascii_lowercase();
     if ["off", "0", "false", "no"].contains(&word.as_str()) {
         v.serve.sandbox = SandboxMode::Off;
         return Ok(None);
     }
     if layer == Layer::File && !["strict", "on", "1", "true", "yes"].contains(&word.as_str()) {
-        return Err(
-            "is not a sandbox mode: give \"strict\" (confine every tool) or \"off\" (run tools \
-             unconfined)"
-                .into(),
-        );
+        return Err(ValueError::NotSandboxMode);
     }
     v.serve.sandbox = SandboxMode::Strict;
     Ok((word != "strict")
@@ -460,16 +453,15 @@ fn apply_sandbox(v: &mut Values, raw: &str, layer: Layer) -> Result<Option<Strin
 
 /// `consent`: only `dangerously-allow-all` grants without asking. From the flag and the
 /// environment anything else asks, as it always did; in the file an unknown word is a problem.
-fn apply_consent(v: &mut Values, raw: &str, layer: Layer) -> Result<Option<String>, String> {
+fn apply_consent(v: &mut Values, raw: &str, layer: Layer) -> Result<Option<String>, ValueError> {
     if raw == ALLOW_ALL {
         v.serve.allow_all_keys = true;
         return Ok(None);
     }
     if layer == Layer::File && raw != "ask" {
-        return Err(format!(
-            "is not a consent mode: give \"ask\" (the user is asked before a tool gets a key) or \
-             \"{ALLOW_ALL}\""
-        ));
+        return Err(ValueError::NotConsentMode {
+            allow_all: ALLOW_ALL,
+        });
     }
     v.serve.allow_all_keys = false;
     Ok((raw != "ask").then(|| format!("{raw:?} is not {ALLOW_ALL}, so the user is asked")))

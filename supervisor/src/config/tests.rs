@@ -433,7 +433,11 @@ fn durations_and_sizes_read_units_and_show_canonically() {
     assert_eq!(duration("1500ms", second), Ok(Duration::from_millis(1500)));
     assert_eq!(
         duration("0", second),
-        Err("is too short: the least is 1s".into())
+        Err(ValueError::TooShort { least: "1s".into() })
+    );
+    assert_eq!(
+        duration("0", second).unwrap_err().to_string(),
+        "is too short: the least is 1s"
     );
     assert!(duration("1.5s", second).is_err());
     assert!(duration("99999999999999999h", second).is_err());
@@ -446,7 +450,13 @@ fn durations_and_sizes_read_units_and_show_canonically() {
     assert_eq!(bytes("2G", 1), Ok(2 << 30));
     assert_eq!(
         bytes("100", 1024),
-        Err("is too small: the least is 1KiB".into())
+        Err(ValueError::TooSmall {
+            least: "1KiB".into()
+        })
+    );
+    assert_eq!(
+        bytes("100", 1024).unwrap_err().to_string(),
+        "is too small: the least is 1KiB"
     );
     assert_eq!(show_bytes(2 << 30), "2GiB");
     assert_eq!(show_bytes(1536), "1536");

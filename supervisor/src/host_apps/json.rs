@@ -7,7 +7,7 @@
 //! data, with the original plus the intended entry: any other difference refuses the edit, so a
 //! surprise in the editor can never cost a user a setting.
 
-use super::{Edit, Entry};
+use super::{Edit, EditError, Entry};
 use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstInputValue, CstObject, CstRootNode};
 use serde_json::{Map, Value};
@@ -174,17 +174,15 @@ fn to_input(v: &Value) -> CstInputValue {
     }
 }
 
-fn parse_error(e: &jsonc_parser::errors::ParseError, dialect: Dialect) -> String {
-    format!(
-        "it is not valid {}: {} at line {}, column {}",
-        dialect.describe(),
-        e.kind(),
-        e.line_display(),
-        e.column_display()
-    )
+fn parse_error(e: &jsonc_parser::errors::ParseError, dialect: Dialect) -> EditError {
+    EditError::Invalid {
+        format: dialect.describe(),
+        message: e.kind().to_string(),
+        at: Some((e.line_display(), e.column_display())),
+    }
 }
 
-fn parse(text: &str, dialect: Dialect) -> Result<Value, String> {
+fn parse(text: &str, dialect: Dialect) -> Result<Value, EditError> {
     jsonc_parser::parse_to_serde_value::<Value>(text, &dialect.options())
         .map_err(|e| parse_error(&e, dialect))
 }
@@ -206,10 +204,8 @@ fn object_at<'a>(root: &'a mut Value, path: &[&str]) -> Option<&'a mut Map<Strin
 }
 
 /// The servers object in the tree, created on the way as in [`object_at`].
-fn cst_object_at(root: &CstRootNode, path: &[&str]) -> Result<CstObject, String> {
-    let mut here = root
-        .object_value()
-        .ok_or_else(|| "its top level is not an object".to_string())?;
+fn cst_object_at(root: &CstRootNode, path: &[&str]) -> Result<CstObject, EditError> {
+    let mut here = root.object_value().ok_or(EditError::TopLevelNotObject)?;
     for (i, key) in path.iter().enumerate() {
         here = match here.object_value_or_create(key) {
             Some(o) => o,
@@ -223,7 +219,9 @@ fn cst_object_at(root: &CstRootNode, path: &[&str]) -> Result<CstObject, String>
                 match prop {
                     Some(p) if is_null => p.object_value_or_set(),
                     _ => {
-                        return Err(format!("`{}` in it is not an object", path[..=i].join(".")));
+                        return Err(EditError::NotAnObject {
+                            path: path[..=i].join("."),
+                        });
                     }
                 }
             }
@@ -233,7 +231,7 @@ fn cst_object_at(root: &CstRootNode, path: &[&str]) -> Result<CstObject, String>
 }
 
 /// Register `name` in `text` (the file's contents; empty for a file that does not exist yet).
-pub fn edit(text: &str, spec: &Spec, name: &str) -> Result<Edit, String> {
+pub fn edit(text: &str, spec: &Spec, name: &str) -> Result<Edit, EditError> {
     let dotted = |path: &[&str]| path.join(".");
     if text.trim().is_empty() {
         // A new (or empty) file: the servers object nested as the app expects it, two-space
@@ -259,7 +257,7 @@ pub fn edit(text: &str, spec: &Spec, name: &str) -> Result<Edit, String> {
 
     let before = parse(text, spec.dialect)?;
     if !before.is_object() {
-        return Err("its top level is not an object".to_string());
+        return Err(EditError::TopLevelNotObject);
     }
     let old_entry = {
         let mut v = &before;
@@ -267,7 +265,9 @@ pub fn edit(text: &str, spec: &Spec, name: &str) -> Result<Edit, String> {
             v = v.get(*key).unwrap_or(&Value::Null);
         }
         if !(v.is_object() || v.is_null()) {
-            return Err(format!("`{}` in it is not an object", dotted(spec.servers)));
+            return Err(EditError::NotAnObject {
+                path: dotted(spec.servers),
+            });
         }
         v.get(name).cloned()
     };
@@ -284,10 +284,9 @@ pub fn edit(text: &str, spec: &Spec, name: &str) -> Result<Edit, String> {
             Some(describe_entry(&Value::Object(old.clone())))
         }
         Some(_) => {
-            return Err(format!(
-                "`{}.{name}` in it is not an object",
-                dotted(spec.servers)
-            ));
+            return Err(EditError::NotAnObject {
+                path: format!("{}.{name}", dotted(spec.servers)),
+            });
         }
     };
 
@@ -335,15 +334,10 @@ pub fn edit(text: &str, spec: &Spec, name: &str) -> Result<Edit, String> {
         };
         servers.insert(name.to_string(), entry);
     }
-    let after = parse(&after_text, spec.dialect).map_err(|e| {
-        format!("autotool's edit of it would not parse ({e}); this is a bug in autotool")
-    })?;
+    let after = parse(&after_text, spec.dialect)
+        .map_err(|e| EditError::EditUnparsable { why: e.to_string() })?;
     if after != expected {
-        return Err(
-            "autotool's edit of it would have changed more than the autotool entry; this is a \
-             bug in autotool"
-                .to_string(),
-        );
+        return Err(EditError::EditTooWide);
     }
     Ok(Edit::Changed {
         text: after_text,
@@ -439,9 +433,11 @@ mod tests {
             parse(&out, Dialect::Json).unwrap()["mcpServers"]["autotool"]["args"],
             json!(["serve"])
         );
-        let err = edit(r#"{"mcpServers": []}"#, &cursor(), "autotool").unwrap_err();
+        let err = edit(r#"{"mcpServers": []}"#, &cursor(), "autotool")
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "`mcpServers` in it is not an object");
-        let err = edit("[1]", &cursor(), "autotool").unwrap_err();
+        let err = edit("[1]", &cursor(), "autotool").unwrap_err().to_string();
         assert_eq!(err, "its top level is not an object");
     }
 
@@ -455,7 +451,9 @@ mod tests {
             &[],
             &[],
         );
-        let err = edit("{\n  // no\n}", &claude, "autotool").unwrap_err();
+        let err = edit("{\n  // no\n}", &claude, "autotool")
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "it is not valid JSON: Comments are not allowed at line 2, column 3"

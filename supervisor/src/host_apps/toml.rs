@@ -6,7 +6,7 @@
 //! of the rest of the file. An existing entry is never touched: `codex mcp add` overwrites
 //! silently, which is exactly what setup must not do to a user's own setting.
 
-use super::{Edit, Entry};
+use super::{Edit, EditError, Entry};
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, Value};
 
 /// Line and column (1-based) of a byte offset.
@@ -57,17 +57,14 @@ fn runs(existing: &dyn toml_edit::TableLike, entry: &Entry) -> bool {
 
 /// Register `name` in `text` (the file's contents; empty for a file that does not exist yet).
 /// `env_vars` empty leaves the key out.
-pub fn edit(text: &str, entry: &Entry, env_vars: &[&str], name: &str) -> Result<Edit, String> {
-    let mut doc: DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| {
-        let message = e.message().trim().replace('\n', "; ");
-        match e.span() {
-            Some(span) => {
-                let (line, col) = line_col(text, span.start);
-                format!("it is not valid TOML: {message} at line {line}, column {col}")
-            }
-            None => format!("it is not valid TOML: {message}"),
-        }
-    })?;
+pub fn edit(text: &str, entry: &Entry, env_vars: &[&str], name: &str) -> Result<Edit, EditError> {
+    let mut doc: DocumentMut =
+        text.parse()
+            .map_err(|e: toml_edit::TomlError| EditError::Invalid {
+                format: "TOML",
+                message: e.message().trim().replace('\n', "; "),
+                at: e.span().map(|span| line_col(text, span.start)),
+            })?;
 
     if !doc.contains_key("mcp_servers") {
         let mut servers = Table::new();
@@ -76,14 +73,20 @@ pub fn edit(text: &str, entry: &Entry, env_vars: &[&str], name: &str) -> Result<
         doc.insert("mcp_servers", Item::Table(servers));
     }
     let Some(servers) = doc.get_mut("mcp_servers") else {
-        return Err("`mcp_servers` could not be added".to_string());
+        return Err(EditError::CannotAdd {
+            path: "mcp_servers".into(),
+        });
     };
     let Some(existing) = servers.as_table_like() else {
-        return Err("`mcp_servers` in it is not a table".to_string());
+        return Err(EditError::NotATable {
+            path: "mcp_servers".into(),
+        });
     };
     if let Some(current) = existing.get(name) {
         let Some(current) = current.as_table_like() else {
-            return Err(format!("`mcp_servers.{name}` in it is not a table"));
+            return Err(EditError::NotATable {
+                path: format!("mcp_servers.{name}"),
+            });
         };
         return Ok(Edit::Present {
             runs: describe(current),
@@ -119,14 +122,18 @@ pub fn edit(text: &str, entry: &Entry, env_vars: &[&str], name: &str) -> Result<
             }
             t.insert(name, Value::InlineTable(new));
         }
-        _ => return Err("`mcp_servers` in it is not a table".to_string()),
+        _ => {
+            return Err(EditError::NotATable {
+                path: "mcp_servers".into(),
+            });
+        }
     }
     let after = doc.to_string();
 
     // Read it back: the entry must be there as meant.
-    let check: DocumentMut = after.parse().map_err(|e| {
-        format!("autotool's edit of it would not parse ({e}); this is a bug in autotool")
-    })?;
+    let check: DocumentMut = after
+        .parse()
+        .map_err(|e: toml_edit::TomlError| EditError::EditUnparsable { why: e.to_string() })?;
     let ok = check
         .get("mcp_servers")
         .and_then(Item::as_table_like)
@@ -134,10 +141,7 @@ pub fn edit(text: &str, entry: &Entry, env_vars: &[&str], name: &str) -> Result<
         .and_then(Item::as_table_like)
         .is_some_and(|e| runs(e, entry));
     if !ok {
-        return Err(
-            "autotool's edit of it did not read back as written; this is a bug in autotool"
-                .to_string(),
-        );
+        return Err(EditError::EditNotReadBack);
     }
     Ok(Edit::Changed {
         text: after,
@@ -217,10 +221,14 @@ mod tests {
 
     #[test]
     fn errors_say_where() {
-        let err = edit("a = 1\nb = \n", &entry(), LINUX, "autotool").unwrap_err();
+        let err = edit("a = 1\nb = \n", &entry(), LINUX, "autotool")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("it is not valid TOML: "), "{err}");
         assert!(err.contains("line 2"), "{err}");
-        let err = edit("mcp_servers = 3\n", &entry(), LINUX, "autotool").unwrap_err();
+        let err = edit("mcp_servers = 3\n", &entry(), LINUX, "autotool")
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "`mcp_servers` in it is not a table");
     }
 }

@@ -47,7 +47,7 @@ pub enum CallError {
     #[error("{0}")]
     OffList(String),
     #[error("the Python runtime is not available: {0}")]
-    Runtime(String),
+    Runtime(#[source] std::sync::Arc<super::RuntimeUnavailable>),
     #[error(
         "{tool} v{version} was refused: {reason}. It is off the tool list until it is verified \
          again; autotool is doing that now, and a verified version is listed as a new version \
@@ -169,7 +169,10 @@ impl Library {
             return Err(CallError::OffList(self.off_list(tool).unwrap_or_default()));
         }
         let forced = self.unlisted(tool);
-        let python = self.runtime().await.map_err(CallError::Runtime)?;
+        let python = self
+            .runtime()
+            .await
+            .map_err(|e| CallError::Runtime(std::sync::Arc::new(e)))?;
         let keys = match grants {
             Some((version, g)) if version == t.version => g.keys,
             _ => self.grants(t.subject()).keys,

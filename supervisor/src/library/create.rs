@@ -71,7 +71,7 @@ pub struct Created {
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
     #[error("the Python runtime is not available: {0}")]
-    Runtime(String),
+    Runtime(#[source] super::RuntimeUnavailable),
     #[error("create_tool failed: {0}")]
     Stage(#[source] RegistryError),
     #[error("{0}")]

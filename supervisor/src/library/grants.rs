@@ -392,3 +392,135 @@ impl Library {
         h.finish()
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::home::Home;
+    use crate::library::Settings;
+    use autotool_policy::hosts::{KeyAllowlist, KeyLists};
+    use autotool_policy::launch::DEFAULT_EGRESS_PORT;
+    use autotool_policy::{Egress, LaunchPolicy, Limits};
+
+    /// The whole launch policy and the whole environment of a confined tool holding one key
+    /// with an allowlist, in one comparison each: a variable, a mount, a limit or a rule
+    /// added, lost or changed anywhere on the way shows here.
+    #[test]
+    fn a_tool_holding_a_key_with_an_allowlist_gets_exactly_this() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            sandbox: SandboxMode::Strict,
+            ..Settings::default()
+        };
+        let mut library = Library::new(settings, Home::at(dir.path())).unwrap();
+        let lib = Arc::get_mut(&mut library).unwrap();
+        lib.api_bases = BTreeMap::from([(
+            "OPENAI_API_BASE".to_string(),
+            "http://127.0.0.1:4010/v1".to_string(),
+        )]);
+        let key = KeyName::parse("WEATHER_KEY").unwrap();
+        let mut secrets = Secrets::with_values(&[
+            ("WEATHER_KEY", "wk-0123456789abcdef"),
+            ("OTHER_KEY", "ok-not-granted-0000"),
+        ]);
+        secrets.allowlists.insert(
+            key.clone(),
+            consent::parse_list(&["api.weather.example".to_string()]),
+        );
+        *lib.secrets.write().unwrap() = Arc::new(secrets);
+
+        let granted = BTreeMap::from([(key, "wk-0123456789abcdef".to_string())]);
+        let python = Python {
+            interpreter: PathBuf::from("/opt/rt/bin/python3"),
+            runtime_dirs: vec![PathBuf::from("/opt/rt"), PathBuf::from("/usr/local")],
+            version: "3.12".to_string(),
+        };
+        let tool_dir = dir.path().join("tools/weather/3");
+        let spec = lib.spec("weather", tool_dir.clone(), python, &granted);
+        let policy = crate::tool::process::launch_policy(&spec, Some(DEFAULT_EGRESS_PORT));
+        let proxy = format!("http://127.0.0.1:{DEFAULT_EGRESS_PORT}");
+        let env: BTreeMap<String, String> = [
+            ("ALL_PROXY", proxy.as_str()),
+            ("HOME", "/home/tool"),
+            ("HTTPS_PROXY", &proxy),
+            ("HTTP_PROXY", &proxy),
+            ("LANG", "C.UTF-8"),
+            ("LC_ALL", "C.UTF-8"),
+            ("LOGNAME", "tool"),
+            ("NO_PROXY", ""),
+            ("OPENAI_API_BASE", "http://127.0.0.1:4010/v1"),
+            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            ("PYTHONDONTWRITEBYTECODE", "1"),
+            ("PYTHONUTF8", "1"),
+            ("SSL_CERT_DIR", "/etc/ssl/certs"),
+            ("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"),
+            ("TMPDIR", "/tmp"),
+            ("USER", "tool"),
+            // The granted key, and no other (OTHER_KEY has a value but no grant).
+            ("WEATHER_KEY", "wk-0123456789abcdef"),
+            ("all_proxy", &proxy),
+            ("http_proxy", &proxy),
+            ("https_proxy", &proxy),
+            ("no_proxy", ""),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let paths = |p: &[&str]| p.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(
+            policy,
+            LaunchPolicy {
+                tool_dir,
+                tool_file: "tool.py".into(),
+                interpreter: "/opt/rt/bin/python3".into(),
+                interpreter_args: vec!["-I".into(), "-B".into()],
+                runtime_dirs: paths(&["/opt/rt", "/usr/local"]),
+                system_dirs: paths(&[
+                    "/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"
+                ]),
+                etc_files: paths(&[
+                    "/etc/ld.so.cache",
+                    "/etc/ld.so.conf",
+                    "/etc/localtime",
+                    "/etc/nsswitch.conf",
+                    "/etc/protocols",
+                    "/etc/services",
+                    "/etc/mime.types",
+                    "/etc/ssl/certs",
+                    "/etc/ssl/openssl.cnf",
+                    "/etc/ca-certificates.conf",
+                    "/etc/pki/tls/certs",
+                    "/etc/alternatives",
+                ]),
+                env,
+                limits: Limits {
+                    memory_bytes: 2 << 30,
+                    threads: 64,
+                    open_files: 256,
+                    file_size_bytes: 64 << 20,
+                    cpu_seconds: 3600,
+                    tmp_bytes: 64 << 20,
+                },
+                keep_fds: vec![],
+                egress: Some(Egress {
+                    report_fd: 4,
+                    port: DEFAULT_EGRESS_PORT,
+                }),
+                min_landlock_abi: 6,
+                hostname: "autotool".into(),
+            }
+        );
+        // Where the key may go: the proxy holds the tool, its one key and that key's list.
+        let egress = spec.egress.as_ref().unwrap();
+        assert_eq!(
+            *egress.lists.borrow(),
+            KeyLists::new("weather").with_key(
+                KeyAllowlist::parse("WEATHER_KEY", Some(&["api.weather.example"])).unwrap()
+            )
+        );
+        // The same policy the launcher reads: it survives its JSON unchanged.
+        let json = serde_json::to_vec(&policy).unwrap();
+        assert_eq!(LaunchPolicy::from_json(&json).unwrap(), policy);
+    }
+}

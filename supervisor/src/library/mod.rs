@@ -46,6 +46,16 @@ pub enum OpenError {
     Random(std::io::Error),
 }
 
+/// Why the Python runtime is not there to run a tool: it could not be found or made, or making
+/// it stopped short.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeUnavailable {
+    #[error(transparent)]
+    Runtime(#[from] crate::tool::runtime::RuntimeError),
+    #[error(transparent)]
+    Interrupted(#[from] tokio::task::JoinError),
+}
+
 /// The shared state of one `serve` process.
 #[derive(Debug)]
 pub struct Library {
@@ -128,7 +138,7 @@ impl Library {
     }
 
     /// The Python runtime, created the first time it is needed (progress on stderr).
-    pub async fn runtime(&self) -> Result<Python, String> {
+    pub async fn runtime(&self) -> Result<Python, RuntimeUnavailable> {
         let dir = self.home.runtime_dir();
         self.runtime
             .get_or_try_init(|| async move {
@@ -136,9 +146,8 @@ impl Library {
                     let mut err = std::io::stderr();
                     crate::tool::runtime::ensure_runtime(&dir, &mut err)
                 })
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())
+                .await?
+                .map_err(RuntimeUnavailable::from)
             })
             .await
             .cloned()

@@ -30,15 +30,21 @@ pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(600);
 /// The key of the consent form in `inputRequests` / `inputResponses`.
 pub const INPUT_KEY: &str = "consent";
 
+/// The consent form could not be built (the schema builder refused it); the call fails with
+/// this text.
+#[derive(Debug, thiserror::Error)]
+#[error("building the consent form: {0}")]
+struct FormError(String);
+
 /// The consent form: one yes/no.
-fn form(message: String) -> Result<ElicitRequestParams, String> {
+fn form(message: String) -> Result<ElicitRequestParams, FormError> {
     let schema = ElicitationSchema::builder()
         .required_bool_with("allow", |b| {
             b.title("Allow")
                 .description("Let this tool use the key, as the question above says")
         })
         .build()
-        .map_err(|e| format!("building the consent form: {e}"))?;
+        .map_err(|e| FormError(e.to_string()))?;
     Ok(ElicitRequestParams::FormElicitationParams {
         meta: None,
         message,
@@ -217,7 +223,7 @@ pub async fn obtain(
             Event::ConsentAsked,
             &format!("{} (input_required): {question}", joined(&keys)),
         );
-        let form = form(question).map_err(failed)?;
+        let form = form(question).map_err(|e| failed(e.to_string()))?;
         let mut requests = InputRequests::new();
         requests.insert(
             INPUT_KEY.to_string(),
@@ -244,7 +250,7 @@ pub async fn obtain(
         Event::ConsentAsked,
         &format!("{} (elicitation): {question}", joined(&keys)),
     );
-    let form = form(library.secrets().redact(&question)).map_err(failed)?;
+    let form = form(library.secrets().redact(&question)).map_err(|e| failed(e.to_string()))?;
     let answer = peer
         .create_elicitation_with_timeout(form, Some(ELICITATION_TIMEOUT))
         .await;

@@ -42,6 +42,36 @@ pub use crate::listen::MCP_PATH;
 
 pub use crate::listen::Listen;
 
+/// Why `serve --transport http` did not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("nothing to listen on")]
+    NothingToListenOn,
+    #[error(
+        "refusing to listen on {at}: it is not a loopback address. Use 127.0.0.1 or ::1, or \
+         pass --allow-remote to serve other machines (the token is then required)"
+    )]
+    Remote { at: String },
+    #[error(
+        "--no-auth is refused on {at}: on a TCP port any process of this machine, a local proxy \
+         or tunnel included, could drive autotool without the token. Keep the token (it is \
+         made in $AUTOTOOL_HOME/service-token), or serve without one on a unix socket only \
+         this user can open: --listen unix:PATH --no-auth"
+    )]
+    NoAuthOnTcp { at: String },
+    #[error("--no-auth is never accepted with --allow-remote")]
+    NoAuthRemote,
+    #[error("cannot listen on {at}: {source}")]
+    Listen {
+        at: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The token file, the socket's directory or its mode.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 /// How `serve --transport http` was told to run.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -56,30 +86,26 @@ pub struct HttpOptions {
 
 impl HttpOptions {
     /// Refuse combinations that would open the server to others.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), HttpError> {
         if self.listen.is_empty() {
-            return Err("nothing to listen on".into());
+            return Err(HttpError::NothingToListenOn);
         }
         if let Some(remote) = self.listen.iter().find(|l| !l.is_local())
             && !self.allow_remote
         {
-            return Err(format!(
-                "refusing to listen on {remote}: it is not a loopback address. Use 127.0.0.1 or \
-                 ::1, or pass --allow-remote to serve other machines (the token is then required)"
-            ));
+            return Err(HttpError::Remote {
+                at: remote.to_string(),
+            });
         }
         if !self.auth
             && let Some(tcp) = self.listen.iter().find(|l| matches!(l, Listen::Tcp(_)))
         {
-            return Err(format!(
-                "--no-auth is refused on {tcp}: on a TCP port any process of this machine, a \
-                 local proxy or tunnel included, could drive autotool without the token. Keep \
-                 the token (it is made in $AUTOTOOL_HOME/service-token), or serve without one \
-                 on a unix socket only this user can open: --listen unix:PATH --no-auth"
-            ));
+            return Err(HttpError::NoAuthOnTcp {
+                at: tcp.to_string(),
+            });
         }
         if !self.auth && self.allow_remote {
-            return Err("--no-auth is never accepted with --allow-remote".into());
+            return Err(HttpError::NoAuthRemote);
         }
         Ok(())
     }
@@ -238,8 +264,8 @@ pub async fn serve(
     options: HttpOptions,
     stop: CancellationToken,
     ready: impl Fn(&Listen),
-) -> anyhow::Result<()> {
-    options.check().map_err(anyhow::Error::msg)?;
+) -> Result<(), HttpError> {
+    options.check()?;
     let app: Arc<Library> = surface.library.clone();
     let token = if options.auth {
         Some(Arc::<str>::from(ensure_token(&app.home)?))
@@ -302,12 +328,15 @@ enum Bound {
 /// How the record of a TCP listener names it.
 const OWN_LISTENER: &str = "autotool serve --transport http";
 
-async fn bind(listen: &Listen) -> anyhow::Result<Bound> {
+async fn bind(listen: &Listen) -> Result<Bound, HttpError> {
     match listen {
         Listen::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+                .map_err(|source| HttpError::Listen {
+                    at: addr.to_string(),
+                    source,
+                })?;
             let port = listener.local_addr()?.port();
             let own = crate::egress::register_own_listener_as(port, OWN_LISTENER);
             Ok(Bound::Tcp(listener, own))
@@ -322,8 +351,11 @@ async fn bind(listen: &Listen) -> anyhow::Result<Bound> {
             if path.exists() && std::os::unix::net::UnixStream::connect(path).is_err() {
                 std::fs::remove_file(path)?;
             }
-            let listener = tokio::net::UnixListener::bind(path)
-                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", path.display()))?;
+            let listener =
+                tokio::net::UnixListener::bind(path).map_err(|source| HttpError::Listen {
+                    at: path.display().to_string(),
+                    source,
+                })?;
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
             Ok(Bound::Unix(listener, path.clone()))
         }
@@ -458,7 +490,7 @@ mod tests {
         assert!(opts("unix:/x", false, false).check().is_ok());
         // Without the token only on a unix socket: never on TCP, loopback or not.
         for tcp in ["127.0.0.1:1", "[::1]:1", "localhost:8765"] {
-            let err = opts(tcp, false, false).check().unwrap_err();
+            let err = opts(tcp, false, false).check().unwrap_err().to_string();
             assert!(
                 err.contains("--no-auth is refused on") && err.contains("unix:PATH"),
                 "{err}"

@@ -297,25 +297,29 @@ impl Outcome {
     }
 }
 
+/// Why a `create_tool` call of the model cannot run: its arguments are not an object. The text
+/// goes back to the model as the call's result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ArgumentsError {
+    #[error(
+        "the arguments were not a JSON object ({bytes} bytes of text that does not parse as \
+         JSON); send name, code, description and smoke_test as a JSON object"
+    )]
+    Text { bytes: usize },
+    #[error("the arguments must be a JSON object with name and code, not {got}")]
+    NotAnObject { got: &'static str },
+}
+
 /// One round's call: the first `create_tool` call of the turn, its arguments as an object, or
 /// why it cannot run.
-fn pick(calls: &[ToolCall]) -> Option<(&ToolCall, Result<JsonObject, String>)> {
+fn pick(calls: &[ToolCall]) -> Option<(&ToolCall, Result<JsonObject, ArgumentsError>)> {
     let call = calls.iter().find(|c| c.name == "create_tool")?;
     let args = match &call.arguments {
         Value::Object(o) => Ok(o.clone()),
-        Value::String(raw) => Err(format!(
-            "the arguments were not a JSON object ({} bytes of text that does not parse as \
-             JSON); send name, code, description and smoke_test as a JSON object",
-            raw.len()
-        )),
-        other => Err(format!(
-            "the arguments must be a JSON object with name and code, not {}",
-            match other {
-                Value::Array(_) => "an array",
-                Value::Null => "null",
-                _ => "a scalar",
-            }
-        )),
+        Value::String(raw) => Err(ArgumentsError::Text { bytes: raw.len() }),
+        Value::Array(_) => Err(ArgumentsError::NotAnObject { got: "an array" }),
+        Value::Null => Err(ArgumentsError::NotAnObject { got: "null" }),
+        _ => Err(ArgumentsError::NotAnObject { got: "a scalar" }),
     };
     Some((call, args))
 }
@@ -399,6 +403,7 @@ where
                 format!("the model answered without calling create_tool: {said:?}")
             }
             Some((call, Err(why))) => {
+                let why = why.to_string();
                 history.push(Item::ToolResult {
                     call_id: call.id.clone(),
                     name: call.name.clone(),

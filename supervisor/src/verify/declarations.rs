@@ -26,6 +26,7 @@
 use autotool_policy::names::{KeyName, MAX_KEY_NAME};
 
 mod tokens;
+pub use tokens::TokenError;
 use tokens::{Kind, Token, tokenize};
 
 /// Refusals end with this, so an agent can rewrite the line in one go.
@@ -44,10 +45,91 @@ const BINDING_KEYWORDS: [&str; 9] = [
     "global", "nonlocal", "del", "import", "def", "class", "as", "for", "lambda",
 ];
 
+/// Why `REQUIRED_ENV` cannot be read without running the code. The text says what is wrong,
+/// on which line, and ends with [`EXPECTED_FORM`], so an agent can rewrite the line in one go.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeclarationError {
+    /// The code does not tokenize (Python would refuse it too).
+    #[error("{0}. {EXPECTED_FORM}")]
+    Tokens(#[from] TokenError),
+    /// The declaration at `line` is not a plain list of names.
+    #[error("line {line}: {problem}. {EXPECTED_FORM}")]
+    Declaration { line: usize, problem: Problem },
+    /// The name is bound somewhere other than its declaration line.
+    #[error(
+        "line {line}: REQUIRED_ENV is {how} ({place}); autotool reads the declaration without \
+         running the code, so it must be the only place the name is set. {EXPECTED_FORM}"
+    )]
+    SetElsewhere {
+        line: usize,
+        how: String,
+        place: &'static str,
+    },
+    #[error(
+        "REQUIRED_ENV is declared more than once (lines {}); autotool cannot tell which one \
+         counts without running the code. {EXPECTED_FORM}",
+        join_lines(lines)
+    )]
+    DeclaredTwice { lines: Vec<usize> },
+}
+
+fn join_lines(lines: &[usize]) -> String {
+    lines
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What is wrong with a declaration's value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("REQUIRED_ENV is annotated but given no value")]
+    AnnotatedWithoutValue,
+    #[error("REQUIRED_ENV has no value")]
+    NoValue,
+    #[error("REQUIRED_ENV must be a list literal, but its value starts with {starts_with}")]
+    NotAList { starts_with: String },
+    #[error("REQUIRED_ENV must list its names, not compute them with a comprehension")]
+    Comprehension,
+    #[error("the list is not closed")]
+    NotClosed,
+    #[error(
+        "two string literals side by side are joined into one (implicit concatenation); \
+         separate the names with commas"
+    )]
+    ImplicitConcatenation,
+    #[error("elements must be whole string literals, not built with `{op}`")]
+    BuiltWith { op: String },
+    #[error("expected `,` or `{close}` after a name, found {found}")]
+    NoSeparator { close: &'static str, found: String },
+    #[error("(\"NAME\") is a string in parentheses, not a tuple; write a list: [\"NAME\"]")]
+    ParenthesizedString,
+    #[error(
+        "nothing may follow the closing `{close}` on the declaration's line (found {found}); \
+         concatenation and other expressions are not read"
+    )]
+    Trailing { close: &'static str, found: String },
+    #[error("each element must be a string literal, found {found}")]
+    NotALiteral { found: String },
+    #[error("element {literal} is an f-string (or t-string); write the name as a plain string")]
+    Formatted { literal: String },
+    #[error("element {literal} is a bytes literal; write the name as a plain string")]
+    Bytes { literal: String },
+    #[error(
+        "{literal} is not an environment variable name autotool accepts (upper-case letters, \
+         digits and `_`, starting with a letter, at most {MAX_KEY_NAME} characters)"
+    )]
+    NotAKeyName { literal: String },
+}
+
+/// A problem and its line, when the problem has one of its own (else the declaration's).
+type Located = (Option<usize>, Problem);
+
 /// The names a tool declares in `REQUIRED_ENV`, in order, without repeats; `Err` says what is
 /// wrong, on which line, and what form is expected.
-pub fn required_env(code: &str) -> Result<Vec<KeyName>, String> {
-    let tokens = tokenize(code).map_err(|e| format!("{e}. {EXPECTED_FORM}"))?;
+pub fn required_env(code: &str) -> Result<Vec<KeyName>, DeclarationError> {
+    let tokens = tokenize(code)?;
     let context = Context::new(&tokens);
     let mut declarations: Vec<(usize, Vec<KeyName>)> = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
@@ -63,11 +145,10 @@ pub fn required_env(code: &str) -> Result<Vec<KeyName>, String> {
             && token.indent == 0
             && next.is_some_and(|n| n.is_op("=") || n.is_op(":"));
         if declares {
-            let names = declaration(&tokens, i).map_err(|e| {
-                if e.starts_with("line ") {
-                    format!("{e}. {EXPECTED_FORM}")
-                } else {
-                    format!("line {}: {e}. {EXPECTED_FORM}", token.line)
+            let names = declaration(&tokens, i).map_err(|(line, problem)| {
+                DeclarationError::Declaration {
+                    line: line.unwrap_or(token.line),
+                    problem,
                 }
             })?;
             declarations.push((token.line, names));
@@ -77,28 +158,24 @@ pub fn required_env(code: &str) -> Result<Vec<KeyName>, String> {
             } else {
                 "not as a top-level declaration line of its own"
             };
-            return Err(format!(
-                "line {}: REQUIRED_ENV is {how} ({place}); autotool reads the declaration without running the code, so it must be the only place the name is set. {EXPECTED_FORM}",
-                token.line
-            ));
+            return Err(DeclarationError::SetElsewhere {
+                line: token.line,
+                how,
+                place,
+            });
         }
     }
     match declarations.len() {
         0 => Ok(Vec::new()),
         1 => Ok(declarations.swap_remove(0).1),
-        _ => Err(format!(
-            "REQUIRED_ENV is declared more than once (lines {}); autotool cannot tell which one counts without running the code. {EXPECTED_FORM}",
-            declarations
-                .iter()
-                .map(|(l, _)| l.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        _ => Err(DeclarationError::DeclaredTwice {
+            lines: declarations.iter().map(|(l, _)| *l).collect(),
+        }),
     }
 }
 
 /// Parse the declaration whose name token is `tokens[at]`.
-fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
+fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, Located> {
     let mut i = at + 1;
     if tokens[i].is_op(":") {
         // An annotation: skip to the `=` of this line.
@@ -106,21 +183,23 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
             i += 1;
         }
         if !tokens.get(i).is_some_and(|t| t.is_op("=")) {
-            return Err("REQUIRED_ENV is annotated but given no value".into());
+            return Err((None, Problem::AnnotatedWithoutValue));
         }
     }
     i += 1; // past `=`
     let Some(open) = tokens.get(i) else {
-        return Err("REQUIRED_ENV has no value".into());
+        return Err((None, Problem::NoValue));
     };
     let close = if open.is_op("[") {
         "]"
     } else if open.is_op("(") {
         ")"
     } else {
-        return Err(format!(
-            "REQUIRED_ENV must be a list literal, but its value starts with {}",
-            open.describe()
+        return Err((
+            None,
+            Problem::NotAList {
+                starts_with: open.describe(),
+            },
         ));
     };
     let inside = open.depth + 1;
@@ -129,9 +208,7 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
         .take_while(|t| t.depth >= inside && t.kind != Kind::Newline)
         .any(|t| t.depth == inside && t.is_name("for"));
     if comprehension {
-        return Err(
-            "REQUIRED_ENV must list its names, not compute them with a comprehension".into(),
-        );
+        return Err((None, Problem::Comprehension));
     }
     i += 1;
     let mut names: Vec<KeyName> = Vec::new();
@@ -139,16 +216,16 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
     let mut trailing_comma = false;
     loop {
         let Some(t) = tokens.get(i).filter(|t| t.kind != Kind::Newline) else {
-            return Err("the list is not closed".into());
+            return Err((None, Problem::NotClosed));
         };
         if t.is_op(close) {
             break;
         }
-        names.push(element(t)?);
+        names.push(element(t).map_err(|p| (Some(t.line), p))?);
         elements += 1;
         i += 1;
         let Some(after) = tokens.get(i).filter(|t| t.kind != Kind::Newline) else {
-            return Err("the list is not closed".into());
+            return Err((None, Problem::NotClosed));
         };
         if after.is_op(",") {
             trailing_comma = true;
@@ -156,34 +233,36 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
         } else if after.is_op(close) {
             trailing_comma = false;
         } else if after.kind == Kind::Str {
-            return Err(format!(
-                "line {}: two string literals side by side are joined into one (implicit concatenation); separate the names with commas",
-                after.line
-            ));
+            return Err((Some(after.line), Problem::ImplicitConcatenation));
         } else if after.is_op("+") || after.is_op("%") {
-            return Err(format!(
-                "line {}: elements must be whole string literals, not built with `{}`",
-                after.line, after.text
+            return Err((
+                Some(after.line),
+                Problem::BuiltWith {
+                    op: after.text.clone(),
+                },
             ));
         } else {
-            return Err(format!(
-                "line {}: expected `,` or `{close}` after a name, found {}",
-                after.line,
-                after.describe()
+            return Err((
+                Some(after.line),
+                Problem::NoSeparator {
+                    close,
+                    found: after.describe(),
+                },
             ));
         }
     }
     if close == ")" && elements == 1 && !trailing_comma {
-        return Err(
-            "(\"NAME\") is a string in parentheses, not a tuple; write a list: [\"NAME\"]".into(),
-        );
+        return Err((None, Problem::ParenthesizedString));
     }
     if let Some(rest) = tokens.get(i + 1)
         && rest.kind != Kind::Newline
     {
-        return Err(format!(
-            "nothing may follow the closing `{close}` on the declaration's line (found {}); concatenation and other expressions are not read",
-            rest.describe()
+        return Err((
+            None,
+            Problem::Trailing {
+                close,
+                found: rest.describe(),
+            },
         ));
     }
     let mut unique: Vec<KeyName> = Vec::with_capacity(names.len());
@@ -196,35 +275,27 @@ fn declaration(tokens: &[Token], at: usize) -> Result<Vec<KeyName>, String> {
 }
 
 /// One element of the list: a plain string literal holding an environment variable name.
-fn element(t: &Token) -> Result<KeyName, String> {
-    let line = t.line;
+fn element(t: &Token) -> Result<KeyName, Problem> {
     if t.kind != Kind::Str {
         let what = match t.kind {
             Kind::Name => format!("`{}` (a variable or call)", t.text),
             _ => t.describe(),
         };
-        return Err(format!(
-            "line {line}: each element must be a string literal, found {what}"
-        ));
+        return Err(Problem::NotALiteral { found: what });
     }
     let prefix = t.prefix.to_ascii_lowercase();
     if prefix.contains('f') || prefix.contains('t') {
-        return Err(format!(
-            "line {line}: element {} is an f-string (or t-string); write the name as a plain string",
-            t.text
-        ));
+        return Err(Problem::Formatted {
+            literal: t.text.clone(),
+        });
     }
     if prefix.contains('b') {
-        return Err(format!(
-            "line {line}: element {} is a bytes literal; write the name as a plain string",
-            t.text
-        ));
+        return Err(Problem::Bytes {
+            literal: t.text.clone(),
+        });
     }
-    KeyName::parse(t.body.as_str()).map_err(|_| {
-        format!(
-            "line {line}: {} is not an environment variable name autotool accepts (upper-case letters, digits and `_`, starting with a letter, at most {MAX_KEY_NAME} characters)",
-            t.text
-        )
+    KeyName::parse(t.body.as_str()).map_err(|_| Problem::NotAKeyName {
+        literal: t.text.clone(),
     })
 }
 

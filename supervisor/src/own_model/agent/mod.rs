@@ -22,4 +22,4 @@ pub use provider::{
     BoxFuture, Item, Provider, ProviderError, ToolCall, ToolDef, Turn, anthropic_tool_definitions,
     default_provider, openai_chat_tool_definitions, openai_tool_definitions, provider_from_vars,
 };
-pub use run::{AgentOptions, Step, run_agent, run_agent_with};
+pub use run::{AgentError, AgentOptions, Step, run_agent, run_agent_with};

@@ -3,7 +3,7 @@
 //! and what has been created), runs the calls the model asks for, and returns its final answer.
 //! The tool list is read again every turn, so a tool the model just created is offered next.
 
-use super::provider::{Item, Provider, ToolCall, ToolDef};
+use super::provider::{Item, Provider, ProviderError, ToolCall, ToolDef};
 use crate::client::{ConnectOptions, ConsentFn, connect};
 use rmcp::model::ContentBlock;
 use serde_json::Value;
@@ -52,12 +52,27 @@ impl Default for AgentOptions {
     }
 }
 
+/// Why the agent loop ended without an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The session with `autotool serve` failed.
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
+    /// The model's API failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    #[error(
+        "no answer after {turns} model turns; the task may need more (AgentOptions::max_turns)"
+    )]
+    OutOfTurns { turns: usize },
+}
+
 /// Run `task` with `provider`; `on_consent` answers autotool's consent questions. The answer.
 pub async fn run_agent(
     task: &str,
     provider: &dyn Provider,
     on_consent: ConsentFn,
-) -> anyhow::Result<String> {
+) -> Result<String, AgentError> {
     let mut options = AgentOptions::default();
     options.connect.on_consent = Some(on_consent);
     run_agent_with(task, provider, options, |_| {}).await
@@ -80,7 +95,7 @@ pub async fn run_agent_with(
     provider: &dyn Provider,
     options: AgentOptions,
     mut observe: impl FnMut(&Step),
-) -> anyhow::Result<String> {
+) -> Result<String, AgentError> {
     let client = connect(options.connect.clone()).await?;
     let outcome = async {
         let mut history = vec![Item::User(task.to_string())];
@@ -140,10 +155,9 @@ pub async fn run_agent_with(
                 });
             }
         }
-        anyhow::bail!(
-            "no answer after {} model turns; the task may need more (AgentOptions::max_turns)",
-            options.max_turns
-        )
+        Err(AgentError::OutOfTurns {
+            turns: options.max_turns,
+        })
     }
     .await;
     let _ = client.close().await;

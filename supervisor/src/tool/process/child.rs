@@ -72,40 +72,50 @@ pub(super) struct LauncherChild {
 /// How often to poll for the launcher's exit when its watcher thread is unavailable.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Start the process described by `spec`, with its stdio piped.
-pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
+/// The launch policy of `spec`, its environment whole: with egress, the proxy variables point
+/// at `egress_port` (inside the sandbox, the launcher binds it and reports on [`REPORT_FD`];
+/// unconfined, it is a listener on the host's loopback). Pure: what a tool gets, in one value.
+pub(crate) fn launch_policy(spec: &ToolSpec, egress_port: Option<u16>) -> LaunchPolicy {
     let mut policy = LaunchPolicy::new(
         &spec.tool_dir,
         spec.tool_file.clone(),
         &spec.python.interpreter,
         spec.python.runtime_dirs.clone(),
     );
-    let mut env = spec.env.clone();
+    policy.env = spec.env.clone();
+    if let Some(port) = egress_port {
+        policy.env.extend(egress::proxy_variables(port));
+        if spec.sandbox == SandboxMode::Strict {
+            policy.egress = Some(Egress {
+                report_fd: REPORT_FD,
+                port,
+            });
+        }
+    }
+    policy.limits = spec.limits;
+    policy
+}
+
+/// Start the process described by `spec`, with its stdio piped.
+pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
     let mut extra = Vec::new();
-    let egress_end = match (&spec.egress, spec.sandbox) {
-        (None, _) => None,
+    let (egress_end, port) = match (&spec.egress, spec.sandbox) {
+        (None, _) => (None, None),
         (Some(_), SandboxMode::Strict) => {
             let (ours, theirs) = UnixStream::pair().map_err(egress_error)?;
             extra.push(FdMapping {
                 parent_fd: theirs.into(),
                 child_fd: REPORT_FD,
             });
-            policy.egress = Some(Egress {
-                report_fd: REPORT_FD,
-                port: DEFAULT_EGRESS_PORT,
-            });
-            env.extend(egress::proxy_variables(DEFAULT_EGRESS_PORT));
-            Some(EgressEnd::Report(ours))
+            (Some(EgressEnd::Report(ours)), Some(DEFAULT_EGRESS_PORT))
         }
         (Some(_), SandboxMode::Off) => {
             let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(egress_error)?;
             let port = listener.local_addr().map_err(egress_error)?.port();
-            env.extend(egress::proxy_variables(port));
-            Some(EgressEnd::Host(listener))
+            (Some(EgressEnd::Host(listener)), Some(port))
         }
     };
-    policy.env = env;
-    policy.limits = spec.limits;
+    let policy = launch_policy(spec, port);
     // Both modes refuse what the launcher would (a relative tool directory, a tool file with a
     // path in it, a malformed variable, a zero limit), with the policy's own message rather
     // than a launcher exit status.
@@ -120,7 +130,7 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
 
 fn egress_error(e: std::io::Error) -> ToolProcError {
     ToolProcError::Egress {
-        what: e.to_string(),
+        what: e.into(),
         stderr_tail: String::new(),
     }
 }

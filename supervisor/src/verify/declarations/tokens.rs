@@ -56,9 +56,18 @@ const OPS2: [&str; 19] = [
     "//", "<<", ">>",
 ];
 
+/// Why the code could not be read into tokens; `line` is where the construct starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("line {line}: a string is not terminated")]
+    UnterminatedString { line: usize },
+    #[error("line {line}: an f-string field is not closed")]
+    UnclosedField { line: usize },
+}
+
 /// Split `code` into tokens. Only fails on text Python would refuse too (an unterminated
 /// string); anything unknown becomes a one-character operator.
-pub(super) fn tokenize(code: &str) -> Result<Vec<Token>, String> {
+pub(super) fn tokenize(code: &str) -> Result<Vec<Token>, TokenError> {
     let chars: Vec<char> = code.chars().collect();
     let mut lx = Lexer {
         chars: &chars,
@@ -270,18 +279,18 @@ impl Lexer<'_> {
     }
 
     /// Scan a string literal whose opening quote is at the cursor; returns its body.
-    fn string(&mut self, prefix: &str) -> Result<String, String> {
+    fn string(&mut self, prefix: &str) -> Result<String, TokenError> {
         let lower = prefix.to_ascii_lowercase();
         let formatted = lower.contains('f') || lower.contains('t');
         let start_line = self.line;
         let Some(quote) = self.peek(0) else {
-            return Err(format!("line {start_line}: a string is not terminated"));
+            return Err(TokenError::UnterminatedString { line: start_line });
         };
         let triple = self.peek(1) == Some(quote) && self.peek(2) == Some(quote);
         let width = if triple { 3 } else { 1 };
         self.i += width;
         let body_start = self.i;
-        let unterminated = |line| Err(format!("line {line}: a string is not terminated"));
+        let unterminated = |line| Err(TokenError::UnterminatedString { line });
         loop {
             let Some(c) = self.peek(0) else {
                 return unterminated(start_line);
@@ -316,14 +325,12 @@ impl Lexer<'_> {
 
     /// Inside an f-string, after a field's `{`: skip to its closing `}`, stepping over nested
     /// strings, brackets and the format spec (which may hold fields of its own).
-    fn replacement_field(&mut self) -> Result<(), String> {
+    fn replacement_field(&mut self) -> Result<(), TokenError> {
         let start_line = self.line;
         let mut depth = 0usize;
         loop {
             let Some(c) = self.peek(0) else {
-                return Err(format!(
-                    "line {start_line}: an f-string field is not closed"
-                ));
+                return Err(TokenError::UnclosedField { line: start_line });
             };
             match c {
                 '\'' | '"' => {
@@ -372,14 +379,12 @@ impl Lexer<'_> {
     }
 
     /// A format spec: literal text up to the field's `}`, with nested `{…}` fields.
-    fn format_spec(&mut self) -> Result<(), String> {
+    fn format_spec(&mut self) -> Result<(), TokenError> {
         let start_line = self.line;
         loop {
             match self.peek(0) {
                 None => {
-                    return Err(format!(
-                        "line {start_line}: an f-string field is not closed"
-                    ));
+                    return Err(TokenError::UnclosedField { line: start_line });
                 }
                 Some('}') => {
                     self.i += 1;
