@@ -1,0 +1,155 @@
+"""`autotool.connect()` against a real `autotool serve`: both protocol eras, every kind of
+consent answer, the binary it starts, and the environment serve gets."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import mcp.types as types
+import pytest
+
+import autotool
+import fakes
+from autotool._binary import autotool_binary, wheel_binary
+from conftest import mcp_major
+
+# With mcp 1.x both modes speak 2025-11-25 (the only era that SDK knows).
+MODES = ["auto", "legacy"]
+
+
+def expected_version(mode: str) -> str:
+    return "2026-07-28" if mode == "auto" and mcp_major() >= 2 else "2025-11-25"
+
+
+async def create_hn(client: autotool.Client) -> types.CallToolResult:
+    return await client.call_tool("create_tool", {"name": "hn", "code": fakes.HN_TOOL})
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_consent_yes_grants_the_key(mode: str, hn: fakes.HnApi) -> None:
+    async with autotool.connect(on_consent=lambda question: True, mode=mode, quiet=True) as client:  # type: ignore[arg-type]
+        assert client.protocol_version == expected_version(mode)
+        created = await create_hn(client)
+        assert not autotool.is_error(created), autotool.result_text(created)
+        [question] = client.consent_questions
+        assert "`hn`" in question and "HN_API_KEY" in question and hn.key not in question
+        assert "hn__top_stories" in [t.name for t in await client.list_tools()]
+        called = await client.call_tool("hn__top_stories", '{"limit": 3}')
+        assert autotool.result_text(called).splitlines() == [
+            f"{title} ({score} points)" for _, title, score in fakes.STORIES[:3]
+        ]
+        assert f"Bearer {hn.key}" in hn.seen
+        # Asked once per tool version and key: the call did not ask again.
+        assert len(client.consent_questions) == 1
+
+
+async def async_yes(question: str) -> bool:
+    return "HN_API_KEY" in question
+
+
+def raises(question: str) -> bool:
+    raise EOFError("no terminal to ask on")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("on_consent", "granted"),
+    [
+        (async_yes, True),
+        (lambda question: False, False),
+        (lambda question: "y", False),  # only True is a yes
+        (raises, False),
+        (None, False),
+    ],
+    ids=["async-yes", "no", "truthy-not-true", "raises", "no-callback"],
+)
+async def test_consent_answers(
+    mode: str, on_consent: autotool.ConsentCallback | None, granted: bool, hn: fakes.HnApi
+) -> None:
+    async with autotool.connect(on_consent=on_consent, mode=mode, quiet=True) as client:  # type: ignore[arg-type]
+        created = await create_hn(client)
+        text = autotool.result_text(created)
+        assert len(client.consent_questions) == (0 if on_consent is None else 1)
+        if granted:
+            assert not autotool.is_error(created), text
+            called = await client.call_tool("hn__top_stories", {"limit": 1})
+            assert fakes.STORIES[0][1] in autotool.result_text(called)
+        else:
+            assert autotool.is_error(created)
+            assert "consent needed" in text and "autotool tools approve hn HN_API_KEY" in text, text
+            assert "hn__top_stories" not in [t.name for t in await client.list_tools()]
+            assert hn.seen == []
+
+
+async def test_arguments_as_json_text() -> None:
+    async with autotool.connect(quiet=True) as client:
+        created = await client.call_tool("create_tool", json.dumps({"name": "adder", "code": fakes.ADDER_TOOL}))
+        assert not autotool.is_error(created), autotool.result_text(created)
+        assert autotool.result_text(await client.call_tool("adder__add", '{"a": 2, "b": 40}')) == "42"
+        with pytest.raises(ValueError, match="not JSON"):
+            await client.call_tool("adder__add", "{a: 2")
+        with pytest.raises(ValueError, match="JSON object"):
+            await client.call_tool("adder__add", "[2, 40]")
+
+
+async def test_serve_env_keeps_the_model_key_from_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the model's key in this process's environment, serve offers it to tools when it
+    inherits everything (the control), and not when started with serve_env()."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-model-key-5d1e")
+
+    async def create_tool_description(**options: object) -> str:
+        async with autotool.connect(quiet=True, **options) as client:  # type: ignore[arg-type]
+            [create] = [t for t in await client.list_tools() if t.name == "create_tool"]
+            return create.description or ""
+
+    assert "OPENAI_API_KEY" in await create_tool_description()
+    assert "OPENAI_API_KEY" not in await create_tool_description(env=autotool.serve_env(), inherit_env=False)
+    assert "OPENAI_API_KEY" not in autotool.serve_env()
+    assert autotool.serve_env({"AUTOTOOL_LOG": "debug"})["AUTOTOOL_LOG"] == "debug"
+
+
+def test_the_binary_is_the_wheels_own_when_installed() -> None:
+    if os.environ.get("AUTOTOOL_TEST_WHEEL") != "1":
+        pytest.skip("not installed from the wheel here (AUTOTOOL_TEST_WHEEL unset): AUTOTOOL_BIN names the build")
+    own = wheel_binary()
+    assert own is not None
+    # Installed as a script of this environment, the launcher beside it.
+    assert Path(sys.prefix).resolve() in own.parents, (own, sys.prefix)
+    assert autotool_binary() == str(own)
+    assert (own.parent / "autotool-launcher").is_file()
+
+
+def test_autotool_bin_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "my-autotool"
+    monkeypatch.setenv("AUTOTOOL_BIN", str(fake))
+    assert autotool_binary() == str(fake)
+
+
+async def test_a_missing_binary_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AUTOTOOL_BIN", str(tmp_path / "nothing-here"))
+    with pytest.raises(autotool.AutotoolNotFound, match="AUTOTOOL_BIN"):
+        async with autotool.connect(quiet=True):
+            pass
+
+
+LATE_SERVER = str(Path(__file__).with_name("late_server.py"))
+
+
+async def test_a_message_after_the_session_closed_is_dropped() -> None:
+    """serve may still send (a list-change notification) while the host hangs up; mcp 1.x's
+    stdio transport then fails the whole exit (the control, with the SDK used directly), and
+    connect() must not."""
+    if mcp_major() < 2:
+        from mcp import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(command=sys.executable, args=[LATE_SERVER])
+        with pytest.raises(BaseException) as failed:  # noqa: PT011 - an ExceptionGroup of the SDK's
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+        assert "BrokenResourceError" in repr(failed.value)
+    async with autotool.connect(binary=sys.executable, args=[LATE_SERVER], mode="legacy", quiet=True) as client:
+        assert client.protocol_version == "2025-11-25"
