@@ -431,9 +431,12 @@ mod tests {
         *lib.secrets.write().unwrap() = Arc::new(secrets);
 
         let granted = BTreeMap::from([(key, "wk-0123456789abcdef".to_string())]);
+        // A runtime (a virtual environment, mounted at /runtime) on a base Python under
+        // /usr/local.
         let python = Python {
-            interpreter: PathBuf::from("/opt/rt/bin/python3"),
-            runtime_dirs: vec![PathBuf::from("/opt/rt"), PathBuf::from("/usr/local")],
+            interpreter: PathBuf::from("/home/u/.autotool/runtime/bin/python3"),
+            runtime_dirs: vec![PathBuf::from("/usr/local")],
+            venv: Some(PathBuf::from("/home/u/.autotool/runtime")),
             version: "3.12".to_string(),
         };
         let tool_dir = dir.path().join("tools/weather/3");
@@ -473,9 +476,10 @@ mod tests {
             LaunchPolicy {
                 tool_dir,
                 tool_file: "tool.py".into(),
-                interpreter: "/opt/rt/bin/python3".into(),
+                interpreter: "/home/u/.autotool/runtime/bin/python3".into(),
                 interpreter_args: vec!["-I".into(), "-B".into()],
-                runtime_dirs: paths(&["/opt/rt", "/usr/local"]),
+                runtime_dirs: paths(&["/usr/local"]),
+                runtime: Some("/home/u/.autotool/runtime".into()),
                 system_dirs: paths(&[
                     "/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"
                 ]),
