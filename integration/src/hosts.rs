@@ -83,7 +83,10 @@ impl UserHome {
         timeout: Duration,
     ) -> Result<(Option<i32>, String, String)> {
         let mut cmd = self.command(&home.setup.autotool);
+        // The apps' registration is what these tests are about; the tools' runtime is the
+        // test runtime, which serve is pointed at, so setup does not build one.
         cmd.arg("setup")
+            .arg("--no-runtime")
             .args(args)
             .env("PATH", self.dir.join("bin"));
         run_to_end("autotool setup", cmd, timeout)
