@@ -95,11 +95,7 @@ fn openclaw_sees_safety_annotations_on_every_autotool_tool() {
     let user = UserHome::new(&home, &[]).unwrap();
 
     let (code, out, err) = user
-        .setup(
-            &home,
-            &["--app", "openclaw", "--no-runtime"],
-            Duration::from_secs(30),
-        )
+        .setup(&home, &["--app", "openclaw"], Duration::from_secs(30))
         .unwrap();
     c.check(
         code == Some(0) && out.contains("OpenClaw") && out.contains("registered"),
