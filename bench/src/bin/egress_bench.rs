@@ -53,7 +53,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-/// Targets from the issue.
+/// The targets.
 const TARGET_NEW_RATIO: f64 = 0.8;
 const TARGET_TUNNEL_RATIO: f64 = 0.9;
 const TARGET_ADDED_P50_MS: f64 = 0.15;

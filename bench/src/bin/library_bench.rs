@@ -19,7 +19,7 @@
 //! an empty home, its memory; and what every registry change costs serve, `App::reload_with`
 //! timed in the bench process on the same home.
 //!
-//! It prints figures and whether each target of the issue is met, asserts nothing, and exits 1
+//! It prints figures and whether each target is met, asserts nothing, and exits 1
 //! only when a part could not run (2 when nothing could be set up).
 
 // Comparisons of medians are serve-bench's; this bench only summarises.
@@ -43,7 +43,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 const DEFAULT_RUNTIME: &str = "/opt/autotool-test-runtime";
 const PROTOCOL: &str = "2025-11-25";
-/// Targets from the issue ("Benchmark").
+/// The targets.
 const TARGET_LIST_MS: f64 = 20.0;
 const TARGET_SEARCH_MS: f64 = 10.0;
 const TARGET_RSS_MIB: f64 = 60.0;

@@ -39,7 +39,7 @@ use std::borrow::Cow;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// Target from the issue: GB/s with 100 keys on typical tool output.
+/// The target: GB/s with 100 keys on typical tool output.
 const TARGET_GBPS: f64 = 1.0;
 /// The size of a result: the default output cap.
 const RESULT: usize = 256 * 1024;

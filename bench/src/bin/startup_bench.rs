@@ -29,7 +29,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 const DEFAULT_RUNTIME: &str = "/opt/autotool-test-runtime";
-/// Target from the issue: spawn → `initialize` answered.
+/// The target: spawn → `initialize` answered.
 const TARGET_MS: f64 = 20.0;
 
 #[derive(Debug, Parser)]
