@@ -1412,14 +1412,14 @@ fn hundred_keys_in_long_texts() {
 
 /// The redactor as it was before it read through escapes: every value searched for in a fixed
 /// list of forms (raw, the URL encodings of six common encoders in both hex cases, six JSON
-/// styles) by one leftmost-longest automaton, with the same sampling prefilter. Kept here, and
-/// only here, as the control of the attack tests (each attack passes it).
+/// styles) by one leftmost-longest automaton over every byte (its sampling prefilter, which only
+/// skipped work, left out). Kept here, and only here, as the control of the attack tests (each
+/// attack passes it).
 mod old {
-    use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, Match, MatchKind};
-    use std::ops::{ControlFlow, Range};
+    use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
     pub struct Redactor {
-        matcher: Matcher,
+        ac: AhoCorasick,
         owners: Vec<usize>,
         replacements: Vec<Vec<u8>>,
     }
@@ -1429,23 +1429,12 @@ mod old {
             let mut patterns: Vec<Vec<u8>> = Vec::new();
             let mut owners = Vec::new();
             let mut replacements = Vec::new();
-            let mut anchors: Option<Vec<Vec<u8>>> = Some(Vec::new());
             for (name, value) in secrets {
                 let value = value.as_ref();
                 if value.len() < 4 {
                     continue;
                 }
                 let forms = forms(value);
-                match anchor(value) {
-                    Some(a) if forms.iter().all(|f| contains(f, a)) => {
-                        if let Some(list) = &mut anchors
-                            && !list.iter().any(|x| x == a)
-                        {
-                            list.push(a.to_vec());
-                        }
-                    }
-                    _ => anchors = None,
-                }
                 for form in forms {
                     if !patterns.contains(&form) {
                         patterns.push(form);
@@ -1454,18 +1443,13 @@ mod old {
                 }
                 replacements.push(format!("[REDACTED:{}]", name.as_ref()).into_bytes());
             }
-            let max_len = patterns.iter().map(Vec::len).max().unwrap_or(1);
             let ac = AhoCorasick::builder()
                 .match_kind(MatchKind::LeftmostLongest)
                 .kind(Some(AhoCorasickKind::DFA))
                 .build(&patterns)
                 .unwrap();
             Redactor {
-                matcher: Matcher {
-                    ac,
-                    anchors: anchors.map(|list| QgramFilter::new(&list)),
-                    max_len,
-                },
+                ac,
                 owners,
                 replacements,
             }
@@ -1474,161 +1458,19 @@ mod old {
         pub fn redact_bytes(&self, bytes: &[u8]) -> Vec<u8> {
             let mut out = Vec::new();
             let mut last = 0;
-            self.matcher.scan(bytes, |m| {
+            for m in self.ac.find_iter(bytes) {
                 if out.is_empty() {
                     out.reserve(bytes.len() + 64);
                 }
                 out.extend_from_slice(&bytes[last..m.start()]);
                 out.extend_from_slice(&self.replacements[self.owners[m.pattern().as_usize()]]);
                 last = m.end();
-                ControlFlow::Continue(())
-            });
+            }
             out.extend_from_slice(&bytes[last..]);
             out
         }
     }
 
-    /// The search proper. `ac` holds every form of every value (leftmost-longest); running it over
-    /// every byte costs a table lookup per byte. Most text holds no secret, so when it can,
-    /// `anchors` first finds the few places worth a look: each value has an *anchor*, a run of
-    /// bytes that every form of the value contains verbatim, and a match lies within `max_len`
-    /// bytes of its anchor on either side. `ac` runs only over windows around the candidate
-    /// places (merged where they touch), which gives exactly the matches a full run would: no
-    /// match starts outside a window or crosses from one window into the next.
-    struct Matcher {
-        ac: AhoCorasick,
-        anchors: Option<QgramFilter>,
-        max_len: usize,
-    }
-
-    impl Matcher {
-        /// Call `f` with each leftmost-longest match in `text`, in order, until it breaks.
-        fn scan(&self, text: &[u8], mut f: impl FnMut(Match) -> ControlFlow<()>) {
-            let Some(filter) = &self.anchors else {
-                for m in self.ac.find_iter(text) {
-                    if f(m).is_break() {
-                        return;
-                    }
-                }
-                return;
-            };
-            let mut search = |window: Range<usize>| -> ControlFlow<()> {
-                for m in self.ac.find_iter(Input::new(text).span(window)) {
-                    f(m)?;
-                }
-                ControlFlow::Continue(())
-            };
-            let mut window: Option<Range<usize>> = None;
-            let mut flow = ControlFlow::Continue(());
-            filter.candidates(text, |at| {
-                let next = at.saturating_sub(self.max_len)..(at + self.max_len).min(text.len());
-                match &mut window {
-                    Some(w) if next.start <= w.end => w.end = next.end,
-                    _ => {
-                        if let Some(done) = window.replace(next) {
-                            flow = search(done);
-                        }
-                    }
-                }
-                flow
-            });
-            if let (ControlFlow::Continue(()), Some(done)) = (flow, window) {
-                let _ = search(done);
-            }
-        }
-    }
-
-    /// Length of the q-grams [`QgramFilter`] samples.
-    const Q: usize = 4;
-    /// The longest anchor taken from a value.
-    const MAX_ANCHOR: usize = 32;
-
-    /// A sampling q-gram filter (in the family of Wu-Manber): if an anchor of length `L` occurs in
-    /// a text, then among the text positions that are multiples of `stride = L − Q + 1` one lies
-    /// where the anchor's own Q-grams are, so the filter looks only at those positions and tests
-    /// the Q bytes there against a bit set of every Q-gram of every anchor, then (on a hit) against
-    /// the sorted grams themselves. With anchors of 32 bytes that is one probe per 29 bytes of
-    /// text; only a Q-gram that really is part of an anchor makes a candidate.
-    struct QgramFilter {
-        bits: Vec<u64>,
-        grams: Vec<u32>,
-        shift: u32,
-        stride: usize,
-    }
-
-    impl QgramFilter {
-        fn new(anchors: &[Vec<u8>]) -> QgramFilter {
-            let shortest = anchors.iter().map(Vec::len).min().unwrap_or(Q).max(Q);
-            let grams: usize = anchors.iter().map(|a| a.len() + 1 - Q).sum();
-            // About 64 bits per Q-gram keeps collisions near 1.5%, within 4 KiB .. 2 MiB.
-            let log2 = (grams.max(1) * 64)
-                .next_power_of_two()
-                .trailing_zeros()
-                .clamp(15, 24);
-            let mut filter = QgramFilter {
-                bits: vec![0; 1 << (log2 - 6)],
-                grams: Vec::with_capacity(grams),
-                shift: 32 - log2,
-                stride: shortest + 1 - Q,
-            };
-            for anchor in anchors {
-                for gram in anchor.windows(Q) {
-                    let word = QgramFilter::word(gram);
-                    let slot = filter.slot(word);
-                    filter.bits[slot >> 6] |= 1 << (slot & 63);
-                    filter.grams.push(word);
-                }
-            }
-            filter.grams.sort_unstable();
-            filter.grams.dedup();
-            filter
-        }
-
-        fn word(gram: &[u8]) -> u32 {
-            u32::from_le_bytes([gram[0], gram[1], gram[2], gram[3]])
-        }
-
-        fn slot(&self, word: u32) -> usize {
-            (word.wrapping_mul(0x9E37_79B1) >> self.shift) as usize
-        }
-
-        /// Call `f` with each sampled position whose Q-gram may belong to an anchor, in order.
-        fn candidates(&self, text: &[u8], mut f: impl FnMut(usize) -> ControlFlow<()>) {
-            if text.len() < Q {
-                return;
-            }
-            let mut at = 0;
-            while at + Q <= text.len() {
-                let word = QgramFilter::word(&text[at..at + Q]);
-                let slot = self.slot(word);
-                if self.bits[slot >> 6] & (1 << (slot & 63)) != 0
-                    && self.grams.binary_search(&word).is_ok()
-                    && f(at).is_break()
-                {
-                    return;
-                }
-                at += self.stride;
-            }
-        }
-    }
-
-    /// The anchor of a value: the last (up to) [`MAX_ANCHOR`] bytes of its longest run of ASCII
-    /// letters, digits, `-`, `_` and `.`, which no URL or JSON encoding here changes; `None` when
-    /// that run is shorter than 8 bytes (the filter would have to probe too often to gain much).
-    fn anchor(value: &[u8]) -> Option<&[u8]> {
-        let keeps = |b: &u8| b.is_ascii_alphanumeric() || b"-_.".contains(b);
-        let longest = value
-            .split(|b| !keeps(b))
-            .max_by_key(|run| run.len())
-            .filter(|run| run.len() >= 8)?;
-        Some(&longest[longest.len().saturating_sub(MAX_ANCHOR)..])
-    }
-
-    fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-        haystack.windows(needle.len()).any(|w| w == needle)
-    }
-
-    /// Every distinct form `value` is searched in: raw, URL-encoded, JSON-escaped.
     pub fn forms(value: &[u8]) -> Vec<Vec<u8>> {
         let mut out: Vec<Vec<u8>> = vec![value.to_vec()];
         let mut add = |form: Vec<u8>| {
