@@ -10,7 +10,8 @@
 //! [`lifecycle`] holds a tool version's states and the rules that move it by its health;
 //! [`names`] the names of tools, functions and keys, each with its one rule; [`search`] how
 //! `search_tools` ranks tools; [`listing`] which tools `tools/list` shows when
-//! the library is larger than hosts handle well.
+//! the library is larger than hosts handle well. [`packages`] holds which package requirements a
+//! tool may declare, the hash-pinned lock they resolve to, and how that lock is named to the user.
 
 pub mod consent;
 pub mod hosts;
@@ -18,6 +19,7 @@ pub mod launch;
 pub mod lifecycle;
 pub mod listing;
 pub mod names;
+pub mod packages;
 pub mod search;
 
 pub use launch::{
