@@ -4,6 +4,14 @@
 //! `autotool-launcher` on a file descriptor. The launcher calls [`LaunchPolicy::plan`], a pure
 //! function, and performs the resulting [`Plan`] in order. Keeping every decision here means the
 //! whole sandbox layout is checked by comparing plans in unit tests, without privileges.
+//!
+//! A tool that declared packages gets its layer (a flat site-packages, as `uv pip install
+//! --target` makes it) mounted read-only with exec at [`PACKAGES_MOUNT`], next to the runtime,
+//! and runs `python -I -B -c` [`bootstrap`] instead of `python -I -B /tool/tool.py`: `-I` ignores
+//! `PYTHONPATH`, so the layer is appended to `sys.path` by the bootstrap, after the runtime's own
+//! packages. Like the runtime, the layer's host directory may live anywhere (a home under `/tmp`
+//! included): it is only the source of a mount at a fixed place. It may not overlap the tool's
+//! own directory, which stays noexec.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -15,6 +23,9 @@ pub const TOOL_MOUNT: &str = "/tool";
 /// read-only with exec, wherever it lives on the host: a home under `/tmp`, or any other place
 /// the sandbox builds itself, works as well as one under `/home`.
 pub const RUNTIME_MOUNT: &str = "/runtime";
+/// Where a tool's packages layer appears inside the sandbox, read-only with exec (compiled
+/// extensions are mapped executable), wherever it lives on the host.
+pub const PACKAGES_MOUNT: &str = "/packages";
 /// The tool's private home inside the sandbox (tmpfs, noexec).
 pub const HOME_MOUNT: &str = "/home/tool";
 /// The tool's private temporary directory inside the sandbox (tmpfs, noexec).
@@ -78,6 +89,11 @@ pub struct LaunchPolicy {
     /// same place below [`RUNTIME_MOUNT`], so the environment is found there.
     #[serde(default)]
     pub runtime: Option<PathBuf>,
+    /// Host directory of the tool's packages layer (a flat site-packages), mounted read-only
+    /// with exec at [`PACKAGES_MOUNT`] whatever its host path. When set, the tool runs through
+    /// [`bootstrap`], which puts [`PACKAGES_MOUNT`] on `sys.path` after the runtime's packages.
+    #[serde(default)]
+    pub packages: Option<PathBuf>,
     /// System directories mounted read-only with exec at the same path when they exist.
     #[serde(default = "default_system_dirs")]
     pub system_dirs: Vec<PathBuf>,
@@ -197,6 +213,16 @@ pub enum PolicyError {
     NotAbsolute { what: &'static str, path: PathBuf },
     #[error("the runtime must be a directory below `/`, not {0:?}")]
     RuntimeRoot(PathBuf),
+    #[error("the packages layer must be a directory below `/`, not {0:?}")]
+    PackagesRoot(PathBuf),
+    #[error(
+        "the packages layer {packages:?} overlaps the tool directory {tool_dir:?}, which must stay \
+         noexec: install the layer in its own directory"
+    )]
+    PackagesInToolDir {
+        packages: PathBuf,
+        tool_dir: PathBuf,
+    },
     #[error("tool_file must be a plain file name: {0:?}")]
     ToolFile(String),
     #[error("{what} {path:?} would hide a directory the sandbox reserves ({reserved})")]
@@ -330,13 +356,14 @@ pub struct Plan {
 
 /// Places the sandbox builds itself. A user's home (`/home/alice/.autotool/runtime`) is not
 /// among them: only the tool's own home is.
-const RESERVED: [&str; 6] = [
+const RESERVED: [&str; 7] = [
     "/proc",
     "/dev",
     TMP_MOUNT,
     TOOL_MOUNT,
     HOME_MOUNT,
     RUNTIME_MOUNT,
+    PACKAGES_MOUNT,
 ];
 
 /// The directory the sandbox reserves that `path` is, contains or lies inside (`/etc` among
@@ -392,6 +419,7 @@ impl LaunchPolicy {
             interpreter_args: default_interpreter_args(),
             runtime_dirs,
             runtime: None,
+            packages: None,
             system_dirs: default_system_dirs(),
             etc_files: default_etc_files(),
             env: BTreeMap::new(),
@@ -455,6 +483,19 @@ impl LaunchPolicy {
             check_abs("runtime", runtime)?;
             if runtime.parent().is_none() {
                 return Err(PolicyError::RuntimeRoot(runtime.clone()));
+            }
+        }
+        if let Some(packages) = &self.packages {
+            // Like the runtime, the host path may be anywhere: it is only the source of the mount.
+            check_abs("packages", packages)?;
+            if packages.parent().is_none() {
+                return Err(PolicyError::PackagesRoot(packages.clone()));
+            }
+            if packages.starts_with(&self.tool_dir) || self.tool_dir.starts_with(packages) {
+                return Err(PolicyError::PackagesInToolDir {
+                    packages: packages.clone(),
+                    tool_dir: self.tool_dir.clone(),
+                });
             }
         }
         for file in &self.etc_files {
@@ -559,6 +600,18 @@ impl LaunchPolicy {
             });
             landlock.push(PathRule {
                 path: RUNTIME_MOUNT.into(),
+                access: FsAccess::ReadExec,
+            });
+        }
+        if let Some(packages) = &self.packages {
+            mounts.push(Mount::Bind {
+                source: packages.clone(),
+                target: PACKAGES_MOUNT.into(),
+                exec: true,
+                optional: false,
+            });
+            landlock.push(PathRule {
+                path: PACKAGES_MOUNT.into(),
                 access: FsAccess::ReadExec,
             });
         }
@@ -677,6 +730,10 @@ impl LaunchPolicy {
         let exec_path = self.exec_path();
         let mut argv = vec![exec_path.to_string_lossy().into_owned()];
         argv.extend(self.interpreter_args.iter().cloned());
+        if self.packages.is_some() {
+            argv.push("-c".into());
+            argv.push(bootstrap(PACKAGES_MOUNT));
+        }
         argv.push(tool_path.to_string_lossy().into_owned());
 
         let mut keep_fds = self.keep_fds.clone();
@@ -704,6 +761,19 @@ impl LaunchPolicy {
             gid: TOOL_ID,
         })
     }
+}
+
+/// The `-c` program a tool with packages runs: `dir` appended to `sys.path` (after the runtime's
+/// own site-packages, so a layer never shadows the runtime's `mcp`), then the tool run as
+/// `__main__` with `sys.argv` as if started directly. `dir` is written as a JSON string, which
+/// Python reads as the same string literal whatever the path holds (quotes, backslashes,
+/// newlines, any Unicode), so the supervisor may pass a host path too (`--sandbox off`).
+pub fn bootstrap(dir: &str) -> String {
+    let dir = serde_json::Value::String(dir.to_string());
+    format!(
+        "import runpy, sys; sys.argv.pop(0); sys.path.append({dir}); \
+         runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
 }
 
 /// The environment of a tool process: exactly the approved keys, the OS basics, `*_API_BASE`

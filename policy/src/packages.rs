@@ -617,19 +617,12 @@ impl Lock {
             let current = open.get_or_insert_with(|| (i + 1, String::new()));
             current.1.push(' ');
             current.1.push_str(body);
-            if !continues {
-                if let Some(done) = open.take() {
-                    if !done.1.trim().is_empty() {
-                        logical.push(done);
-                    }
-                }
-            }
-        }
-        if let Some(done) = open.take() {
-            if !done.1.trim().is_empty() {
+            if !continues && let Some(done) = open.take() {
                 logical.push(done);
             }
         }
+        logical.extend(open);
+        logical.retain(|(_, content)| !content.trim().is_empty());
 
         let mut by_name: BTreeMap<String, Locked> = BTreeMap::new();
         for (line, content) in logical {

@@ -444,7 +444,7 @@ fn runtime_and_system_dirs_must_be_absolute() {
 
 /// (target, the reserved directory reported). A target is refused when it is, lies inside or
 /// contains a reserved directory; `/` contains them all and `/proc` is checked first.
-const RESERVED_TARGETS: [(&str, &str); 17] = [
+const RESERVED_TARGETS: [(&str, &str); 19] = [
     ("/", "/proc"),
     ("/proc", "/proc"),
     ("/proc/self", "/proc"),
@@ -460,6 +460,8 @@ const RESERVED_TARGETS: [(&str, &str); 17] = [
     ("/etc", "/etc"),
     ("/runtime", "/runtime"),
     ("/runtime/lib", "/runtime"),
+    ("/packages", "/packages"),
+    ("/packages/lxml", "/packages"),
     // `/.` is `/` once parsed into components.
     ("/.", "/proc"),
     ("//", "/proc"),
@@ -1031,4 +1033,233 @@ fn environment_feeds_a_valid_plan() {
     let plan = policy.plan().unwrap();
     assert_eq!(plan.env.len(), 11 + 8 + 1);
     assert!(plan.env.contains(&("NO_PROXY".into(), String::new())));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The packages layer
+// ---------------------------------------------------------------------------------------------
+
+const LAYER: &str = "/tmp/ci/.autotool/layers/5f2c";
+
+#[test]
+fn the_packages_layer_is_mounted_with_exec_next_to_the_runtime() {
+    let mut policy = representative();
+    policy.packages = Some(p(LAYER));
+    let with = policy.plan().unwrap();
+    let without = representative().plan().unwrap();
+
+    // Exactly one mount more, right after the runtime's, required and with exec.
+    let runtime_at = without
+        .mounts
+        .iter()
+        .position(|m| m == &bind("/tmp/ci/.autotool/runtime", "/runtime", true, false))
+        .unwrap();
+    let mut expected_mounts = without.mounts.clone();
+    expected_mounts.insert(runtime_at + 1, bind(LAYER, "/packages", true, false));
+    assert_eq!(with.mounts, expected_mounts);
+
+    // Exactly one Landlock rule more, read and execute, right after the runtime's.
+    let rule_at = without
+        .landlock
+        .iter()
+        .position(|r| r == &rule("/runtime", FsAccess::ReadExec))
+        .unwrap();
+    let mut expected_rules = without.landlock.clone();
+    expected_rules.insert(rule_at + 1, rule("/packages", FsAccess::ReadExec));
+    assert_eq!(with.landlock, expected_rules);
+
+    // The tool runs through the bootstrap, which adds the layer at its place in the sandbox.
+    assert_eq!(
+        with.argv,
+        vec![
+            "/runtime/bin/python3".to_string(),
+            "-I".into(),
+            "-B".into(),
+            "-c".into(),
+            bootstrap("/packages"),
+            "/tool/weather.py".into(),
+        ]
+    );
+    // Nothing else changes.
+    assert_eq!(
+        Plan {
+            mounts: without.mounts.clone(),
+            landlock: without.landlock.clone(),
+            argv: without.argv.clone(),
+            ..with
+        },
+        without
+    );
+}
+
+#[test]
+fn without_packages_argv_is_exactly_as_before() {
+    let plan = representative().plan().unwrap();
+    assert_eq!(
+        plan.argv,
+        strings(&["/runtime/bin/python3", "-I", "-B", "/tool/weather.py"])
+    );
+    assert!(!plan.mounts.iter().any(|m| matches!(
+        m,
+        Mount::Bind { target, .. } if target == Path::new(PACKAGES_MOUNT)
+    )));
+    assert!(
+        !plan
+            .landlock
+            .iter()
+            .any(|r| r.path == Path::new(PACKAGES_MOUNT))
+    );
+}
+
+#[test]
+fn without_a_runtime_the_layer_follows_the_runtime_dirs() {
+    let mut policy = base();
+    policy.packages = Some(p("/srv/layers/abc"));
+    let plan = policy.plan().unwrap();
+    let python_at = plan
+        .mounts
+        .iter()
+        .position(|m| m == &bind("/opt/python", "/opt/python", true, false))
+        .unwrap();
+    assert_eq!(
+        plan.mounts[python_at + 1],
+        bind("/srv/layers/abc", "/packages", true, false)
+    );
+    assert_eq!(
+        plan.argv,
+        vec![
+            "/usr/bin/python3".to_string(),
+            "-I".into(),
+            "-B".into(),
+            "-c".into(),
+            bootstrap("/packages"),
+            "/tool/t.py".into(),
+        ]
+    );
+}
+
+#[test]
+fn the_packages_layer_must_be_absolute_without_dotdot() {
+    for bad in BAD_PATHS {
+        let mut policy = base();
+        policy.packages = Some(p(bad));
+        assert_eq!(refused(&policy), not_absolute("packages", bad), "{bad:?}");
+    }
+}
+
+#[test]
+fn the_packages_layer_cannot_be_the_host_root() {
+    let mut policy = base();
+    policy.packages = Some(p("/"));
+    assert_eq!(refused(&policy), PolicyError::PackagesRoot(p("/")));
+    assert!(refused(&policy).to_string().contains("below `/`"));
+}
+
+#[test]
+fn the_packages_layer_cannot_overlap_the_noexec_tool_dir() {
+    // The tool directory (`/srv/tools/t`) is mounted noexec; a layer that is it, lies in it or
+    // holds it would make the tool's own files executable at /packages.
+    for overlap in ["/srv/tools/t", "/srv/tools/t/site", "/srv/tools", "/srv"] {
+        let mut policy = base();
+        policy.packages = Some(p(overlap));
+        assert_eq!(
+            refused(&policy),
+            PolicyError::PackagesInToolDir {
+                packages: p(overlap),
+                tool_dir: p("/srv/tools/t"),
+            },
+            "{overlap:?}"
+        );
+        assert!(refused(&policy).to_string().contains("noexec"));
+    }
+    // Control: a sibling of the tool directory is accepted.
+    for ok in ["/srv/tools/t2", "/srv/tools/layers/t"] {
+        let mut policy = base();
+        policy.packages = Some(p(ok));
+        assert!(policy.plan().is_ok(), "{ok:?}");
+    }
+}
+
+#[test]
+fn the_packages_layer_may_live_anywhere_on_the_host_and_always_appears_at_its_fixed_place() {
+    // Like the runtime's, the host path is only a mount source: a home under /tmp (CI, a test's
+    // temporary home) and even a host directory named like a reserved place work, and the
+    // layer always appears at /packages.
+    for host in [
+        "/tmp/x",
+        "/tmp/ci/.autotool/layers/5f2c",
+        "/home/alice/.autotool/layers/5f2c",
+        "/packages",
+        "/runtime/layers/x",
+    ] {
+        let mut policy = base();
+        policy.packages = Some(p(host));
+        let plan = policy.plan().unwrap();
+        assert!(
+            plan.mounts.contains(&bind(host, "/packages", true, false)),
+            "{host:?}"
+        );
+        assert!(
+            plan.landlock
+                .contains(&rule("/packages", FsAccess::ReadExec))
+        );
+    }
+}
+
+#[test]
+fn runtime_and_system_dirs_cannot_hide_the_packages_mount() {
+    for target in ["/packages", "/packages/lxml"] {
+        let mut policy = base();
+        policy.runtime_dirs = vec![p(target)];
+        assert_eq!(
+            refused(&policy),
+            reserved("runtime dir", target, "/packages")
+        );
+    }
+}
+
+#[test]
+fn a_policy_without_packages_still_deserialises() {
+    let json = br#"{"tool_dir": "/srv/t", "tool_file": "t.py", "interpreter": "/usr/bin/python3"}"#;
+    let policy = LaunchPolicy::from_json(json).unwrap();
+    assert_eq!(policy.packages, None);
+    let json = br#"{"tool_dir": "/srv/t", "tool_file": "t.py", "interpreter": "/usr/bin/python3",
+        "packages": "/srv/layers/abc"}"#;
+    let policy = LaunchPolicy::from_json(json).unwrap();
+    assert_eq!(policy.packages, Some(p("/srv/layers/abc")));
+    let mut policy = representative();
+    policy.packages = Some(p(LAYER));
+    assert_eq!(LaunchPolicy::from_json(&policy.to_json()).unwrap(), policy);
+}
+
+#[test]
+fn bootstrap_appends_the_directory_and_runs_the_tool_as_main() {
+    assert_eq!(
+        bootstrap("/packages"),
+        "import runpy, sys; sys.argv.pop(0); sys.path.append(\"/packages\"); \
+         runpy.run_path(sys.argv[0], run_name='__main__')"
+    );
+}
+
+#[test]
+fn bootstrap_quotes_any_path_as_one_string_literal() {
+    // A path that would break out of a naive `'...'` literal and run code.
+    for (dir, literal) in [
+        (
+            "/h/o'); import os; os.system('x'); ('",
+            r#""/h/o'); import os; os.system('x'); ('""#,
+        ),
+        (r#"/h/a"b\c"#, r#""/h/a\"b\\c""#),
+        ("/h/new\nline\ttab", r#""/h/new\nline\ttab""#),
+        ("/h/caf\u{e9}", "\"/h/caf\u{e9}\""),
+    ] {
+        let program = bootstrap(dir);
+        assert!(
+            program.contains(&format!("sys.path.append({literal});")),
+            "{program}"
+        );
+        // The literal is exactly the one JSON string, so it reads back as the path.
+        assert_eq!(serde_json::from_str::<String>(literal).unwrap(), dir);
+        assert_eq!(program.matches("sys.path.append(").count(), 1);
+    }
 }
