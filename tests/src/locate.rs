@@ -1,10 +1,12 @@
-//! Where the pieces under test are: the launcher binary, the tool fixtures and the Python runtime.
+//! Where the pieces under test are: the launcher binary, the tool fixtures, the Python runtime
+//! and uv.
 //!
 //! Each can be overridden by an environment variable, so the same test binary can be copied
 //! elsewhere and run as another user:
 //! - `AUTOTOOL_LAUNCHER`: the `autotool-launcher` binary;
 //! - `AUTOTOOL_TEST_TOOLS`: the directory of Python tool fixtures;
-//! - `AUTOTOOL_TEST_RUNTIME`: a virtual environment with `mcp` installed.
+//! - `AUTOTOOL_TEST_RUNTIME`: a virtual environment with `mcp` installed;
+//! - `AUTOTOOL_TEST_UV`: the `uv` binary the package tests resolve and install with.
 
 use anyhow::{Context as _, Result, bail};
 use std::path::{Path, PathBuf};
@@ -79,4 +81,23 @@ pub fn runtime() -> Result<Runtime> {
         );
     }
     Ok(Runtime { venv, python })
+}
+
+/// The uv used when `AUTOTOOL_TEST_UV` is unset.
+pub const DEFAULT_UV: &str = "/opt/autotool-test-uv/bin/uv";
+
+/// The uv the package tests resolve and install with: `AUTOTOOL_TEST_UV`, else [`DEFAULT_UV`].
+/// It is the version autotool itself pins (`UV_VERSION` in the supervisor's runtime builder). A
+/// missing uv is an error, never a reason to skip.
+pub fn uv() -> Result<PathBuf> {
+    let uv = std::env::var_os("AUTOTOOL_TEST_UV")
+        .map_or_else(|| PathBuf::from(DEFAULT_UV), PathBuf::from);
+    if !uv.is_file() {
+        bail!(
+            "no uv at {uv:?}: install it with `/usr/bin/python3 -m pip install --target \
+             /opt/autotool-test-uv uv==0.13.9 && chmod -R a+rX /opt/autotool-test-uv` (the uv \
+             autotool pins), or point AUTOTOOL_TEST_UV at a uv 0.13.9 binary"
+        );
+    }
+    Ok(uv)
 }
