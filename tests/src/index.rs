@@ -710,8 +710,15 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) {
         ),
         Err(HeadError::Gone) => return,
     };
+    // As a real index answers: a file never changes (its name and hash pin it), so a client
+    // may keep it; a project page does (a release is added), so it is asked again each time.
+    let cache = if answer.download {
+        "max-age=365000000, immutable, public"
+    } else {
+        "max-age=0, must-revalidate"
+    };
     let head = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: {cache}\r\n\
          Connection: close\r\n\r\n",
         answer.status,
         answer.content_type,
