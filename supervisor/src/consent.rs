@@ -46,6 +46,9 @@ pub struct State {
     pub tool: String,
     pub code: String,
     pub keys: Vec<KeyName>,
+    /// The digest of the package set asked about, if the question was about one.
+    #[serde(default)]
+    pub packages: Option<String>,
 }
 
 /// Why an echoed `requestState` was refused.
@@ -120,12 +123,13 @@ impl Consent {
         })
     }
 
-    /// Seal a question about `keys` of `subject`, asked on `channel`, for a call of `called`
-    /// with `arguments`.
+    /// Seal a question about `keys` of `subject` (and its package set `packages`, by digest),
+    /// asked on `channel`, for a call of `called` with `arguments`.
     pub fn seal(
         &self,
         subject: Subject<'_>,
         keys: &[KeyName],
+        packages: Option<&str>,
         channel: &str,
         called: &str,
         arguments: &JsonObject,
@@ -136,6 +140,7 @@ impl Consent {
             tool: subject.tool.to_string(),
             code: subject.code_hash.to_string(),
             keys: keys.to_vec(),
+            packages: packages.map(str::to_string),
         };
         let ad = binding(channel, called, arguments);
         self.codec
@@ -170,6 +175,44 @@ impl Consent {
             return Err(StateError::Replayed);
         }
         Ok(state)
+    }
+}
+
+/// A package set the user has not approved for a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackagesAsk {
+    /// The set's digest.
+    pub digest: String,
+    /// `install feedparser 6.0.11 from PyPI`.
+    pub phrase: String,
+    /// The newest set approved before for the tool (`feedparser 6.0.10`), when this one
+    /// differs from it.
+    pub before: Option<String>,
+}
+
+/// The question put to the user about the keys `asks` names ([`rules::question`]) and the
+/// package set `packages`.
+pub fn question(tool: &str, asks: &[Ask], packages: Option<&PackagesAsk>) -> String {
+    let Some(p) = packages else {
+        return rules::question(tool, asks);
+    };
+    let mut how = "autotool installs them itself, wheels only (no install script runs), and \
+                   mounts them read-only into the tool's sandbox, where they run confined like the \
+                   tool."
+        .to_string();
+    if let Some(before) = &p.before {
+        how.push_str(&format!(
+            " Asked again: its packages changed (approved before: {before})."
+        ));
+    }
+    if asks.is_empty() {
+        format!("Allow the tool `{tool}` to {}? {how}", p.phrase)
+    } else {
+        format!(
+            "{} It also asks to {}: {how}",
+            rules::question(tool, asks),
+            p.phrase
+        )
     }
 }
 
@@ -332,6 +375,7 @@ pub fn approve_from_cli(
             tool: &tool,
             code_hash,
             declared,
+            packages: None,
         };
         // Approved for confined use: with an allowlist it holds across rewrites while tools run
         // confined; a server running unconfined still matches it to this code only.
@@ -356,7 +400,40 @@ pub fn approve_from_cli(
     ))
 }
 
-/// `autotool tools revoke TOOL [KEY]`.
+/// `autotool tools approve TOOL --packages`: approve the package set of the question the tool
+/// could not ask, else of its current version. Returns what was approved, for the user.
+pub fn approve_packages_from_cli(registry: &Registry, tool: &str) -> anyhow::Result<String> {
+    let tool = autotool_policy::names::ToolName::parse(tool)?;
+    let pending = registry.ledger().pending(tool.as_str())?;
+    let from_question: Option<crate::packages::PackageSet> = pending
+        .and_then(|p| p.packages)
+        .map(|text| serde_json::from_str(&text))
+        .transpose()?;
+    let set = match from_question {
+        Some(set) => set,
+        None => match registry.get(tool.as_str())? {
+            Some(v) => match &v.packages {
+                Some(set) => (**set).clone(),
+                None => anyhow::bail!("{tool} declares no packages (REQUIRED_PACKAGES)"),
+            },
+            None => anyhow::bail!(
+                "no tool named {:?}, and no tool of that name waiting for consent (see \
+                 `autotool tools list`)",
+                tool.as_str()
+            ),
+        },
+    };
+    registry
+        .ledger()
+        .approve_packages(&crate::ledger::approved_now(tool.as_str(), &set, "cli"))?;
+    Ok(format!(
+        "approved: `{tool}` may {}. The approval holds for this set only: a changed set is \
+         asked about again.",
+        set.install_phrase()
+    ))
+}
+
+/// `autotool tools revoke TOOL [KEY]`: without KEY, the tool's package approvals go too.
 pub fn revoke_from_cli(
     registry: &Registry,
     tool: &str,
@@ -367,10 +444,11 @@ pub fn revoke_from_cli(
     let key = key.map(KeyName::parse).transpose()?;
     let (tool, key) = (tool.as_str(), key.as_ref().map(KeyName::as_str));
     let known = registry.get(tool)?.is_some() || registry.ledger().pending(tool)?.is_some();
-    let revoked =
-        registry
-            .ledger()
-            .revoke(tool, key, "revoked by the user (autotool tools revoke)")?;
+    let why = "revoked by the user (autotool tools revoke)";
+    let mut revoked = registry.ledger().revoke(tool, key, why)?;
+    if key.is_none() && registry.ledger().revoke_packages(tool, why)? > 0 {
+        revoked.push("its packages".into());
+    }
     if revoked.is_empty() && !known {
         anyhow::bail!(
             "no tool named {tool:?}, and no tool of that name waiting for consent (see `autotool \
@@ -416,10 +494,11 @@ mod tests {
             tool: &tool,
             code_hash: &hash,
             declared: &keys,
+            packages: None,
         };
         let a = args(serde_json::json!({"city": "Oslo", "days": 3}));
         let sealed = c
-            .seal(subject, &keys, "stdio", "weather__forecast", &a)
+            .seal(subject, &keys, None, "stdio", "weather__forecast", &a)
             .unwrap();
         // Other arguments, another tool, another channel, or a tampered state: refused.
         let b = args(serde_json::json!({"city": "Bergen", "days": 3}));

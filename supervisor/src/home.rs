@@ -102,6 +102,12 @@ impl Home {
         self.root.join("runtime")
     }
 
+    /// `layers/`: tools' installed packages, one directory per content address
+    /// (`crate::packages`).
+    pub fn layers_dir(&self) -> PathBuf {
+        self.root.join("layers")
+    }
+
     /// `.env`: autotool's own model settings, the only place they are read from for `serve`
     /// (a key in the host's environment is never used for autotool's own model).
     pub fn env_file(&self) -> PathBuf {

@@ -21,6 +21,7 @@
 mod approvals;
 mod calls;
 mod event;
+mod packages;
 mod schema;
 mod verdicts;
 
@@ -31,6 +32,7 @@ pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 pub use verdicts::BaselineRow;
 
 pub use approvals::{ApprovalRow, PendingConsent};
+pub use packages::{PackageApproval, approved_now};
 
 pub use crate::version::Version;
 use autotool_policy::names::{KeyName, ToolName};
@@ -162,7 +164,7 @@ fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqli
     })
 }
 
-const VERSION_COLS: &str = "v.name, v.version, v.code_hash, v.description, v.required_env, v.functions, v.state, v.created_at";
+const VERSION_COLS: &str = "v.name, v.version, v.code_hash, v.description, v.required_env, v.functions, v.state, v.created_at, v.packages";
 
 /// A `versions` row as a [`Version`]; `None` for a row whose name no longer passes the rule
 /// ([`ToolName`]), which is left alone and not served. A declared key whose name does not pass
@@ -195,6 +197,18 @@ fn version_row(row: &Row<'_>) -> rusqlite::Result<Option<Version>> {
         functions: json_col(row, 5)?,
         state: State::parse(&row.get::<_, String>(6)?),
         created_at: row.get(7)?,
+        packages: match row.get::<_, Option<String>>(8)? {
+            Some(text) => Some(std::sync::Arc::new(serde_json::from_str(&text).map_err(
+                |e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        8,
+                        rusqlite::types::Type::Text,
+                        e.into(),
+                    )
+                },
+            )?)),
+            None => None,
+        },
     }))
 }
 
@@ -565,6 +579,11 @@ impl Tx<'_> {
         };
         let required_env = json("required_env", serde_json::to_string(&row.required_env))?;
         let functions = json("functions", serde_json::to_string(&row.functions))?;
+        let packages = row
+            .packages
+            .as_deref()
+            .map(|p| json("packages", serde_json::to_string(p)))
+            .transpose()?;
         self.tx.execute(
             "INSERT INTO tools (name, current_version, removed_at, created_at)
              VALUES (?1, ?2, NULL, ?3)
@@ -574,8 +593,9 @@ impl Tx<'_> {
         )?;
         self.tx.execute(
             "INSERT INTO versions
-               (name, version, code_hash, description, required_env, functions, state, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+               (name, version, code_hash, description, required_env, functions, state, created_at,
+                packages)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
                 row.name.as_str(),
                 row.version,
@@ -584,7 +604,8 @@ impl Tx<'_> {
                 required_env,
                 functions,
                 row.state.as_str(),
-                row.created_at
+                row.created_at,
+                packages
             ],
         )?;
         Ok(())
@@ -660,6 +681,7 @@ mod tests {
                             description: String::new(),
                             required_env: Vec::new(),
                             functions: Default::default(),
+                            packages: None,
                             state: State::Probation,
                             created_at: now_ms(),
                         })?;

@@ -14,6 +14,8 @@
 //!   `tools/list`, smoke test, robustness probes;
 //! - [`tool`]: a tool process spoken to as an MCP client ([`tool::process`]), the warm pool, the
 //!   launcher that confines each one, and the Python runtime;
+//! - [`packages`]: what a tool declares in `REQUIRED_PACKAGES`, resolved and locked with uv,
+//!   installed into shared read-only layers;
 //! - [`egress`]: the egress proxy each tool process reaches the network through;
 //! - [`redact`]: every key value, in every form, replaced by `[REDACTED:NAME]`;
 //! - [`consent`]: the sealed consent question, which approvals cover a version, and
@@ -51,6 +53,7 @@ pub mod logging;
 pub mod mcp;
 #[cfg(feature = "own-model")]
 pub mod own_model;
+pub mod packages;
 pub mod pin;
 pub mod redact;
 pub mod registry;

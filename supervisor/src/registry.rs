@@ -118,6 +118,9 @@ pub struct Manifest {
     /// Key names from `REQUIRED_ENV`. Names only, never values.
     pub required_env: Vec<KeyName>,
     pub functions: Vec<FunctionSpec>,
+    /// The packages from `REQUIRED_PACKAGES`, resolved and locked with hashes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages: Option<crate::packages::PackageSet>,
 }
 
 /// `manifest.json`, as written next to `tool.py`.
@@ -128,6 +131,8 @@ struct ManifestFile<'a> {
     description: &'a str,
     required_env: &'a [KeyName],
     functions: &'a [FunctionSpec],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    packages: Option<&'a crate::packages::PackageSet>,
     code_hash: &'a str,
     /// The code hash, description and schemas together ([`crate::pin::pin`]).
     pin: &'a str,
@@ -416,6 +421,7 @@ impl Registry {
                 description: manifest.description.clone(),
                 required_env: manifest.required_env.clone(),
                 functions: Functions::new(&manifest.functions),
+                packages: manifest.packages.clone().map(std::sync::Arc::new),
                 // Verified, not yet trusted: it becomes active after successful calls.
                 state: State::Probation,
                 created_at,
@@ -427,6 +433,7 @@ impl Registry {
                 description: &row.description,
                 required_env: &row.required_env,
                 functions: &manifest.functions,
+                packages: manifest.packages.as_ref(),
                 code_hash: &row.code_hash,
                 pin: &pin,
                 created_at: ledger::format_ms(created_at),

@@ -8,6 +8,9 @@
 //! 2. [`Stage::Declarations`]: `REQUIRED_ENV` read statically from the source
 //!    ([`required_env`]); no tool code runs outside the launcher, not even to learn what it
 //!    declares.
+//!    `REQUIRED_PACKAGES` is read at the same time ([`required_packages`]); resolving and
+//!    installing them is [`Stage::Packages`], done by the library before verification starts
+//!    (`crate::packages`), since consent is asked about the resolved set.
 //! 3. [`Stage::Launch`]: the code written to the caller's staged directory and the process
 //!    started with the caller's [`ToolSpec`] (confined through `autotool-launcher`, or not).
 //! 4. [`Stage::Initialize`]: the MCP `initialize` handshake, within the spec's start timeout.
@@ -53,7 +56,7 @@ pub use functions::check_tools;
 use functions::smoke;
 
 pub use baseline::Obligation;
-pub use declarations::{EXPECTED_FORM, Example, required_env};
+pub use declarations::{EXPECTED_FORM, Example, required_env, required_packages};
 pub use lint::{LINT_RULES, LINT_TIMEOUT, lint};
 pub use probes::{PROBE_BUDGET, PROBE_TIMEOUT};
 pub use verdicts::Verdict;
@@ -685,6 +688,7 @@ mod tests {
             [
                 "lint",
                 "declarations",
+                "packages",
                 "launch",
                 "initialize",
                 "list_tools",

@@ -8,6 +8,7 @@
 
 use autotool_policy::lifecycle::State;
 use autotool_policy::names::{KeyName, ToolName};
+use autotool_policy::packages::Lock;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -136,6 +137,10 @@ pub struct Version {
     /// The keys its code declares in `REQUIRED_ENV`. Names only, never values.
     pub required_env: Vec<KeyName>,
     pub functions: Functions,
+    /// The packages its code declares in `REQUIRED_PACKAGES`, as resolved and locked when it
+    /// was created: what its processes get mounted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packages: Option<Arc<PackageSet>>,
     /// Its lifecycle state (a decision, kept apart from health).
     pub state: State,
     /// Unix milliseconds.
@@ -156,11 +161,13 @@ impl Version {
             tool: &self.name,
             code_hash: &self.code_hash,
             declared: &self.required_env,
+            packages: self.packages.as_deref(),
         }
     }
 }
 
-/// What consent is about: a tool's code and the keys it declares. A view of a [`Version`], or
+/// What consent is about: a tool's code, the keys it declares and the packages it would have
+/// installed. A view of a [`Version`], or
 /// of code about to be verified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Subject<'a> {
@@ -169,4 +176,31 @@ pub struct Subject<'a> {
     pub code_hash: &'a str,
     /// Every key it declares (`REQUIRED_ENV`).
     pub declared: &'a [KeyName],
+    /// Its packages, resolved (`REQUIRED_PACKAGES`); `None` when it declares none.
+    pub packages: Option<&'a PackageSet>,
+}
+
+/// A tool's packages (`REQUIRED_PACKAGES`), resolved and locked (`crate::packages`): part of
+/// the version, as its code is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageSet {
+    /// What the code declares, in canonical form.
+    pub declared: Vec<String>,
+    /// The whole resolution, every file pinned by its hash.
+    pub lock: Lock,
+    /// The part of `lock` the runtime does not already hold: what the layer holds.
+    pub layer_lock: Lock,
+    /// sha256 of the lock's canonical text: what an approval is bound to.
+    pub digest: String,
+    /// The layer's content address (`None` when the runtime already holds everything).
+    pub layer: Option<String>,
+    /// Where the packages come from, as the user was told (credentials taken out).
+    pub source: String,
+}
+
+impl PackageSet {
+    /// `install feedparser 6.0.11 and sgmllib3k 1.0.0 from PyPI`.
+    pub fn install_phrase(&self) -> String {
+        autotool_policy::packages::install_phrase(&self.lock, &self.source)
+    }
 }

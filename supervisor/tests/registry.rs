@@ -53,6 +53,7 @@ fn manifest(fns: &[&str], keys: &[&str]) -> Manifest {
         description: "a test tool".to_string(),
         required_env: keys.iter().map(|k| KeyName::parse(k).unwrap()).collect(),
         functions: fns.iter().map(|f| function(f)).collect(),
+        packages: None,
     }
 }
 

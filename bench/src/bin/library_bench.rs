@@ -685,6 +685,7 @@ fn register(root: &Path, count: usize, calls: usize) -> Result<Library> {
                 description,
                 required_env: Vec::new(),
                 functions,
+                packages: None,
             },
         )?;
         names.push(name);

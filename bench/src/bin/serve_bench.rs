@@ -821,6 +821,7 @@ fn preregister(root: &Path, count: usize) -> Result<()> {
                 description: format!("Adds two numbers (serve-bench tool {i})."),
                 required_env: Vec::new(),
                 functions: vec![function.clone()],
+                packages: None,
             },
         )?;
     }

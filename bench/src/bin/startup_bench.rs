@@ -127,6 +127,7 @@ fn register(root: &Path, count: usize) -> Result<()> {
             Manifest {
                 description: format!("Tool {i} of startup-bench."),
                 required_env: Vec::new(),
+                packages: None,
                 functions: vec![FunctionSpec {
                     name: "ping".into(),
                     title: None,

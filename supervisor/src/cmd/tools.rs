@@ -40,15 +40,20 @@ pub enum ToolsCmd {
         /// The tool's name.
         name: String,
     },
-    /// Let a tool use a key it declares, for hosts that cannot ask.
+    /// Let a tool use a key, or have its packages, for hosts that cannot ask.
     ///
-    /// As if the user had said yes when asked. Takes effect on the next call in every running
+    /// KEY: one the tool declares in REQUIRED_ENV; `--packages`: the package set it declares in
+    /// REQUIRED_PACKAGES, as resolved when it asked (a changed set is asked about again). As if the user had said yes when asked. Takes effect on the next call in every running
     /// server.
+    #[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["key", "packages"])))]
     Approve {
         /// The tool's name.
         name: String,
         /// The key's name (one the tool declares in REQUIRED_ENV).
-        key: String,
+        key: Option<String>,
+        /// Approve the packages it declares (REQUIRED_PACKAGES), as resolved when it asked.
+        #[arg(long)]
+        packages: bool,
     },
     /// Put a quarantined (or retired) tool back on probation.
     ///
@@ -140,10 +145,20 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             }
             Ok(())
         }
-        ToolsCmd::Approve { name, key } => {
-            let keys = crate::credentials::KeyStore::open(home);
-            let said = crate::consent::approve_from_cli(&registry, &keys, &name, &key)?;
-            writeln!(out, "{said}")?;
+        ToolsCmd::Approve {
+            name,
+            key,
+            packages,
+        } => {
+            if let Some(key) = key {
+                let keys = crate::credentials::KeyStore::open(home);
+                let said = crate::consent::approve_from_cli(&registry, &keys, &name, &key)?;
+                writeln!(out, "{said}")?;
+            }
+            if packages {
+                let said = crate::consent::approve_packages_from_cli(&registry, &name)?;
+                writeln!(out, "{said}")?;
+            }
             Ok(())
         }
         ToolsCmd::Baseline {
@@ -419,6 +434,28 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
     Ok(())
 }
 
+/// The packages of `version`, each with its version and hashes, and where they came from.
+fn packages(version: &Version, out: &mut impl Write) -> std::io::Result<()> {
+    let Some(set) = &version.packages else {
+        return writeln!(out, "packages: none");
+    };
+    writeln!(
+        out,
+        "packages: {} from {} (declared: {}; layer {})",
+        set.lock.packages.len(),
+        set.source,
+        set.declared.join(", "),
+        set.layer
+            .as_deref()
+            .map(|l| &l[..l.len().min(16)])
+            .unwrap_or("none: the runtime holds them")
+    )?;
+    for p in &set.lock.packages {
+        writeln!(out, "  {} {}  {}", p.name, p.version, p.hashes.join(" "))?;
+    }
+    Ok(())
+}
+
 /// A version with where it lives, for `tools show --json`.
 #[derive(Debug, Clone, Serialize)]
 struct VersionView {
@@ -439,6 +476,8 @@ struct ShowOutput {
     recent_events: Vec<EventRow>,
     /// Keys the user approved for this tool, newest first.
     approvals: Vec<ledger::ApprovalRow>,
+    /// Package sets the user approved for this tool, newest first.
+    package_approvals: Vec<ledger::PackageApproval>,
     /// What verification found of the current version's functions.
     verdicts: Vec<crate::verify::Verdict>,
 }
@@ -467,6 +506,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         recent_calls: registry.recent_calls(name, RECENT)?,
         recent_events: registry.events(Some(name), RECENT)?,
         approvals: registry.ledger().approvals(name)?,
+        package_approvals: registry.ledger().package_approvals(name)?,
         verdicts: match tool.current_version {
             Some(v) => registry.ledger().verdicts(name, v)?,
             None => Vec::new(),
@@ -494,6 +534,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             writeln!(out, "description: {}", cur.description)?;
         }
         writeln!(out, "keys: {}", or_none(&cur.required_env))?;
+        packages(cur, out)?;
         writeln!(
             out,
             "code: {}/{} (sha256 {})",
@@ -541,7 +582,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             &v.code_hash[..v.code_hash.len().min(16)]
         )?;
     }
-    if !output.approvals.is_empty() {
+    if !output.approvals.is_empty() || !output.package_approvals.is_empty() {
         writeln!(out, "approvals:")?;
         for a in &output.approvals {
             writeln!(
@@ -555,6 +596,17 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
                     Some(l) => format!("allowlist: {}", or_none(l)),
                     None => "no allowlist: this version only".to_string(),
                 }
+            )?;
+        }
+        for a in &output.package_approvals {
+            writeln!(
+                out,
+                "  packages {}  {}  via {}  from {}  set {}",
+                a.packages,
+                ledger::format_ms(a.granted_at),
+                a.via,
+                a.source,
+                &a.digest[..a.digest.len().min(12)]
             )?;
         }
     }

@@ -56,8 +56,9 @@ pub static SETTINGS: &[Setting] = &[
         flag: Some("--dangerously-allow-all-tools"),
         env: "AUTOTOOL_CONSENT",
         key: Some("consent"),
-        description: "`ask` asks the user before a tool gets a key; `dangerously-allow-all` \
-                      grants every declared key without asking",
+        description: "`ask` asks the user before a tool gets a key or has packages installed; \
+                      `dangerously-allow-all` grants every declared key and package set without \
+                      asking",
         apply: apply_consent,
         show: |v| {
             if v.serve.allow_all_keys {
@@ -114,6 +115,30 @@ pub static SETTINGS: &[Setting] = &[
             Ok(None)
         },
         show: |v| show_bytes(v.serve.max_code_bytes as u64),
+    },
+    Setting {
+        name: "packages_limit",
+        flag: None,
+        env: "AUTOTOOL_PACKAGES_LIMIT",
+        key: Some("packages_limit"),
+        description: "most disk one tool's installed packages may take (REQUIRED_PACKAGES)",
+        apply: |v, raw, _| {
+            v.serve.packages.layer_bytes = bytes(raw, 1 << 20)?;
+            Ok(None)
+        },
+        show: |v| show_bytes(v.serve.packages.layer_bytes),
+    },
+    Setting {
+        name: "packages_timeout",
+        flag: None,
+        env: "AUTOTOOL_PACKAGES_TIMEOUT",
+        key: Some("packages_timeout"),
+        description: "bound on resolving, and on installing, one tool's packages",
+        apply: |v, raw, _| {
+            v.serve.packages.timeout = duration(raw, Duration::from_secs(1))?;
+            Ok(None)
+        },
+        show: |v| show_duration(v.serve.packages.timeout),
     },
     Setting {
         name: "poll_interval",

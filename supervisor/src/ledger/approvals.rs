@@ -27,6 +27,8 @@ pub struct PendingConsent {
     pub tool: String,
     pub code_hash: String,
     pub declared: Vec<String>,
+    /// The package set asked about (JSON `PackageSet`), if the tool declares packages.
+    pub packages: Option<String>,
     pub asked_at: i64,
 }
 
@@ -102,11 +104,18 @@ impl Ledger {
     pub fn set_pending(&self, pending: &PendingConsent) -> Result<(), LedgerError> {
         let declared = to_json("pending declared keys", &pending.declared)?;
         self.conn().execute(
-            "INSERT INTO pending_consent (tool, code_hash, declared, asked_at)
-             VALUES (?1, ?2, ?3, ?4)
+            "INSERT INTO pending_consent (tool, code_hash, declared, asked_at, packages)
+             VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT (tool) DO UPDATE SET code_hash = excluded.code_hash,
-                declared = excluded.declared, asked_at = excluded.asked_at",
-            params![pending.tool, pending.code_hash, declared, pending.asked_at],
+                declared = excluded.declared, asked_at = excluded.asked_at,
+                packages = excluded.packages",
+            params![
+                pending.tool,
+                pending.code_hash,
+                declared,
+                pending.asked_at,
+                pending.packages
+            ],
         )?;
         Ok(())
     }
@@ -116,7 +125,8 @@ impl Ledger {
         let row = self
             .conn()
             .query_row(
-                "SELECT tool, code_hash, declared, asked_at FROM pending_consent WHERE tool = ?1",
+                "SELECT tool, code_hash, declared, asked_at, packages FROM pending_consent
+                 WHERE tool = ?1",
                 [tool],
                 |r| {
                     Ok((
@@ -124,15 +134,17 @@ impl Ledger {
                         r.get::<_, String>(1)?,
                         r.get::<_, String>(2)?,
                         r.get::<_, i64>(3)?,
+                        r.get::<_, Option<String>>(4)?,
                     ))
                 },
             )
             .optional()?;
-        row.map(|(tool, code_hash, declared, asked_at)| {
+        row.map(|(tool, code_hash, declared, asked_at, packages)| {
             Ok(PendingConsent {
                 tool,
                 code_hash,
                 declared: json_list("pending declared keys", &declared)?,
+                packages,
                 asked_at,
             })
         })
@@ -216,6 +228,6 @@ impl Tx<'_> {
 }
 
 /// The first 12 hex digits of a hash, for messages.
-pub fn short(hash: &str) -> &str {
+pub(crate) fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
 }

@@ -112,6 +112,22 @@ pub const MIGRATIONS: &[&str] = &[
         UNIQUE (tool, function, check_name, arguments)
     ) STRICT;
     "#,
+    // 4: packages. A version's locked packages (JSON `PackageSet`; NULL: none declared); one row
+    // per approval of a tool's package set, bound to the set's digest; the package set of the
+    // question a tool could not ask.
+    r#"
+    ALTER TABLE versions ADD COLUMN packages TEXT;
+    CREATE TABLE package_approvals (
+        tool       TEXT NOT NULL,
+        digest     TEXT NOT NULL,           -- sha256 of the lock's canonical text
+        packages   TEXT NOT NULL,           -- what the user was shown: `name version, ...`
+        source     TEXT NOT NULL,           -- where from, as the user was told
+        via        TEXT NOT NULL,           -- elicitation, input_required, cli
+        granted_at INTEGER NOT NULL,
+        PRIMARY KEY (tool, digest)
+    ) STRICT;
+    ALTER TABLE pending_consent ADD COLUMN packages TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -58,6 +58,9 @@ pub enum CallError {
         version: u32,
         reason: String,
     },
+    /// The version's packages cannot be had now (not approved, or not installable).
+    #[error("{0}")]
+    Packages(String),
     #[error("calling {tool}.{function} failed: {why}")]
     Failed {
         tool: String,
@@ -177,11 +180,19 @@ impl Library {
             Some((version, g)) if version == t.version => g.keys,
             _ => self.grants(t.subject()).keys,
         };
+        if let Some(ask) = self.packages_ask(t.subject()) {
+            return Err(CallError::Packages(format!(
+                "{tool} v{} may not run: the user has not approved its packages ({}); they can \
+                 run `autotool tools approve {tool} --packages`",
+                t.version, ask.phrase
+            )));
+        }
+        let layer = self.version_layer(&t).await.map_err(CallError::Packages)?;
         let dir = self.registry.dir_of(&t);
         let what = Launchable {
             version: t.version,
             grants: self.fingerprint(&keys),
-            spec: self.spec(tool, dir.clone(), python, &keys),
+            spec: self.spec(tool, dir.clone(), python, &keys, layer),
             pin: Some(PinCheck {
                 file: dir.join(crate::version::TOOL_FILE),
                 code_hash: t.code_hash.clone(),

@@ -1,6 +1,7 @@
 //! How a tool enters: [`Library::prepare`] reads what consent needs from the code once (its
-//! hash and `REQUIRED_ENV`, after the size rule), then [`Library::create`] stages it, verifies
-//! it with the keys it is granted, commits it as a new version, hands the verified process to
+//! hash and `REQUIRED_ENV`, after the size rule) and [`Library::resolve_packages`] resolves its
+//! `REQUIRED_PACKAGES`; then [`Library::create`] installs the packages' layer, stages the code,
+//! verifies it with the keys it is granted, commits it as a new version, hands the verified process to
 //! the pool as the first warm instance and swaps the snapshot. Every way a tool enters (an
 //! agent's `create_tool`, synthesis, a file placed by hand, a changed file verified again)
 //! comes through here, so every one passes the same gate.
@@ -34,6 +35,9 @@ pub struct Prepared {
     pub declared: Vec<KeyName>,
     /// Whether `REQUIRED_ENV` parsed.
     declarations_read: bool,
+    /// Its `REQUIRED_PACKAGES`, resolved ([`Library::resolve_packages`]); `None` before that,
+    /// or when it declares none.
+    pub packages: Option<crate::packages::PackageSet>,
 }
 
 impl Prepared {
@@ -43,6 +47,7 @@ impl Prepared {
             tool: &self.request.name,
             code_hash: &self.code_hash,
             declared: &self.declared,
+            packages: self.packages.as_ref(),
         }
     }
 }
@@ -68,6 +73,8 @@ pub struct Created {
     pub trigger_check: serde_json::Value,
     /// Whether its functions are in the tool list now (the list limit may leave them out).
     pub listed: bool,
+    /// Its packages, as installed: `feedparser 6.0.11, sgmllib3k 1.0.0`.
+    pub packages: Option<String>,
 }
 
 /// Why a tool was not created. `Display` is the text for the agent (redact before it reaches
@@ -84,6 +91,18 @@ pub enum CreateError {
     Store(#[source] RegistryError),
     #[error("create_tool failed reading the tool's baseline: {0}")]
     Baseline(String),
+    /// Its packages need the user's yes, which this way of entering cannot ask for.
+    #[error(
+        "consent needed: the tool `{tool}` asks to {phrase}, and the user has not approved it. \
+         Nothing was installed. Ask the user to run `autotool tools approve {tool} --packages`, \
+         then create it again."
+    )]
+    PackagesConsent {
+        tool: String,
+        phrase: String,
+        /// The set's digest, which an approval is bound to.
+        digest: String,
+    },
 }
 
 impl Library {
@@ -103,6 +122,7 @@ impl Library {
             code_hash,
             declared,
             declarations_read,
+            packages: None,
         })
     }
 
@@ -118,11 +138,25 @@ impl Library {
     /// call).
     pub async fn create_with(
         &self,
-        prepared: Prepared,
+        mut prepared: Prepared,
         grants: super::Grants,
     ) -> Result<Created, CreateError> {
         let python = self.runtime().await.map_err(CreateError::Runtime)?;
         let name = prepared.request.name.clone();
+        self.resolve_packages(&mut prepared).await?;
+        // Nothing is installed for a set the user has not said yes to: a tool placed by hand
+        // or synthesized has nobody to ask, and waits for `autotool tools approve --packages`.
+        if let Some(ask) = self.packages_ask(prepared.subject()) {
+            self.remember(prepared.subject());
+            return Err(CreateError::PackagesConsent {
+                tool: name.to_string(),
+                phrase: ask.phrase,
+                digest: ask.digest,
+            });
+        }
+        let layer = self
+            .layer(name.as_str(), prepared.packages.as_ref())
+            .await?;
         let staged = self
             .registry
             .stage_hashed(&name, &prepared.request.code, prepared.code_hash.clone())
@@ -130,7 +164,13 @@ impl Library {
         let keys = grants.keys;
         let grants = self.fingerprint(&keys);
         let secrets = self.secrets();
-        let spec = self.spec(name.as_str(), staged.dir().to_path_buf(), python, &keys);
+        let spec = self.spec(
+            name.as_str(),
+            staged.dir().to_path_buf(),
+            python,
+            &keys,
+            layer,
+        );
         let mut request = VerifyRequest::new(name.clone(), prepared.request.code.clone(), spec);
         request.smoke_test = prepared.request.smoke_test.clone();
         request.thoroughness = prepared.request.thoroughness;
@@ -166,6 +206,7 @@ impl Library {
                 .cloned()
                 .map(FunctionSpec::from)
                 .collect(),
+            packages: prepared.packages.clone(),
         };
         let functions: Vec<(MountedName, FunctionSpec)> = manifest
             .functions
@@ -215,6 +256,7 @@ impl Library {
             tracing::warn!("reloading the registry: {e}");
         }
         self.changed();
+        self.collect_layers();
         let key_notes = self.key_notes(prepared.subject(), &keys);
         let trigger_check = self
             .trigger_check(&name, version.version, &prepared.request.description)
@@ -230,6 +272,7 @@ impl Library {
             robustness,
             verdicts,
             trigger_check,
+            packages: prepared.packages.as_ref().map(|p| p.lock.describe()),
         })
     }
 }

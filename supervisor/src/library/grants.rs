@@ -110,6 +110,8 @@ pub struct Grants {
     /// The keys it is given, with their values (never formatted: see `Debug` of the map's
     /// callers; values are only ever put into the tool's environment).
     pub keys: BTreeMap<KeyName, String>,
+    /// Its package set, when the user must still be asked about it.
+    pub packages: Option<crate::consent::PackagesAsk>,
 }
 
 impl Library {
@@ -242,7 +244,11 @@ impl Library {
             .filter(|k| !asks.iter().any(|a| &a.key == *k))
             .filter_map(|k| secrets.value(k).map(|v| (k.clone(), v.to_string())))
             .collect();
-        Grants { asks, keys }
+        Grants {
+            asks,
+            keys,
+            packages: self.packages_ask(subject),
+        }
     }
 
     /// Record the user's yes to `keys` of `subject`.
@@ -272,6 +278,7 @@ impl Library {
             tool: subject.tool.to_string(),
             code_hash: subject.code_hash.to_string(),
             declared: subject.declared.iter().map(ToString::to_string).collect(),
+            packages: subject.packages.and_then(|p| serde_json::to_string(p).ok()),
             asked_at: now_ms(),
         };
         if let Err(e) = self.registry.ledger().set_pending(&pending) {
@@ -356,13 +363,15 @@ impl Library {
         env
     }
 
-    /// How to start a process of `tool` from `dir` holding `keys`.
+    /// How to start a process of `tool` from `dir` holding `keys`, with the package layer
+    /// `packages` mounted.
     pub(super) fn spec(
         &self,
         tool: &str,
         dir: PathBuf,
         python: Python,
         keys: &BTreeMap<KeyName, String>,
+        packages: Option<PathBuf>,
     ) -> ToolSpec {
         let mut spec = ToolSpec::new(
             dir,
@@ -371,6 +380,7 @@ impl Library {
             self.settings.sandbox,
         );
         spec.env = self.environment(tool, keys);
+        spec.packages = packages;
         spec.egress = Some(self.egress(tool, keys));
         spec.limits = self.settings.limits;
         spec.max_output_bytes = self.settings.max_output_bytes;
@@ -440,7 +450,7 @@ mod tests {
             version: "3.12".to_string(),
         };
         let tool_dir = dir.path().join("tools/weather/3");
-        let spec = lib.spec("weather", tool_dir.clone(), python, &granted);
+        let spec = lib.spec("weather", tool_dir.clone(), python, &granted, None);
         let policy = crate::tool::process::launch_policy(&spec, Some(DEFAULT_EGRESS_PORT));
         let proxy = format!("http://127.0.0.1:{DEFAULT_EGRESS_PORT}");
         let env: BTreeMap<String, String> = [
@@ -480,6 +490,7 @@ mod tests {
                 interpreter_args: vec!["-I".into(), "-B".into()],
                 runtime_dirs: paths(&["/usr/local"]),
                 runtime: Some("/home/u/.autotool/runtime".into()),
+                packages: None,
                 system_dirs: paths(&[
                     "/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"
                 ]),

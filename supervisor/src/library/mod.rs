@@ -18,6 +18,7 @@
 pub mod call;
 pub mod create;
 pub mod grants;
+pub mod packages;
 pub mod search;
 pub mod settings;
 pub mod snapshot;

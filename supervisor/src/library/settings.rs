@@ -40,6 +40,8 @@ pub struct Settings {
     pub synthesize_rounds: usize,
     /// Bound on one `synthesize_tool` call.
     pub synthesize_time: Duration,
+    /// How large a tool's package layer may be, and how long resolving or installing may take.
+    pub packages: crate::packages::Limits,
 }
 
 impl Default for Settings {
@@ -59,6 +61,7 @@ impl Default for Settings {
             synthesize: true,
             synthesize_rounds: DEFAULT_ROUNDS,
             synthesize_time: DEFAULT_TIME_BOUND,
+            packages: crate::packages::Limits::default(),
         }
     }
 }

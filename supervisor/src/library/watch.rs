@@ -31,6 +31,9 @@ pub(super) struct Watched {
     reverify: Mutex<Vec<(ToolName, u32)>>,
     /// Hand-placed files that failed verification, by path, with the size and mtime seen.
     rejected: Mutex<HashMap<PathBuf, (u64, Option<std::time::SystemTime>)>>,
+    /// Of those, the ones waiting for the user's yes to their package set: (tool, set digest),
+    /// tried again once it is given.
+    awaiting: Mutex<HashMap<PathBuf, (String, String)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -259,7 +262,7 @@ impl Library {
                 continue;
             };
             let seen = (meta.len(), meta.modified().ok());
-            if lock(&self.watch.rejected).get(&path) == Some(&seen) {
+            if lock(&self.watch.rejected).get(&path) == Some(&seen) && !self.now_approved(&path) {
                 continue;
             }
             let code = match std::fs::read_to_string(&path) {
@@ -288,8 +291,28 @@ impl Library {
                     "hand-placed tool failed verification: {}",
                     self.secrets().redact(&why.to_string())
                 );
+                if let super::CreateError::PackagesConsent { tool, digest, .. } = &why {
+                    lock(&self.watch.awaiting).insert(path.clone(), (tool.clone(), digest.clone()));
+                }
                 lock(&self.watch.rejected).insert(path, seen);
             }
         }
+    }
+
+    /// Whether the hand-placed file at `path` waited for a package set the user has approved
+    /// since (`autotool tools approve TOOL --packages`): then it is verified again.
+    fn now_approved(&self, path: &std::path::Path) -> bool {
+        let Some((tool, digest)) = lock(&self.watch.awaiting).get(path).cloned() else {
+            return false;
+        };
+        let approved = self
+            .registry
+            .ledger()
+            .packages_approved(&tool, &digest)
+            .unwrap_or(false);
+        if approved {
+            lock(&self.watch.awaiting).remove(path);
+        }
+        approved
     }
 }

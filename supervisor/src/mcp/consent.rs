@@ -8,7 +8,7 @@
 //!   the call refused with what the user can run: `autotool tools approve TOOL KEY`. The
 //!   question is remembered so that command can answer it before the tool exists.
 
-use crate::consent::{Ask, StateError};
+use crate::consent::{Ask, PackagesAsk, StateError};
 use crate::ledger::Event;
 use crate::library::{Grants, Library};
 use crate::version::Subject;
@@ -78,34 +78,63 @@ fn failed(text: String) -> CallToolResponse {
     CallToolResult::error(vec![ContentBlock::text(text)]).into()
 }
 
+/// What a question is about, for audit events: `WEATHER_API_KEY` and/or `packages feedparser
+/// 6.0.11`.
+fn about(keys: &[KeyName], packages: Option<&PackagesAsk>) -> String {
+    let mut parts = Vec::new();
+    if !keys.is_empty() {
+        parts.push(joined(keys));
+    }
+    if let Some(p) = packages {
+        parts.push(format!("packages ({})", p.phrase));
+    }
+    parts.join(" and ")
+}
+
 /// The refusal a host gets when it cannot ask or the user did not say yes; the question is
 /// remembered for `autotool tools approve`.
 fn refusal(
     library: &Library,
     subject: Subject<'_>,
-    asks: &[Ask],
+    grants: &Grants,
     why: &str,
     called: &str,
 ) -> CallToolResponse {
     library.remember(subject);
-    let commands: Vec<String> = asks
+    let asks = &grants.asks;
+    let mut commands: Vec<String> = asks
         .iter()
         .map(|a| format!("`autotool tools approve {} {}`", subject.tool, a.key))
         .collect();
+    let mut wants = Vec::new();
+    if !asks.is_empty() {
+        wants.push(joined(&keys_of(asks)));
+    }
+    if let Some(p) = &grants.packages {
+        commands.push(format!(
+            "`autotool tools approve {} --packages`",
+            subject.tool
+        ));
+        wants.push(format!("to {}", p.phrase));
+    }
     let again = if called == "create_tool" {
         "then call create_tool again with the same code"
     } else {
         "then call it again"
     };
-    let reach: Vec<String> = asks
+    let mut reach: Vec<String> = asks
         .iter()
         .map(|a| format!("{} {}", a.key, rules::reach(&a.key, a.allowlist.as_deref())))
         .collect();
+    if grants.packages.is_some() {
+        reach.push("packages only inside the tool's sandbox".into());
+    }
     failed(format!(
         "consent needed: the tool `{}` wants {} and the user has not approved it ({why}). \
-         Nothing ran with the key. Where it could go: {}. Ask the user to run {}, {again}.",
+         Nothing ran with the key, and nothing was installed. Where it could go: {}. Ask the \
+         user to run {}, {again}.",
         subject.tool,
-        joined(&keys_of(asks)),
+        wants.join(" and "),
         reach.join("; "),
         commands.join(" and "),
     ))
@@ -117,10 +146,29 @@ fn refused_state(e: &StateError) -> CallToolResponse {
     ))
 }
 
-/// Make sure `subject` may hold the keys it wants before the call runs: `Ok(())` to go on
-/// (nothing to ask, or the user just said yes), or the answer the host gets instead (a
-/// question, in the 2026-07-28 era, or a refusal). `channel` names the connection the call came
-/// on: a sealed question is answered only on the channel it was asked on.
+/// Record the user's yes to `keys` and, when the question was about it, the package set.
+fn approve(
+    library: &Library,
+    subject: Subject<'_>,
+    keys: &[KeyName],
+    packages: bool,
+    via: &str,
+) -> Result<(), String> {
+    let recorded = library.approve(subject, keys, via).and_then(|()| {
+        if packages {
+            library.approve_packages(subject, via)
+        } else {
+            Ok(())
+        }
+    });
+    recorded.map_err(|e| format!("recording the approval failed: {e}"))
+}
+
+/// Make sure `subject` may hold the keys it wants, and have the packages it declares, before
+/// the call runs: `Ok(())` to go on (nothing to ask, or the user just said yes), or the answer
+/// the host gets instead (a question, in the 2026-07-28 era, or a refusal). `channel` names the
+/// connection the call came on: a sealed question is answered only on the channel it was asked
+/// on.
 pub async fn obtain(
     library: &Library,
     subject: Subject<'_>,
@@ -133,16 +181,25 @@ pub async fn obtain(
     let empty = JsonObject::new();
     let arguments = request.arguments.as_ref().unwrap_or(&empty);
     let tool = subject.tool.as_str();
+    let digest = subject.packages.map(|p| p.digest.as_str());
 
     // A retry carrying an answer to an `input_required` question.
     if let Some(sealed) = &request.request_state {
         let state = match library.consent.open(sealed, channel, called, arguments) {
-            Ok(s) if s.tool == tool && s.code == subject.code_hash => s,
+            // A question about a package set is answered for that set only: one resolved
+            // differently since is asked about anew.
+            Ok(s)
+                if s.tool == tool
+                    && s.code == subject.code_hash
+                    && (s.packages.is_none() || s.packages.as_deref() == digest) =>
+            {
+                s
+            }
             Ok(_) => {
                 library.audit(
                     tool,
                     Event::ConsentRefused,
-                    "requestState for another tool or code",
+                    "requestState for another tool, code or package set",
                 );
                 return Err(refused_state(&StateError::Forged));
             }
@@ -160,17 +217,28 @@ pub async fn obtain(
             .as_ref()
             .and_then(|r| r.get(INPUT_KEY))
             .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
-        let asks = grants.asks.clone();
+        let asked = about(
+            &state.keys,
+            grants
+                .packages
+                .as_ref()
+                .filter(|_| state.packages.is_some()),
+        );
         match answer {
             Some(a) if is_yes(&a) => {
                 library.audit(
                     tool,
                     Event::ConsentAnswered,
-                    &format!("yes to {} (input_required)", joined(&state.keys)),
+                    &format!("yes to {asked} (input_required)"),
                 );
-                if let Err(e) = library.approve(subject, &state.keys, "input_required") {
-                    return Err(failed(format!("recording the approval failed: {e}")));
-                }
+                approve(
+                    library,
+                    subject,
+                    &state.keys,
+                    state.packages.is_some(),
+                    "input_required",
+                )
+                .map_err(failed)?;
                 *grants = library.grants(subject);
             }
             other => {
@@ -178,22 +246,19 @@ pub async fn obtain(
                     None => "no answer to the consent question".to_string(),
                     Some(a) => format!("the user answered {:?}", a.action).to_lowercase(),
                 };
-                library.audit(
-                    tool,
-                    Event::ConsentDeclined,
-                    &format!("{}: {what}", joined(&state.keys)),
-                );
-                return Err(refusal(library, subject, &asks, &what, called));
+                library.audit(tool, Event::ConsentDeclined, &format!("{asked}: {what}"));
+                return Err(refusal(library, subject, grants, &what, called));
             }
         }
     }
 
-    let asks = grants.asks.clone();
-    if asks.is_empty() {
+    if grants.asks.is_empty() && grants.packages.is_none() {
         return Ok(());
     }
-    let question = rules::question(tool, &asks);
-    let keys = keys_of(&asks);
+    let keys = keys_of(&grants.asks);
+    let asked_packages = grants.packages.is_some();
+    let asked = about(&keys, grants.packages.as_ref());
+    let question = crate::consent::question(tool, &grants.asks, grants.packages.as_ref());
     let cannot_ask = "this host cannot ask the user: it offers no elicitation";
     if super::handler::modern(context) {
         let can_ask = context.client_capabilities().is_some_and(|c| {
@@ -205,13 +270,20 @@ pub async fn obtain(
             library.audit(
                 tool,
                 Event::ConsentUnavailable,
-                &format!("{}: the host offers no elicitation", joined(&keys)),
+                &format!("{asked}: the host offers no elicitation"),
             );
-            return Err(refusal(library, subject, &asks, cannot_ask, called));
+            return Err(refusal(library, subject, grants, cannot_ask, called));
         }
         let sealed = library
             .consent
-            .seal(subject, &keys, channel, called, arguments)
+            .seal(
+                subject,
+                &keys,
+                digest.filter(|_| asked_packages),
+                channel,
+                called,
+                arguments,
+            )
             .map_err(|e| {
                 failed(format!(
                     "autotool could not prepare the consent question: {e}"
@@ -221,9 +293,9 @@ pub async fn obtain(
         library.audit(
             tool,
             Event::ConsentAsked,
-            &format!("{} (input_required): {question}", joined(&keys)),
+            &format!("{asked} (input_required): {question}"),
         );
-        let form = form(question).map_err(|e| failed(e.to_string()))?;
+        let form = form(library.secrets().redact(&question)).map_err(|e| failed(e.to_string()))?;
         let mut requests = InputRequests::new();
         requests.insert(
             INPUT_KEY.to_string(),
@@ -240,15 +312,15 @@ pub async fn obtain(
         library.audit(
             tool,
             Event::ConsentUnavailable,
-            &format!("{}: the host offers no elicitation", joined(&keys)),
+            &format!("{asked}: the host offers no elicitation"),
         );
-        return Err(refusal(library, subject, &asks, cannot_ask, called));
+        return Err(refusal(library, subject, grants, cannot_ask, called));
     }
     library.remember(subject);
     library.audit(
         tool,
         Event::ConsentAsked,
-        &format!("{} (elicitation): {question}", joined(&keys)),
+        &format!("{asked} (elicitation): {question}"),
     );
     let form = form(library.secrets().redact(&question)).map_err(|e| failed(e.to_string()))?;
     let answer = peer
@@ -259,11 +331,9 @@ pub async fn obtain(
             library.audit(
                 tool,
                 Event::ConsentAnswered,
-                &format!("yes to {} (elicitation)", joined(&keys)),
+                &format!("yes to {asked} (elicitation)"),
             );
-            library
-                .approve(subject, &keys, "elicitation")
-                .map_err(|e| failed(format!("recording the approval failed: {e}")))?;
+            approve(library, subject, &keys, asked_packages, "elicitation").map_err(failed)?;
             *grants = library.grants(subject);
             Ok(())
         }
@@ -273,21 +343,13 @@ pub async fn obtain(
             } else {
                 format!("the user answered {:?}", a.action).to_lowercase()
             };
-            library.audit(
-                tool,
-                Event::ConsentDeclined,
-                &format!("{}: {what}", joined(&keys)),
-            );
-            Err(refusal(library, subject, &asks, &what, called))
+            library.audit(tool, Event::ConsentDeclined, &format!("{asked}: {what}"));
+            Err(refusal(library, subject, grants, &what, called))
         }
         Err(e) => {
             let what = format!("the host did not answer the question: {e}");
-            library.audit(
-                tool,
-                Event::ConsentUnavailable,
-                &format!("{}: {what}", joined(&keys)),
-            );
-            Err(refusal(library, subject, &asks, &what, called))
+            library.audit(tool, Event::ConsentUnavailable, &format!("{asked}: {what}"));
+            Err(refusal(library, subject, grants, &what, called))
         }
     }
 }

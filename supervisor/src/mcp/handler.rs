@@ -137,9 +137,9 @@ impl AutotoolServer {
         &self.surface.library
     }
 
-    /// The version a request would run, when it declares keys: `create_tool`'s code, or the
-    /// mounted tool behind `run_tool` and `<tool>__<function>`.
-    fn wants_keys<'a>(
+    /// The version a request would run, when it declares keys or packages: `create_tool`'s
+    /// code, or the mounted tool behind `run_tool` and `<tool>__<function>`.
+    fn wants_consent<'a>(
         &self,
         request: &'a Request,
         prepared: Option<&'a crate::library::Prepared>,
@@ -150,7 +150,7 @@ impl AutotoolServer {
             Request::Run { .. } | Request::Mounted { .. } => mounted?.subject(),
             Request::Search { .. } | Request::Synthesize { .. } => return None,
         };
-        (!subject.declared.is_empty()).then_some(subject)
+        (!subject.declared.is_empty() || subject.packages.is_some()).then_some(subject)
     }
 
     async fn call(
@@ -192,19 +192,6 @@ impl AutotoolServer {
             }
             Request::Search { .. } | Request::Synthesize { .. } => {}
         }
-        // Consent comes before anything runs with a key, verification included. The approvals
-        // are read once here and what they grant goes with the call.
-        let mut grants = None;
-        if let Some(subject) = self.wants_keys(&parsed, prepared.as_ref(), mounted.as_deref()) {
-            let channel = channel(self.transport, &context);
-            let mut g = library.grants(subject);
-            if let Err(answer) =
-                super::consent::obtain(library, subject, &mut g, &request, &context, &channel).await
-            {
-                return Ok(answer);
-            }
-            grants = Some(g);
-        }
         // What runs a tool waits for the runtime, a bounded time (it is prepared in the
         // background from serve's start).
         if matches!(
@@ -213,6 +200,26 @@ impl AutotoolServer {
         ) && let Some(answer) = self.runtime_ready(&request.name, &context).await
         {
             return Ok(answer.into());
+        }
+        // The packages the code declares are resolved before consent: the user is asked about
+        // the exact set that would be installed.
+        if let Some(p) = prepared.as_mut()
+            && let Err(e) = library.resolve_packages(p).await
+        {
+            return Ok(render::create_failed(&e).into());
+        }
+        // Consent comes before anything runs with a key or is installed, verification
+        // included. The approvals are read once here and what they grant goes with the call.
+        let mut grants = None;
+        if let Some(subject) = self.wants_consent(&parsed, prepared.as_ref(), mounted.as_deref()) {
+            let channel = channel(self.transport, &context);
+            let mut g = library.grants(subject);
+            if let Err(answer) =
+                super::consent::obtain(library, subject, &mut g, &request, &context, &channel).await
+            {
+                return Ok(answer);
+            }
+            grants = Some(g);
         }
         let for_version = |g: Option<crate::library::Grants>| {
             g.zip(mounted.as_ref().map(|t| t.version))

@@ -26,6 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 import os, httpx2
 
 REQUIRED_ENV = [\"WEATHER_API_KEY\"]   # credentials this tool needs (names only; [] if none)
+REQUIRED_PACKAGES = []   # packages beyond the standard library, e.g. [\"feedparser==6.0.11\"]
 mcp = MCPServer(\"weather\")
 
 @mcp.tool()
@@ -42,7 +43,10 @@ if __name__ == \"__main__\":
     mcp.run()
 ```
 
-Rules: one file, standard library plus `mcp` and `httpx2`; no subprocesses, no files outside \
+Rules: one file, standard library plus `mcp` and `httpx2`, and any package it declares in \
+REQUIRED_PACKAGES (a list of names with optional version specifiers, no URLs: autotool asks the \
+user, then installs them from the user's package index, wheels only, so pick packages that \
+publish wheels; compiled ones such as lxml work); no subprocesses, no files outside \
 /tmp; type-annotate every argument; raise ToolError for errors the caller should read (an \
 unexpected exception on any input the schema accepts fails the probes); read API base URLs from \
 `*_API_BASE` variables so the tool can be pointed at a test server. Verdicts no author writes: \

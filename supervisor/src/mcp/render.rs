@@ -174,7 +174,7 @@ pub fn created(c: &Created, list_limit: usize) -> CallToolResult {
             })
         })
         .collect();
-    let summary = json!({
+    let mut summary = json!({
         "tool": c.tool.as_str(),
         "version": c.version,
         "functions": mounted,
@@ -185,6 +185,9 @@ pub fn created(c: &Created, list_limit: usize) -> CallToolResult {
         "verdicts": c.verdicts,
         "trigger_check": c.trigger_check,
     });
+    if let Some(packages) = &c.packages {
+        summary["packages"] = json!(packages);
+    }
     let names: Vec<String> = c.functions.iter().map(|(n, _)| n.to_string()).collect();
     let listed_now = if c.listed {
         "Hosts that refresh their tool list see them now".to_string()

@@ -114,6 +114,10 @@ pub struct ToolSpec {
     pub tool_file: String,
     /// The interpreter it runs on.
     pub python: Python,
+    /// The host directory of its installed packages (a layer, `crate::packages`), mounted
+    /// read-only at `autotool_policy::launch::PACKAGES_MOUNT` and put on `sys.path` after the
+    /// runtime's own; `None` without packages.
+    pub packages: Option<PathBuf>,
     /// The tool's environment, exactly (see `autotool_policy::launch::tool_environment`).
     pub env: BTreeMap<String, String>,
     /// Resource limits.
@@ -147,6 +151,7 @@ impl ToolSpec {
             tool_dir: tool_dir.into(),
             tool_file: tool_file.into(),
             python,
+            packages: None,
             env: BTreeMap::new(),
             limits: Limits::default(),
             sandbox,

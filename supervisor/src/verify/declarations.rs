@@ -26,7 +26,10 @@
 use autotool_policy::names::{KeyName, MAX_KEY_NAME};
 
 mod literal;
+mod packages;
 mod tokens;
+
+pub use packages::{PACKAGES_FORM, required_packages};
 pub use tokens::TokenError;
 use tokens::{Kind, Token, tokenize};
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 pub enum Stage {
     Lint,
     Declarations,
+    Packages,
     Launch,
     Initialize,
     ListTools,
@@ -24,9 +25,10 @@ pub enum Stage {
 
 impl Stage {
     /// Every stage, in the order they run.
-    pub const ALL: [Stage; 9] = [
+    pub const ALL: [Stage; 10] = [
         Stage::Lint,
         Stage::Declarations,
+        Stage::Packages,
         Stage::Launch,
         Stage::Initialize,
         Stage::ListTools,
@@ -36,12 +38,13 @@ impl Stage {
         Stage::Baseline,
     ];
 
-    /// `lint`, `declarations`, `launch`, `initialize`, `list_tools`, `smoke_test`,
+    /// `lint`, `declarations`, `packages`, `launch`, `initialize`, `list_tools`, `smoke_test`,
     /// `examples`, `robustness`, `baseline`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Lint => "lint",
             Stage::Declarations => "declarations",
+            Stage::Packages => "packages",
             Stage::Launch => "launch",
             Stage::Initialize => "initialize",
             Stage::ListTools => "list_tools",
@@ -57,6 +60,9 @@ impl Stage {
         match self {
             Stage::Lint => "Fix the code at the lines ruff names, then create the tool again.",
             Stage::Declarations => "Fix the declaration, then create the tool again.",
+            Stage::Packages => {
+                "Change REQUIRED_PACKAGES as the message says (autotool installs wheels only, from the package index the user configured), then create the tool again."
+            }
             Stage::Launch => {
                 "This is about the machine or autotool's setup, not the tool's code: `autotool doctor` says what is missing."
             }

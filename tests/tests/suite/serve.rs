@@ -35,6 +35,7 @@ mod keys;
 mod library;
 mod lifecycle;
 mod misbehaving;
+mod packages;
 mod persistence;
 mod protocol;
 mod render;

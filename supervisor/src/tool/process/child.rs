@@ -80,6 +80,7 @@ pub(crate) fn launch_policy(spec: &ToolSpec, egress_port: Option<u16>) -> Launch
         .python
         .launch_policy(&spec.tool_dir, spec.tool_file.clone());
     policy.env = spec.env.clone();
+    policy.packages = spec.packages.clone();
     if let Some(port) = egress_port {
         policy.env.extend(egress::proxy_variables(port));
         if spec.sandbox == SandboxMode::Strict {
@@ -203,8 +204,13 @@ fn watch_exit(pid: Pid) -> Option<oneshot::Receiver<()>> {
 fn spawn_off(spec: &ToolSpec, env: &BTreeMap<String, String>) -> Result<Spawned, ToolProcError> {
     let program = &spec.python.interpreter;
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(["-I", "-B"])
-        .arg(&spec.tool_file)
+    cmd.args(["-I", "-B"]);
+    // Unconfined there is no `/packages`: the layer is put on `sys.path` where it is.
+    if let Some(dir) = &spec.packages {
+        cmd.arg("-c")
+            .arg(autotool_policy::launch::bootstrap(&dir.to_string_lossy()));
+    }
+    cmd.arg(&spec.tool_file)
         .current_dir(&spec.tool_dir)
         .env_clear()
         .envs(env)

@@ -22,6 +22,8 @@
 
 mod steps;
 
+pub(crate) use steps::uv_command;
+
 use super::{Event, Progress, Python, RuntimeError, resolve};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,6 +85,18 @@ fn create_error(dir: &Path, step: &'static str, e: &dyn std::fmt::Display) -> Ru
         dir: dir.to_path_buf(),
         step,
         why: e.to_string(),
+    }
+}
+
+/// autotool's uv for work beside the runtime (installing tools' packages): `$AUTOTOOL_UV`, else
+/// its own pinned copy, fetched the first time with `python`'s pip. `parent` is where the copy
+/// goes when the user has no cache directory.
+pub(crate) fn uv(python: &Path, parent: &Path) -> Result<PathBuf, String> {
+    let mut said: Vec<u8> = Vec::new();
+    match get_uv(python, parent, &mut said, &Cancel::default()) {
+        Ok(uv) => Ok(uv),
+        Err(GetUv::Failed(why)) => Err(why),
+        Err(GetUv::Cancelled) => Err("stopped".into()),
     }
 }
 

@@ -6,7 +6,7 @@
 use super::*;
 
 /// uv with the environment it must not take from the caller's.
-pub(super) fn uv_command(uv: &Path, cwd: &Path) -> Command {
+pub(crate) fn uv_command(uv: &Path, cwd: &Path) -> Command {
     let mut c = Command::new(uv);
     // Never a project's settings from wherever autotool was started, never a managed Python
     // download (the runtime is built on the machine's Python, which the sandbox mounts), and
