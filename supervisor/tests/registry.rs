@@ -816,3 +816,45 @@ fn key_names_are_upper_case_in_a_manifest_as_everywhere_else() {
         assert!(KeyName::parse(bad).is_err(), "{bad}");
     }
 }
+
+/// A package set whose layer is `layer`.
+fn package_set(layer: &str) -> autotool::packages::PackageSet {
+    let lock = autotool_policy::packages::Lock::parse(&format!(
+        "feedish==1.0 --hash=sha256:{}\n",
+        "ab".repeat(32)
+    ))
+    .unwrap();
+    autotool::packages::PackageSet {
+        declared: vec!["feedish".into()],
+        layer_lock: lock.clone(),
+        lock,
+        digest: "cd".repeat(32),
+        layer: Some(layer.to_string()),
+        source: "PyPI".into(),
+    }
+}
+
+#[test]
+fn a_versions_packages_are_kept_and_its_layer_is_in_use_while_the_tool_lives() {
+    let (_t, home) = temp_home();
+    let reg = Registry::open(&home).unwrap();
+    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    for (name, layer) in [("one", &a), ("two", &b)] {
+        let staged = reg.stage(&tn(name), &code(name)).unwrap();
+        let mut m = manifest(&["forecast"], &[]);
+        m.packages = Some(package_set(layer));
+        reg.commit(staged, m).unwrap();
+    }
+    let one = reg.get("one").unwrap().unwrap();
+    assert_eq!(one.packages.as_deref(), Some(&package_set(&a)));
+    let manifest_json = fs::read_to_string(reg.dir_of(&one).join("manifest.json")).unwrap();
+    assert!(
+        manifest_json.contains(&format!("\"layer\": \"{a}\"")),
+        "{manifest_json}"
+    );
+    let in_use = reg.ledger().layers_in_use().unwrap();
+    assert_eq!(in_use, BTreeSet::from([a.clone(), b.clone()]));
+    // Removing a tool frees its layer (an older version of a live tool would keep it).
+    assert!(reg.remove("two").unwrap());
+    assert_eq!(reg.ledger().layers_in_use().unwrap(), BTreeSet::from([a]));
+}

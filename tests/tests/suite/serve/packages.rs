@@ -577,3 +577,42 @@ fn unconfined_the_layer_is_used_where_it_lies() {
     assert_eq!(said, expected);
     finish(server);
 }
+
+#[test]
+fn a_company_index_named_in_pip_conf_is_used_and_its_password_never_shown() {
+    let index = index();
+    let home = ServeHome::new().unwrap();
+    let Some(serve) = strict() else {
+        return;
+    };
+    let uv = locate::uv().unwrap_or_else(|e| panic!("{e:#}"));
+    // The index as pip is told of it, with credentials in its URL (the test index ignores
+    // them); uv has no index setting of its own.
+    let with_password = index
+        .url()
+        .replacen("http://", "http://alice:hunter2pw@", 1);
+    let conf = home.path().join("pip.conf");
+    std::fs::write(&conf, format!("[global]\nindex-url = {with_password}\n")).unwrap();
+    let serve = serve
+        .env("AUTOTOOL_UV", &uv.to_string_lossy())
+        .env("PIP_CONFIG_FILE", &conf.to_string_lossy())
+        .env(
+            "UV_CACHE_DIR",
+            &home.path().join("uv-cache").to_string_lossy(),
+        );
+    let mut server = asking(&serve, &home);
+    let (outcome, asked) = create(&mut server, "pkgs", TOOL, yes);
+    let created = ok(&outcome);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains(&format!("from the index {}?", index.url())),
+        "{}",
+        asked[0]
+    );
+    assert!(index.downloads() >= 3, "the index in pip.conf was not used");
+    let (_, shown, _) = home.cli(&["tools", "show", "pkgs", "--json"]).unwrap();
+    for text in [&asked[0], &created.text, &shown] {
+        assert!(!text.contains("hunter2pw"), "{text}");
+    }
+    finish(server);
+}
