@@ -85,6 +85,12 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     let app = Library::new(settings, home)?;
     // Ready before it is needed: a missing runtime is built while hosts already talk to us.
     app.runtime.start();
+    // Package layers no live tool names any more (its tools removed since) go, off the
+    // startup path.
+    {
+        let app = app.clone();
+        tokio::task::spawn_blocking(move || app.collect_layers());
+    }
     let surface = Surface::new(app.clone());
     if app.settings.allow_all_keys {
         let _ = app.registry.event(

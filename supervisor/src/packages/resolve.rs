@@ -138,13 +138,41 @@ fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
     args.iter().map(Into::into).collect()
 }
 
-/// The distributions the runtime holds, normalised name → version.
+/// The distributions a virtual environment holds, read from its `*.dist-info` directory names
+/// (`{name}-{version}.dist-info`, as installers write them); `None` when it has no
+/// site-packages of that Python's version.
+fn installed_in(venv: &Path, version: &str) -> Option<BTreeMap<String, String>> {
+    let site = venv.join(format!("lib/python{version}/site-packages"));
+    let entries = std::fs::read_dir(site).ok()?;
+    Some(
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let stem = name.strip_suffix(".dist-info")?.to_string();
+                let (project, version) = stem.rsplit_once('-')?;
+                Some((normalize(project), version.to_string()))
+            })
+            .collect(),
+    )
+}
+
+/// The distributions the runtime holds, normalised name → version: read from the directory of
+/// a virtual environment (the runtime autotool builds is one), else asked of uv.
 pub(super) async fn present(
     uv: &Path,
     python: &Python,
     source: &Source,
     timeout: Duration,
 ) -> Result<BTreeMap<String, String>, PackagesError> {
+    if let Some(found) = python
+        .venv
+        .as_deref()
+        .and_then(|v| installed_in(v, &python.version))
+        .filter(|f| !f.is_empty())
+    {
+        return Ok(found);
+    }
     let mut args = os(&["pip", "freeze", "--python"]);
     args.push(python.interpreter.clone().into());
     let out = run(
@@ -213,6 +241,7 @@ pub(super) async fn compile(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -229,6 +258,29 @@ mod tests {
         assert_eq!(m, "error: fetching https://corp.example/simple/x/ failed");
         let long = "x".repeat(MESSAGE_CAP * 3);
         assert!(message(&Source::default(), &long).chars().count() <= MESSAGE_CAP + 1);
+    }
+
+    #[test]
+    fn a_venvs_distributions_are_read_from_their_directories() {
+        let venv = tempfile::tempdir().unwrap();
+        let site = venv.path().join("lib/python3.11/site-packages");
+        for d in [
+            "mcp-2.3.0.dist-info",
+            "typing_extensions-4.12.2.dist-info",
+            "mcp",
+            "x.pth",
+        ] {
+            std::fs::create_dir_all(site.join(d)).unwrap();
+        }
+        let found = installed_in(venv.path(), "3.11").unwrap();
+        assert_eq!(
+            found,
+            BTreeMap::from([
+                ("mcp".to_string(), "2.3.0".to_string()),
+                ("typing-extensions".to_string(), "4.12.2".to_string()),
+            ])
+        );
+        assert!(installed_in(venv.path(), "3.12").is_none());
     }
 
     #[test]
