@@ -204,7 +204,8 @@ pub enum DeclaredError {
          declare; list only the packages the tool imports (their dependencies come with them)"
     )]
     TooMany { count: usize },
-    #[error("REQUIRED_PACKAGES[{index}] {}: {error}", shown(text))]
+    /// The entry's text is quoted by `error` itself.
+    #[error("REQUIRED_PACKAGES[{index}]: {error}")]
     Entry {
         index: usize,
         text: String,

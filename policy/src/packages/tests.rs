@@ -410,7 +410,9 @@ fn parse_all_names_the_bad_entry() {
     );
     let msg = err.to_string();
     assert!(
-        msg.starts_with("REQUIRED_PACKAGES[2] \"x @ https://e.example/x.whl\": "),
+        msg.starts_with(
+            "REQUIRED_PACKAGES[2]: \"x @ https://e.example/x.whl\" is a direct reference"
+        ),
         "{msg}"
     );
 }

@@ -1,8 +1,8 @@
 //! How a tool enters: [`Library::prepare`] reads what consent needs from the code once (its
 //! hash and `REQUIRED_ENV`, after the size rule) and [`Library::resolve_packages`] resolves its
 //! `REQUIRED_PACKAGES`; then [`Library::create`] installs the packages' layer, stages the code,
-//! verifies it with the keys it is granted, commits it as a new version, hands the verified process to
-//! the pool as the first warm instance and swaps the snapshot. Every way a tool enters (an
+//! verifies it with the keys it is granted, commits it as a new version, hands the verified
+//! process to the pool as the first warm instance and swaps the snapshot. Every way a tool enters (an
 //! agent's `create_tool`, synthesis, a file placed by hand, a changed file verified again)
 //! comes through here, so every one passes the same gate.
 

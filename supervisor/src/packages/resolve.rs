@@ -283,6 +283,61 @@ mod tests {
         assert!(installed_in(venv.path(), "3.12").is_none());
     }
 
+    #[tokio::test]
+    async fn a_run_over_its_time_is_stopped_and_one_that_fails_its_watch_too() {
+        let sleep = Path::new("/bin/sleep");
+        let args: Vec<std::ffi::OsString> = vec!["30".into()];
+        let t0 = Instant::now();
+        let e = run(
+            sleep,
+            &args,
+            &Source::default(),
+            Duration::from_secs(1),
+            "sleeping",
+            None,
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(
+            matches!(
+                e,
+                PackagesError::Timeout {
+                    what: "sleeping",
+                    secs: 1
+                }
+            ),
+            "{e}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        let watch = || Err(PackagesError::TooLarge { limit_mib: 1 });
+        let e = run(
+            sleep,
+            &args,
+            &Source::default(),
+            Duration::from_secs(20),
+            "sleeping",
+            Some(&watch),
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(matches!(e, PackagesError::TooLarge { .. }), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+        // The control: a run within its time finishes with its output.
+        let out = run(
+            Path::new("/bin/echo"),
+            &["done".into()],
+            &Source::default(),
+            Duration::from_secs(5),
+            "echo",
+            None,
+        )
+        .await
+        .unwrap();
+        assert!(out.success && out.stdout.trim() == "done");
+    }
+
     #[test]
     fn hints_follow_the_resolver() {
         assert!(

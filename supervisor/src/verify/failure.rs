@@ -58,7 +58,9 @@ impl Stage {
     /// What to do after a failure here.
     fn next_step(self) -> &'static str {
         match self {
-            Stage::Lint => "Fix the code at the lines ruff names, then create the tool again.",
+            Stage::Lint => {
+                "Fix the code where the message above says (the lines ruff names, or the declaration), then create the tool again."
+            }
             Stage::Declarations => "Fix the declaration, then create the tool again.",
             Stage::Packages => {
                 "Change REQUIRED_PACKAGES as the message says (autotool installs wheels only, from the package index the user configured), then create the tool again."

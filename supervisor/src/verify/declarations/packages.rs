@@ -38,7 +38,7 @@ pub fn required_packages(code: &str) -> Result<Vec<Requirement>, DeclarationErro
             }
         }
     }
-    parse_all(&entries).map_err(|e| shape(format!("REQUIRED_PACKAGES: {e}"), PACKAGES_FORM))
+    parse_all(&entries).map_err(|e| shape(e.to_string(), PACKAGES_FORM))
 }
 
 #[cfg(test)]

@@ -616,3 +616,51 @@ fn a_company_index_named_in_pip_conf_is_used_and_its_password_never_shown() {
     }
     finish(server);
 }
+
+#[test]
+fn each_resolution_failure_says_what_to_change_with_the_resolvers_words() {
+    let index = index();
+    // A wheel for another platform only.
+    let win = Wheel::pure("winonly", "1.0", &[("winonly.py", b"X = 1\n")], &[]);
+    index.add(
+        "winonly",
+        "winonly-1.0-cp311-cp311-win_amd64.whl",
+        win.bytes,
+    );
+    let home = ServeHome::new().unwrap();
+    let Some(serve) = serve(&index, &home) else {
+        return;
+    };
+    let mut server = asking(&serve, &home);
+    for (declared, says) in [
+        ("\"nosuchpkg\"", "check the package's name and version"),
+        ("\"winonly\"", "wheels only"),
+        (
+            "\"feedish==1.0\", \"helperdep<2\"",
+            "the requirements conflict with each other or with the runtime's own packages",
+        ),
+        ("\"mcp==1.0\"", "the requirements conflict"),
+    ] {
+        let code = TOOL.replace("\"feedish==1.0\", \"fastcalc\"", declared);
+        let (outcome, asked) = create(&mut server, "failing", &code, never);
+        let r = refused(&outcome);
+        assert!(
+            r.text.contains("verification failed at packages"),
+            "{declared}: {}",
+            r.text
+        );
+        assert!(r.text.contains(says), "{declared}: {}", r.text);
+        assert!(
+            r.text.contains("The resolver said:"),
+            "{declared}: {}",
+            r.text
+        );
+        assert!(asked.is_empty(), "{declared}: {asked:?}");
+    }
+    assert!(
+        layer_entries(&home).is_empty(),
+        "{:?}",
+        layer_entries(&home)
+    );
+    finish(server);
+}
