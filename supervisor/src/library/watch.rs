@@ -34,6 +34,9 @@ pub(super) struct Watched {
     /// Of those, the ones waiting for the user's yes to their package set: (tool, set digest),
     /// tried again once it is given.
     awaiting: Mutex<HashMap<PathBuf, (String, String)>>,
+    /// Changed code of a mounted version waiting for the user's yes to its package set:
+    /// (tool, version, code sha256, set digest), verified again once it is given.
+    awaiting_again: Mutex<Vec<(ToolName, u32, String, String)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -65,6 +68,7 @@ impl Library {
         }
         self.check_pins().await;
         self.verify_queued().await;
+        self.verify_approved_again().await;
         self.verify_hand_placed().await;
         changed
     }
@@ -244,6 +248,34 @@ impl Library {
                 "the changed version failed verification and stays off the list: {}",
                 self.secrets().redact(&why.to_string())
             );
+            if let super::CreateError::PackagesConsent { digest, .. } = why {
+                let mut waiting = lock(&self.watch.awaiting_again);
+                // Only the newest change of a tool waits.
+                waiting.retain(|(name, ..)| *name != t.name);
+                waiting.push((t.name.clone(), t.version, hash.to_string(), digest));
+            }
+        }
+    }
+
+    /// Changed code whose package set the user has approved since it waited: verify it again,
+    /// if its version is still the one mounted.
+    async fn verify_approved_again(&self) {
+        let ready: Vec<(ToolName, u32, String)> = {
+            let mut waiting = lock(&self.watch.awaiting_again);
+            let ledger = self.registry.ledger();
+            let (ready, still): (Vec<_>, Vec<_>) = waiting
+                .drain(..)
+                .partition(|(t, _, _, d)| ledger.packages_approved(t.as_str(), d).unwrap_or(false));
+            *waiting = still;
+            ready.into_iter().map(|(t, v, h, _)| (t, v, h)).collect()
+        };
+        for (name, version, hash) in ready {
+            let snapshot = self.snapshot();
+            if let Some(t) = snapshot.tools.get(&name)
+                && t.version == version
+            {
+                self.verify_again(t, &hash).await;
+            }
         }
     }
 

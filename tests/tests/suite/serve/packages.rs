@@ -664,3 +664,50 @@ fn each_resolution_failure_says_what_to_change_with_the_resolvers_words() {
     );
     finish(server);
 }
+
+#[test]
+fn a_changed_file_with_a_new_set_waits_for_its_approval_then_is_verified() {
+    let index = index();
+    let home = ServeHome::new().unwrap();
+    let Some(serve) = serve(&index, &home) else {
+        return;
+    };
+    let mut server = asking(&serve, &home);
+    let code = TOOL.replace(
+        &TOOL[TOOL.find("@mcp.tool()\ndef write").unwrap()..TOOL.find("if __name__").unwrap()],
+        "",
+    );
+    ok(&create(&mut server, "pkgs", &code, yes).0);
+    // The file of the mounted version, changed on disk to another set.
+    index.add_wheel("feedish", &feedish("1.1"));
+    let file = home.path().join("tools/pkgs/1/tool.py");
+    std::fs::write(&file, code.replace("feedish==1.0", "feedish==1.1")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !server
+        .stderr()
+        .contains("consent needed: the tool `pkgs` asks to install")
+    {
+        assert!(std::time::Instant::now() < deadline, "{}", server.context());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (status, out, err) = home
+        .cli(&["tools", "approve", "pkgs", "--packages"])
+        .unwrap();
+    assert!(status.success(), "{out}{err}");
+    assert!(out.contains("feedish 1.1"), "{out}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, shown, _) = home.cli(&["tools", "show", "pkgs"]).unwrap();
+        if shown.contains("current version: 2") {
+            assert!(shown.contains("  feedish 1.1  sha256:"), "{shown}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{shown}\n{}",
+            server.context()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    finish(server);
+}
