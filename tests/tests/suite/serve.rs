@@ -44,7 +44,7 @@ mod states;
 mod unconfined;
 mod verdicts;
 
-use autotool_tests::serve::{CallResult, Sandbox, Serve, ServeHome, Server};
+use autotool_tests::serve::{CallResult, RpcError, Sandbox, Serve, ServeHome, Server};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -154,6 +154,46 @@ pub fn assert_serves(server: &mut Server, healthy: bool, after: &str) {
             .call_text("healthy__add", json!({"a": 2, "b": 40}))
             .unwrap_or_else(|e| panic!("the healthy tool stopped answering after {after}: {e:#}"));
         assert_eq!(sum, "42", "after {after}");
+    }
+}
+
+/// Capabilities of a host that can ask its user (form elicitation).
+pub fn asking() -> Value {
+    json!({"elicitation": {"form": {}}})
+}
+
+/// The user's yes to a consent question.
+pub fn yes(_: &Value) -> Value {
+    json!({"action": "accept", "content": {"allow": true}})
+}
+
+/// The user's no.
+pub fn no(_: &Value) -> Value {
+    json!({"action": "decline"})
+}
+
+/// For calls that must ask nothing.
+pub fn never(params: &Value) -> Value {
+    panic!("asked when no question was due: {params}")
+}
+
+/// The result of a call that succeeded.
+#[track_caller]
+pub fn ok(outcome: &Result<CallResult, RpcError>) -> &CallResult {
+    match outcome {
+        Ok(r) if !r.is_error => r,
+        Ok(r) => panic!("the call failed: {}", r.text),
+        Err(e) => panic!("the call got a JSON-RPC error: {e}"),
+    }
+}
+
+/// The result of a call that was refused with a result (not a JSON-RPC error).
+#[track_caller]
+pub fn refused(outcome: &Result<CallResult, RpcError>) -> &CallResult {
+    match outcome {
+        Ok(r) if r.is_error => r,
+        Ok(r) => panic!("the call was expected to be refused: {}", r.text),
+        Err(e) => panic!("the call got a JSON-RPC error: {e}"),
     }
 }
 

@@ -10,27 +10,10 @@
 //! - two tools holding different keys reach only their own key's hosts.
 
 use super::keys::{SECRET, TOOL, fake_api};
-use super::{finish, start, strict};
+use super::{asking, finish, never, no, ok, refused, start, strict, yes};
 use autotool_tests::serve::{CallResult, RpcError, Serve, ServeHome, Server};
 use serde_json::{Value, json};
 use std::time::Duration;
-
-/// Capabilities of a host that can ask its user.
-fn asking() -> Value {
-    json!({"elicitation": {"form": {}}})
-}
-
-fn yes(_: &Value) -> Value {
-    json!({"action": "accept", "content": {"allow": true}})
-}
-
-fn no(_: &Value) -> Value {
-    json!({"action": "decline"})
-}
-
-fn never(params: &Value) -> Value {
-    panic!("asked when no question was due: {params}")
-}
 
 /// A strict server holding `FAKE_API_KEY` (and any `extra` keys), its tool pointed at a fake API
 /// on loopback, started as an older host that can ask.
@@ -46,24 +29,6 @@ fn legacy(home: &ServeHome, extra: &[(&str, &str)]) -> Option<Server> {
     let mut server = serve.start(home).unwrap();
     server.initialize_with(asking()).unwrap();
     Some(server)
-}
-
-#[track_caller]
-fn ok(outcome: &Result<CallResult, RpcError>) -> &CallResult {
-    match outcome {
-        Ok(r) if !r.is_error => r,
-        Ok(r) => panic!("the call failed: {}", r.text),
-        Err(e) => panic!("the call got a JSON-RPC error: {e}"),
-    }
-}
-
-#[track_caller]
-fn refused(outcome: &Result<CallResult, RpcError>) -> &CallResult {
-    match outcome {
-        Ok(r) if r.is_error => r,
-        Ok(r) => panic!("the call was expected to be refused: {}", r.text),
-        Err(e) => panic!("the call got a JSON-RPC error: {e}"),
-    }
 }
 
 fn message(question: &Value) -> String {

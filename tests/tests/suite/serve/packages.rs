@@ -14,7 +14,7 @@
 //! - a host that cannot ask gets the command; `tools approve --packages` answers it; and
 //!   `--dangerously-allow-all-tools` covers packages as it covers keys.
 
-use super::{finish, strict};
+use super::{finish, never, no, ok, refused, strict, yes};
 use autotool_tests::index::{Index, Wheel, sdist, sdist_marker};
 use autotool_tests::locate;
 use autotool_tests::serve::{CallResult, RpcError, Serve, ServeHome, Server};
@@ -87,38 +87,50 @@ fn index() -> Index {
     index
 }
 
-/// A strict server taking packages from `index` only, with a uv cache of its own.
-fn serve(index: &Index, home: &ServeHome) -> Option<Serve> {
+/// `serve` with the test's uv, a uv cache of its own under `home`, and, when given, `index` as
+/// the only package index (uv's setting).
+fn with_uv(serve: Serve, index: Option<&Index>, home: &ServeHome) -> Serve {
     let uv = locate::uv().unwrap_or_else(|e| panic!("{e:#}"));
-    Some(
-        strict()?
-            .env("AUTOTOOL_UV", &uv.to_string_lossy())
-            .env("UV_DEFAULT_INDEX", &index.url())
-            .env(
-                "UV_CACHE_DIR",
-                &home.path().join("uv-cache").to_string_lossy(),
-            ),
-    )
+    let serve = serve.env("AUTOTOOL_UV", &uv.to_string_lossy()).env(
+        "UV_CACHE_DIR",
+        &home.path().join("uv-cache").to_string_lossy(),
+    );
+    match index {
+        Some(index) => serve.env("UV_DEFAULT_INDEX", &index.url()),
+        None => serve,
+    }
+}
+
+/// A strict server taking packages from `index` only.
+fn serve(index: &Index, home: &ServeHome) -> Option<Serve> {
+    Some(with_uv(strict()?, Some(index), home))
+}
+
+/// [`TOOL`] without its `write` function (for tools the probes exercise).
+fn use_only() -> String {
+    let start = TOOL.find("@mcp.tool()\ndef write").unwrap();
+    let end = TOOL.find("if __name__").unwrap();
+    let code = TOOL.replace(&TOOL[start..end], "");
+    assert!(!code.contains("def write"), "{code}");
+    code
+}
+
+/// Whether `done` holds within `secs` seconds, asked every 100 ms.
+fn within(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !done() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    true
 }
 
 fn asking(serve: &Serve, home: &ServeHome) -> Server {
     let mut server = serve.start(home).unwrap();
+    server.initialize_with(super::asking()).unwrap();
     server
-        .initialize_with(json!({"elicitation": {"form": {}}}))
-        .unwrap();
-    server
-}
-
-fn yes(_: &Value) -> Value {
-    json!({"action": "accept", "content": {"allow": true}})
-}
-
-fn no(_: &Value) -> Value {
-    json!({"action": "decline"})
-}
-
-fn never(params: &Value) -> Value {
-    panic!("asked when no question was due: {params}")
 }
 
 fn create(
@@ -139,24 +151,6 @@ fn create(
         .map(|q| q["message"].as_str().unwrap_or("").to_string())
         .collect();
     (outcome, asked)
-}
-
-#[track_caller]
-fn ok(outcome: &Result<CallResult, RpcError>) -> &CallResult {
-    match outcome {
-        Ok(r) if !r.is_error => r,
-        Ok(r) => panic!("the call failed: {}", r.text),
-        Err(e) => panic!("the call got a JSON-RPC error: {e}"),
-    }
-}
-
-#[track_caller]
-fn refused(outcome: &Result<CallResult, RpcError>) -> &CallResult {
-    match outcome {
-        Ok(r) if r.is_error => r,
-        Ok(r) => panic!("the call was expected to fail: {}", r.text),
-        Err(e) => panic!("the call got a JSON-RPC error: {e}"),
-    }
 }
 
 /// The complete layers under the home.
@@ -497,11 +491,7 @@ fn a_tool_placed_by_hand_waits_for_its_packages_to_be_approved() {
     };
     let mut server = serve.start(&home).unwrap();
     server.initialize().unwrap();
-    let code = TOOL.replace(
-        &TOOL[TOOL.find("@mcp.tool()\ndef write").unwrap()..TOOL.find("if __name__").unwrap()],
-        "",
-    );
-    assert!(!code.contains("def write"), "{code}");
+    let code = use_only();
     let dir = home.path().join("tools/byhand");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("tool.py"), &code).unwrap();
@@ -513,14 +503,12 @@ fn a_tool_placed_by_hand_waits_for_its_packages_to_be_approved() {
             .any(|n| n == "byhand__use")
     };
     // Nobody to ask: it waits, nothing installed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !server
-        .stderr()
-        .contains("consent needed: the tool `byhand` asks to install")
-    {
-        assert!(std::time::Instant::now() < deadline, "{}", server.context());
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let waits = "consent needed: the tool `byhand` asks to install";
+    assert!(
+        within(20, || server.stderr().contains(waits)),
+        "{}",
+        server.context()
+    );
     assert!(!mounted(&mut server));
     assert!(
         layer_entries(&home).is_empty(),
@@ -532,11 +520,7 @@ fn a_tool_placed_by_hand_waits_for_its_packages_to_be_approved() {
         .cli(&["tools", "approve", "byhand", "--packages"])
         .unwrap();
     assert!(status.success(), "{out}{err}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !mounted(&mut server) {
-        assert!(std::time::Instant::now() < deadline, "{}", server.context());
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    assert!(within(30, || mounted(&mut server)), "{}", server.context());
     let said = server
         .call_text("byhand__use", json!({"word": "ok"}))
         .unwrap();
@@ -548,15 +532,8 @@ fn a_tool_placed_by_hand_waits_for_its_packages_to_be_approved() {
 fn unconfined_the_layer_is_used_where_it_lies() {
     let index = index();
     let home = ServeHome::new().unwrap();
-    let uv = locate::uv().unwrap_or_else(|e| panic!("{e:#}"));
-    let mut server = Serve::new(autotool_tests::serve::Sandbox::Off)
-        .arg("--dangerously-allow-all-tools")
-        .env("AUTOTOOL_UV", &uv.to_string_lossy())
-        .env("UV_DEFAULT_INDEX", &index.url())
-        .env(
-            "UV_CACHE_DIR",
-            &home.path().join("uv-cache").to_string_lossy(),
-        )
+    let off = Serve::new(autotool_tests::serve::Sandbox::Off).arg("--dangerously-allow-all-tools");
+    let mut server = with_uv(off, Some(&index), &home)
         .start_initialized(&home)
         .unwrap();
     let r = server
@@ -585,7 +562,6 @@ fn a_company_index_named_in_pip_conf_is_used_and_its_password_never_shown() {
     let Some(serve) = strict() else {
         return;
     };
-    let uv = locate::uv().unwrap_or_else(|e| panic!("{e:#}"));
     // The index as pip is told of it, with credentials in its URL (the test index ignores
     // them); uv has no index setting of its own.
     let with_password = index
@@ -593,13 +569,7 @@ fn a_company_index_named_in_pip_conf_is_used_and_its_password_never_shown() {
         .replacen("http://", "http://alice:hunter2pw@", 1);
     let conf = home.path().join("pip.conf");
     std::fs::write(&conf, format!("[global]\nindex-url = {with_password}\n")).unwrap();
-    let serve = serve
-        .env("AUTOTOOL_UV", &uv.to_string_lossy())
-        .env("PIP_CONFIG_FILE", &conf.to_string_lossy())
-        .env(
-            "UV_CACHE_DIR",
-            &home.path().join("uv-cache").to_string_lossy(),
-        );
+    let serve = with_uv(serve, None, &home).env("PIP_CONFIG_FILE", &conf.to_string_lossy());
     let mut server = asking(&serve, &home);
     let (outcome, asked) = create(&mut server, "pkgs", TOOL, yes);
     let created = ok(&outcome);
@@ -673,41 +643,29 @@ fn a_changed_file_with_a_new_set_waits_for_its_approval_then_is_verified() {
         return;
     };
     let mut server = asking(&serve, &home);
-    let code = TOOL.replace(
-        &TOOL[TOOL.find("@mcp.tool()\ndef write").unwrap()..TOOL.find("if __name__").unwrap()],
-        "",
-    );
+    let code = use_only();
     ok(&create(&mut server, "pkgs", &code, yes).0);
     // The file of the mounted version, changed on disk to another set.
     index.add_wheel("feedish", &feedish("1.1"));
     let file = home.path().join("tools/pkgs/1/tool.py");
     std::fs::write(&file, code.replace("feedish==1.0", "feedish==1.1")).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !server
-        .stderr()
-        .contains("consent needed: the tool `pkgs` asks to install")
-    {
-        assert!(std::time::Instant::now() < deadline, "{}", server.context());
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let waits = "consent needed: the tool `pkgs` asks to install";
+    assert!(
+        within(30, || server.stderr().contains(waits)),
+        "{}",
+        server.context()
+    );
     let (status, out, err) = home
         .cli(&["tools", "approve", "pkgs", "--packages"])
         .unwrap();
     assert!(status.success(), "{out}{err}");
     assert!(out.contains("feedish 1.1"), "{out}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let (_, shown, _) = home.cli(&["tools", "show", "pkgs"]).unwrap();
-        if shown.contains("current version: 2") {
-            assert!(shown.contains("  feedish 1.1  sha256:"), "{shown}");
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{shown}\n{}",
-            server.context()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let mut shown = String::new();
+    let verified = within(30, || {
+        shown = home.cli(&["tools", "show", "pkgs"]).unwrap().1;
+        shown.contains("current version: 2")
+    });
+    assert!(verified, "{shown}\n{}", server.context());
+    assert!(shown.contains("  feedish 1.1  sha256:"), "{shown}");
     finish(server);
 }
