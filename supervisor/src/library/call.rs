@@ -176,11 +176,12 @@ impl Library {
             .runtime()
             .await
             .map_err(|e| CallError::Runtime(std::sync::Arc::new(e)))?;
-        let keys = match grants {
-            Some((version, g)) if version == t.version => g.keys,
-            _ => self.grants(t.subject()).keys,
+        let grants = match grants {
+            Some((version, g)) if version == t.version => g,
+            _ => self.grants(t.subject()),
         };
-        if let Some(ask) = self.packages_ask(t.subject()) {
+        let keys = grants.keys;
+        if let Some(ask) = grants.packages {
             return Err(CallError::Packages(format!(
                 "{tool} v{} may not run: the user has not approved its packages ({}); they can \
                  run `autotool tools approve {tool} --packages`",
