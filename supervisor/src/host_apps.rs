@@ -35,7 +35,7 @@ pub mod yaml;
 
 pub use edit::{Edit, EditError, Removal, edit_for, remove_for};
 pub use locate::{Location, locate};
-pub use remove::{RemovePlan, plan_removal, run_remove};
+pub use remove::{RemovePlan, RemoveSummary, plan_removal, run_remove};
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -445,7 +445,7 @@ mod tests {
         assert!(out.starts_with("GOOSE_MODEL: x\nextensions:\n  autotool:\n    enabled: true\n"));
         let out = changed(edit("extensions: {}  # none yet\n", &entry(), "autotool").unwrap());
         assert!(
-            out.starts_with("extensions:  # none yet\n  autotool:\n"),
+            out.starts_with("extensions: # none yet\n  autotool:\n"),
             "{out}"
         );
         let fresh = changed(edit("", &entry(), "autotool").unwrap());
@@ -500,7 +500,20 @@ mod tests {
         );
         assert_eq!(v["extensions"]["github"]["envs"]["T"], "x");
         match remove(&out, "autotool").unwrap() {
-            Removal::Removed { text: back, .. } => assert_eq!(back, text),
+            Removal::Removed { text: back, .. } => {
+                assert_eq!(
+                    json::parse(&back, Dialect::Json5).unwrap(),
+                    json::parse(text, Dialect::Json5).unwrap()
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Removing cuts the entry's own text and nothing else.
+        let with = r#"{"extensions": {"github": {"cmd": "gh"}, "autotool": {"cmd": "/x/autotool", "args": ["serve"]}}}"#;
+        match remove(with, "autotool").unwrap() {
+            Removal::Removed { text: back, .. } => {
+                assert_eq!(back, r#"{"extensions": {"github": {"cmd": "gh"}}}"#);
+            }
             other => panic!("{other:?}"),
         }
     }
