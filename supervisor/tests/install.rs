@@ -27,8 +27,7 @@ fn version_names_the_commit_it_was_built_from() {
     assert!(text.starts_with(&want), "{text}");
     let commit = text[want.len()..].trim_end().strip_suffix(')').unwrap();
     assert!(
-        commit == "unknown"
-            || (commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        commit == "unknown" || (commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit())),
         "not a commit: {text}"
     );
     // Not to be taken for the unrelated `autotool-mcp` 0.1 on PyPI.
@@ -115,7 +114,14 @@ fn the_checker_finds_a_bare_install_line() {
 fn every_install_line_in_the_readme_and_docs_carries_the_floor() {
     let root = repo();
     let mut files = vec![root.join("README.md"), root.join("python/README.md")];
-    for dir in ["docs", "integration", "supervisor", "launcher", "policy", "tests"] {
+    for dir in [
+        "docs",
+        "integration",
+        "supervisor",
+        "launcher",
+        "policy",
+        "tests",
+    ] {
         let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
             continue;
         };
@@ -138,12 +144,19 @@ fn every_install_line_in_the_readme_and_docs_carries_the_floor() {
             bad.push(format!("{}: {b}", f.strip_prefix(&root).unwrap().display()));
         }
     }
-    assert!(bad.is_empty(), "install lines without {FLOOR}:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "install lines without {FLOOR}:\n{}",
+        bad.join("\n")
+    );
     // The README's quick start installs with the floor (so the scan above saw real lines).
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     assert!(
         readme.contains(&format!("pip install 'autotool-mcp{FLOOR}'")),
         "the README's install line"
     );
-    assert!(install_lines >= 4, "only {install_lines} floored install lines found");
+    assert!(
+        install_lines >= 4,
+        "only {install_lines} floored install lines found"
+    );
 }

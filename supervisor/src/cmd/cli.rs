@@ -102,7 +102,7 @@ pub enum Cmd {
         /// Unregister: remove the entry setup wrote from each app's config (the rest of the
         /// file is kept, a backup made first); an `autotool` entry that runs something else
         /// is left alone.
-        #[arg(long, conflicts_with_all = ["launcher", "service", "no_runtime"])]
+        #[arg(long, conflicts_with_all = ["launcher", "service"])]
         remove: bool,
         /// Print what would be done (for apps, each change as a diff) and change nothing.
         #[arg(long)]
