@@ -8,9 +8,20 @@
 //! | Cursor | `~/.cursor/mcp.json` | JSON with comments | pointed here, `env` kept |
 //! | Claude Desktop | `~/.config/Claude/` (`$XDG_CONFIG_HOME`), `~/Library/Application Support/Claude/`, `%APPDATA%\Claude\` + `claude_desktop_config.json` | JSON | pointed here, `env` kept |
 //! | OpenClaw | `$OPENCLAW_CONFIG_PATH`, else `openclaw.json` in `$OPENCLAW_STATE_DIR` or `~/.openclaw` | JSON5, `mcp.servers` | pointed here, `env` kept |
+//! | VS Code | `mcp.json` in the user directory (`~/.config/Code/User/`) | JSON with comments, `servers` | pointed here, `env` kept |
+//! | Windsurf | `~/.codeium/windsurf/mcp_config.json` | JSON with comments | pointed here, `env` kept |
+//! | Zed | `~/.config/zed/settings.json` | JSON with comments, `context_servers` | pointed here, `env` kept |
+//! | Gemini CLI | `~/.gemini/settings.json` | JSON with comments | pointed here, `env` kept |
+//! | Goose | `~/.config/goose/config.yaml` | YAML, `extensions` ([`yaml`]) | left untouched |
+//! | Cline, Roo Code | `settings/cline_mcp_settings.json`, `settings/mcp_settings.json` in the extension's VS Code storage | JSON | pointed here, `env` kept |
 //!
 //! An app is *found* when its config directory (or file) exists or its CLI (`claude`, `codex`,
-//! `openclaw`) is on `PATH`; an app named with `--app` is registered even when it is not.
+//! `openclaw`, `code`, `windsurf`, `zed`, `gemini`, `goose`) is on `PATH`; an app named with
+//! `--app` is registered even when it is not. Paths per OS: [`locate`].
+//!
+//! `--remove` ([`remove`]) takes autotool's own entry out again. Every write backs the file up
+//! first under a name no other backup has ([`files`]); a dry run prints the change with every
+//! secret hidden ([`mask`]).
 //!
 //! The steps, each its own function so tests can take them one at a time:
 //! 1. [`locate`]: where an app keeps its config, and whether the app is there ([`HostEnv`] is
@@ -18,8 +29,8 @@
 //! 2. [`edit_for`]: the config's new text from its old text, a pure function (the formats live
 //!    in [`json`] and [`toml`]), or why it cannot be made ([`EditError`]);
 //! 3. [`plan`]: both, plus reading the file: registered already, a change, or why not;
-//! 4. [`apply`]: the change written through [`files`] (backup to `.bak`, atomic replace, mode
-//!    kept);
+//! 4. [`apply`]: the change written through [`files`] (backup to `.bak`, `.bak.1`, …, atomic
+//!    replace, mode kept);
 //! 5. [`run`]: every app, and a line for each saying what was done.
 //!
 //! Running it twice changes nothing: the second run finds every entry in place.

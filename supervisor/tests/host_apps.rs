@@ -1005,6 +1005,68 @@ fn where_each_app_keeps_its_config() {
             .join("Claude")
             .join("claude_desktop_config.json")
     );
+    // The apps added since, on each OS.
+    let linux = [
+        (App::VsCode, ".config/Code/User/mcp.json"),
+        (App::Windsurf, ".codeium/windsurf/mcp_config.json"),
+        (App::Zed, ".config/zed/settings.json"),
+        (App::Gemini, ".gemini/settings.json"),
+        (App::Goose, ".config/goose/config.yaml"),
+        (
+            App::Cline,
+            ".config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+        ),
+        (
+            App::Roo,
+            ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json",
+        ),
+    ];
+    for (app, rel) in linux {
+        assert_eq!(cfg(app, &env), h(rel), "{app:?}");
+    }
+    assert_eq!(
+        cfg(App::VsCode, &moved),
+        PathBuf::from("/xdg/Code/User/mcp.json")
+    );
+    assert_eq!(
+        cfg(App::Zed, &moved),
+        PathBuf::from("/xdg/zed/settings.json")
+    );
+    assert_eq!(
+        cfg(App::Goose, &moved),
+        PathBuf::from("/xdg/goose/config.yaml")
+    );
+    assert_eq!(
+        cfg(App::VsCode, &mac),
+        PathBuf::from("/Users/me/Library/Application Support/Code/User/mcp.json")
+    );
+    assert_eq!(
+        cfg(App::Goose, &mac),
+        PathBuf::from("/Users/me/.config/goose/config.yaml")
+    );
+    assert_eq!(
+        cfg(App::Roo, &mac),
+        PathBuf::from(
+            "/Users/me/Library/Application Support/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json"
+        )
+    );
+    let roaming = PathBuf::from("C:/Users/me/AppData/Roaming");
+    assert_eq!(
+        cfg(App::Goose, &win),
+        roaming
+            .join("Block")
+            .join("goose")
+            .join("config")
+            .join("config.yaml")
+    );
+    assert_eq!(
+        cfg(App::Zed, &win),
+        roaming.join("Zed").join("settings.json")
+    );
+    assert_eq!(
+        cfg(App::Windsurf, &win),
+        PathBuf::from("C:/Users/me/.codeium/windsurf/mcp_config.json")
+    );
     // Codex passes the keychain's variables on Linux only.
     assert_eq!(
         host_apps::codex_env_vars(Os::Linux),
