@@ -354,23 +354,9 @@ pub fn plan(app: App, env: &HostEnv, entry: &Entry, forced: bool) -> Plan {
         };
     }
     let config = loc.config;
-    let before = match std::fs::read(&config) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => Some(text),
-            Err(_) => {
-                return Plan::Unreadable {
-                    config,
-                    why: EditError::NotUtf8,
-                };
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Plan::Unreadable {
-                config,
-                why: EditError::Unreadable { why: e.to_string() },
-            };
-        }
+    let before = match read_config(&config) {
+        Ok(text) => text,
+        Err(why) => return Plan::Unreadable { config, why },
     };
     match edit_for(app, env.os, entry, before.as_deref().unwrap_or("")) {
         Err(why) => Plan::Unreadable { config, why },
@@ -381,6 +367,18 @@ pub fn plan(app: App, env: &HostEnv, entry: &Entry, forced: bool) -> Plan {
             after: text,
             replaced,
         },
+    }
+}
+
+/// A config's text: `None` when there is no such file, an error when it cannot be read or is
+/// not UTF-8.
+pub(crate) fn read_config(config: &Path) -> Result<Option<String>, EditError> {
+    match std::fs::read(config) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| EditError::NotUtf8),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(EditError::Unreadable { why: e.to_string() }),
     }
 }
 

@@ -135,6 +135,19 @@ pub fn describe_entry(entry: &Value) -> String {
     words.join(" ")
 }
 
+/// An entry's `args` as strings (a non-string argument as an empty one; none: empty).
+pub(super) fn string_args(entry: &Value) -> Vec<String> {
+    entry
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Whether `entry` already runs exactly what `fresh` runs, as a local (stdio) server.
 fn runs_the_same(entry: &Value, fresh: &Value) -> bool {
     entry.get("command") == fresh.get("command")
@@ -379,13 +392,7 @@ pub fn remove(
         }
         _ => describe_entry(old),
     };
-    let args: Vec<String> = match old.get("args") {
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_str().unwrap_or_default().to_string())
-            .collect(),
-        _ => Vec::new(),
-    };
+    let args = string_args(old);
     let ours = old
         .get(command_key)
         .and_then(Value::as_str)

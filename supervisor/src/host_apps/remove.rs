@@ -32,28 +32,15 @@ pub enum RemovePlan {
 /// What removing autotool from `app` comes to.
 pub fn plan_removal(app: App, env: &HostEnv) -> RemovePlan {
     let config = locate(app, env).config;
-    let text = match std::fs::read(&config) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(_) => {
-                return RemovePlan::Unreadable {
-                    config,
-                    why: EditError::NotUtf8,
-                };
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let text = match super::read_config(&config) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
             return RemovePlan::NotRegistered {
                 config,
                 exists: false,
             };
         }
-        Err(e) => {
-            return RemovePlan::Unreadable {
-                config,
-                why: EditError::Unreadable { why: e.to_string() },
-            };
-        }
+        Err(why) => return RemovePlan::Unreadable { config, why },
     };
     match remove_for(app, &text) {
         Err(why) => RemovePlan::Unreadable { config, why },

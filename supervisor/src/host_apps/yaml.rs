@@ -79,10 +79,10 @@ fn lines(text: &str) -> Vec<Line<'_>> {
 /// A YAML scalar as written (`"a"`, `'a'`, `a`), as its string.
 fn scalar(v: &str) -> String {
     let v = v.trim();
-    if v.starts_with('"') {
-        if let Ok(Value::String(s)) = serde_json::from_str::<Value>(v) {
-            return s;
-        }
+    if v.starts_with('"')
+        && let Ok(Value::String(s)) = serde_json::from_str::<Value>(v)
+    {
+        return s;
     }
     if let Some(inner) = v.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
         return inner.replace("''", "'");
@@ -368,15 +368,7 @@ fn edit_json(text: &str, entry: &Entry, name: &str) -> Result<Edit, EditError> {
     let value = json::parse(text, Dialect::Json5)?;
     if let Some(old) = value.get(EXTENSIONS).and_then(|e| e.get(name)) {
         let cmd = old.get("cmd").and_then(Value::as_str);
-        let args: Vec<String> = old
-            .get("args")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .map(|v| v.as_str().unwrap_or_default().to_string())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let args = json::string_args(old);
         return Ok(Edit::Present {
             runs: describe(cmd, &args),
             same: cmd == Some(entry.command.as_str()) && args == entry.args,
