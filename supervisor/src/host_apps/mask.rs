@@ -4,8 +4,9 @@
 //! line makes any change a change of that whole line. So a dry run never diffs the file as it
 //! is: it diffs [`shown`] forms of the text before and after. Every string value under a key
 //! that holds secrets ([`SECRET_PARENTS`]: `env`, `headers`, …), under a key named like one
-//! (`token`, `api_key`, `password`, …), or shaped like a token itself (`ghp_…`, `sk-…`, a long
-//! run of letters and digits) reads [`HIDDEN`]. JSON-family files are shown pretty-printed (two
+//! (`token`, `api_key`, `password`, …), following such a flag in a list of arguments
+//! (`"--api-key", "…"`), or shaped like a token itself (`ghp_…`, `sk-…`, a long run of letters
+//! and digits) reads [`HIDDEN`]. JSON-family files are shown pretty-printed (two
 //! spaces, one key per line), so a one-line file's diff is the entry's own lines; TOML keeps its
 //! own layout (Codex's edit never touches another server's line); block YAML is masked line by
 //! line.
@@ -93,11 +94,24 @@ pub fn token_shaped(s: &str) -> bool {
         .any(token_word)
 }
 
+/// Whether an argument is a flag naming a secret (`--api-key`, `--token`): the argument after
+/// it is one.
+fn secret_flag(arg: &str) -> bool {
+    arg.starts_with('-') && !arg.contains('=') && secret_key(arg)
+}
+
 /// `v` with every secret string hidden; `hide` is whether everything below is secret.
 fn mask_value(v: &mut Value, hide: bool) {
     match v {
         Value::String(s) if hide || token_shaped(s) => *s = HIDDEN.to_string(),
-        Value::Array(a) => a.iter_mut().for_each(|v| mask_value(v, hide)),
+        Value::Array(a) => {
+            let mut after_flag = false;
+            for v in a.iter_mut() {
+                let flag = v.as_str().is_some_and(secret_flag);
+                mask_value(v, hide || after_flag);
+                after_flag = flag;
+            }
+        }
         Value::Object(o) => {
             for (k, v) in o.iter_mut() {
                 let below = hide || SECRET_PARENTS.contains(&k.as_str()) || secret_key(k);
@@ -143,7 +157,14 @@ fn toml(text: &str) -> Option<String> {
                 *new.decor_mut() = decor;
                 *s = new;
             }
-            T::Array(a) => a.iter_mut().for_each(|v| value(v, hide)),
+            T::Array(a) => {
+                let mut after_flag = false;
+                for v in a.iter_mut() {
+                    let flag = v.as_str().is_some_and(secret_flag);
+                    value(v, hide || after_flag);
+                    after_flag = flag;
+                }
+            }
             T::InlineTable(t) => table(t, hide),
             _ => {}
         }
@@ -169,6 +190,7 @@ fn toml(text: &str) -> Option<String> {
 /// token-shaped word, hidden.
 fn lines(text: &str) -> String {
     let mut parents: Vec<(usize, bool)> = Vec::new();
+    let mut after_flag = false;
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
         let body = line.trim_start();
@@ -181,8 +203,10 @@ fn lines(text: &str) -> String {
         while parents.last().is_some_and(|(i, _)| *i >= indent) {
             parents.pop();
         }
-        let hidden_here = parents.iter().any(|(_, s)| *s);
+        let is_item = body.starts_with("- ");
+        let hidden_here = parents.iter().any(|(_, s)| *s) || (is_item && after_flag);
         let item = body.strip_prefix("- ").unwrap_or(body);
+        after_flag = is_item && secret_flag(item.trim());
         let shown = match item.split_once(':') {
             Some((key, rest)) if !key.contains(' ') || key.starts_with(['"', '\'']) => {
                 let k = key.trim_matches(['"', '\'']);
@@ -236,6 +260,7 @@ mod tests {
             "/opt/autotool/bin/autotool",
             "serve",
             "DBUS_SESSION_BUS_ADDRESS",
+            "--api-key",
             "@modelcontextprotocol/server-github",
             "npx",
             "mcp-server-fetch==2025.4.7",
@@ -247,9 +272,10 @@ mod tests {
 
     #[test]
     fn json_is_shown_pretty_with_every_secret_hidden() {
-        let text = r#"{"mcpServers":{"gh":{"command":"gh","args":["--token","ghp_abcdefghijklmnop1234"],"env":{"DEBUG":"1"},"headers":{"X":"y"}},"x":{"url":"u","api_key":"plain"}}}"#;
+        let text = r#"{"mcpServers":{"gh":{"command":"gh","args":["--token","ghp_abcdefghijklmnop1234","--api-key","short1","--port","8080"],"env":{"DEBUG":"1"},"headers":{"X":"y"}},"x":{"url":"u","api_key":"plain"}}}"#;
         let out = shown(Format::Json(Dialect::Json), text);
         assert!(!out.contains("ghp_") && !out.contains("\"1\"") && !out.contains("plain"));
+        assert!(!out.contains("short1") && out.contains("\"8080\""), "{out}");
         assert!(out.contains("\"command\": \"gh\""), "{out}");
         assert!(out.contains("\"DEBUG\": \"<hidden>\""), "{out}");
         assert!(out.lines().count() > 10, "{out}");
@@ -266,11 +292,11 @@ mod tests {
 
     #[test]
     fn yaml_lines_below_secret_keys_are_hidden() {
-        let text = "extensions:\n  gh:\n    cmd: gh\n    envs:\n      GITHUB_TOKEN: abc\n    args:\n    - --key\n    - ghp_abcdefghijklmnop1234\n    timeout: 300\n";
+        let text = "extensions:\n  gh:\n    cmd: gh\n    envs:\n      GITHUB_TOKEN: abc\n    args:\n    - --key\n    - ghp_abcdefghijklmnop1234\n    - --api-key\n    - short1\n    timeout: 300\n";
         let out = shown(Format::Yaml, text);
         assert_eq!(
             out,
-            "extensions:\n  gh:\n    cmd: gh\n    envs:\n      GITHUB_TOKEN: <hidden>\n    args:\n    - --key\n    - <hidden>\n    timeout: 300\n"
+            "extensions:\n  gh:\n    cmd: gh\n    envs:\n      GITHUB_TOKEN: <hidden>\n    args:\n    - --key\n    - <hidden>\n    - --api-key\n    - <hidden>\n    timeout: 300\n"
         );
     }
 }
