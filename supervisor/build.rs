@@ -4,7 +4,8 @@
 //! had: no git, or a source tree that is not this repository's checkout.
 //!
 //! Cargo runs this again when `HEAD` moves (a commit, a checkout) through the `rerun-if-changed`
-//! lines on the git directory's `HEAD`, the branch it names and `packed-refs`.
+//! lines on the git directory's `HEAD`, the branch file it names and `packed-refs` (those of
+//! them that exist).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,18 +39,20 @@ fn commit(manifest: &Path) -> Option<String> {
         let p = PathBuf::from(p);
         if p.is_absolute() { p } else { manifest.join(p) }
     };
-    // Worktrees keep HEAD in their own git directory and branches in the common one.
+    // Worktrees keep HEAD in their own git directory and branches in the common one. Only
+    // files that exist are watched: Cargo counts a missing one as changed on every build.
+    let mut watch = Vec::new();
     if let Some(dir) = git(manifest, &["rev-parse", "--git-dir"]).map(resolve) {
-        println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
+        watch.push(dir.join("HEAD"));
     }
     if let Some(common) = git(manifest, &["rev-parse", "--git-common-dir"]).map(resolve) {
-        println!(
-            "cargo:rerun-if-changed={}",
-            common.join("packed-refs").display()
-        );
+        watch.push(common.join("packed-refs"));
         if let Some(branch) = git(manifest, &["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={}", common.join(branch).display());
+            watch.push(common.join(branch));
         }
+    }
+    for file in watch.iter().filter(|f| f.is_file()) {
+        println!("cargo:rerun-if-changed={}", file.display());
     }
     let hash = git(manifest, &["rev-parse", "--short", "HEAD"])?;
     hash.chars().all(|c| c.is_ascii_hexdigit()).then_some(hash)
