@@ -503,7 +503,7 @@ pub fn run(
                         out,
                         "{title}already registered ({at}), left untouched: it runs `{runs}`, not \
                          this binary. To point it here, {}, then run `autotool setup` again.",
-                        remove_hint(app, &at)
+                        remove_hint(app, &at, runs)
                     )?;
                 }
             }
@@ -579,17 +579,23 @@ pub fn run(
     Ok(summary)
 }
 
-/// How a user removes an entry setup leaves untouched.
-fn remove_hint(app: App, at: &str) -> String {
-    match app {
+/// How a user removes an entry setup leaves untouched (which runs `runs`): the app's own way,
+/// and `setup --remove` where the entry runs an autotool binary.
+fn remove_hint(app: App, at: &str, runs: &str) -> String {
+    let own = match app {
         App::ClaudeCode => "remove it with `claude mcp remove --scope user autotool`".to_string(),
         App::Codex => format!(
             "remove its [mcp_servers.autotool] table from {at} (or run `codex mcp remove autotool`)"
         ),
-        App::Goose => format!(
-            "remove its `autotool` extension from {at} (`autotool setup --remove --app goose` \
-             does, when it runs an autotool binary)"
-        ),
+        App::Goose => format!("remove its `autotool` extension from {at}"),
         _ => format!("remove its entry from {at}"),
+    };
+    let mut words = runs.split(' ');
+    let command = words.next().unwrap_or_default();
+    let args: Vec<String> = words.map(str::to_string).collect();
+    if edit::is_autotool(command, &args) {
+        format!("{own} or with `autotool setup --remove --app {}`", app.id())
+    } else {
+        own
     }
 }

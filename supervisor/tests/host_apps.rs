@@ -1,8 +1,10 @@
-//! `autotool setup` against fixture homes, one per situation, for each of the five app formats:
-//! a fresh config, other servers kept, an existing autotool entry (its `env` kept, or for
-//! Claude Code and Codex left untouched), a second run that changes nothing, an unparseable
-//! config left alone with the reason, a dry run that writes nothing, and the `.bak` copy. The
-//! last tests run the `autotool` binary itself.
+//! `autotool setup` against fixture homes, one per situation, for each app's format (JSON,
+//! JSON with comments, JSON5, TOML, YAML): a fresh config, other servers kept, an existing
+//! autotool entry (its `env` kept, or for Claude Code and Codex left untouched), a second run
+//! that changes nothing, an unparseable config left alone with the reason, a dry run that writes
+//! nothing and prints no secret (one-line configs of every app), `--remove` giving each file
+//! back byte for byte, and the numbered backups. The last tests run the `autotool` binary
+//! itself.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use autotool::host_apps::{self, App, Entry, HostEnv, Options, Os, Plan, Summary};
@@ -459,7 +461,8 @@ fn an_existing_claude_code_or_codex_entry_is_left_untouched() {
         out.contains(
             "Claude Code     already registered (~/.claude.json), left untouched: it runs \
              `/old/autotool serve`, not this binary. To point it here, remove it with `claude mcp \
-             remove --scope user autotool`, then run `autotool setup` again."
+             remove --scope user autotool` or with `autotool setup --remove --app claude-code`, \
+             then run `autotool setup` again."
         ),
         "{out}"
     );
