@@ -4,6 +4,7 @@
 //!   CLIs, so `autotool setup` finds an app by its CLI on `PATH` as on a user's machine;
 //! - [`claude_mcp_list`]: `claude mcp list`, which starts every registered server, connects,
 //!   and prints one status line each (it exits 0 whatever the outcome: read the text);
+//! - [`gemini_mcp_list`]: `gemini mcp list`, which connects to each server too;
 //! - [`CodexAppServer`]: `codex app-server` spoken to in JSON lines on stdio (`initialize`,
 //!   `initialized`, then `mcpServerStatus/list`, which connects and lists each server's tools).
 //!
@@ -126,10 +127,15 @@ pub struct McpList {
 }
 
 impl McpList {
-    /// The status line of server `name` (`name: command args - ✔ Connected`).
+    /// The status line of server `name` (`name: command args - ✔ Connected`; Gemini CLI puts
+    /// its mark first, `✓ name: command args (stdio) - Connected`, and prints the list on
+    /// stderr).
     pub fn line(&self, name: &str) -> Option<&str> {
         let prefix = format!("{name}: ");
-        self.stdout.lines().find(|l| l.starts_with(&prefix))
+        self.stdout.lines().chain(self.stderr.lines()).find(|l| {
+            l.trim_start_matches(|c: char| !c.is_ascii_alphanumeric())
+                .starts_with(&prefix)
+        })
     }
 }
 
@@ -156,6 +162,33 @@ pub fn claude_mcp_list(home: &TestHome, user: &UserHome, timeout: Duration) -> R
         .env("DISABLE_AUTOUPDATER", "1");
     let started = Instant::now();
     let (status, stdout, stderr) = run_to_end("claude mcp list", cmd, timeout)?;
+    Ok(McpList {
+        status,
+        stdout,
+        stderr,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// `gemini mcp list` in `user`'s home, the serve pointed at `home`. Gemini CLI connects to
+/// each server it lists, but only in a folder the user trusts: the home is trusted in
+/// `~/.gemini/trustedFolders.json` first (a file setup never touches). It passes its own
+/// environment on to stdio servers.
+pub fn gemini_mcp_list(home: &TestHome, user: &UserHome, timeout: Duration) -> Result<McpList> {
+    let Some((gemini, _)) = &home.setup.gemini_cli else {
+        bail!("Gemini CLI is not set up");
+    };
+    let trusted = user.file(".gemini/trustedFolders.json");
+    std::fs::create_dir_all(user.file(".gemini")).context("creating ~/.gemini")?;
+    std::fs::write(
+        &trusted,
+        json!({ user.path().to_string_lossy(): "TRUST_FOLDER" }).to_string(),
+    )
+    .context("writing ~/.gemini/trustedFolders.json")?;
+    let mut cmd = user.command(gemini);
+    cmd.args(["mcp", "list"]).envs(serve_env(home));
+    let started = Instant::now();
+    let (status, stdout, stderr) = run_to_end("gemini mcp list", cmd, timeout)?;
     Ok(McpList {
         status,
         stdout,

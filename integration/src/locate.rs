@@ -137,7 +137,7 @@ pub fn inspector_entry() -> PathBuf {
     node_dir().join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js")
 }
 
-/// The npm project pinning the host apps (Claude Code, Codex).
+/// The npm project pinning the host apps (Claude Code, Codex, Gemini CLI).
 pub fn hosts_dir() -> PathBuf {
     crate_dir().join("hosts")
 }
@@ -175,6 +175,13 @@ pub fn codex() -> Option<PathBuf> {
     let p = hosts_dir().join(format!(
         "node_modules/@openai/codex-linux-{arch}/vendor/{triple}/bin/codex"
     ));
+    p.is_file().then_some(p)
+}
+
+/// Gemini CLI as installed by `npm ci` in [`hosts_dir`]: one bundled script, run by the
+/// system's `node` (its `#!/usr/bin/env node` line).
+pub fn gemini_cli() -> Option<PathBuf> {
+    let p = hosts_dir().join("node_modules/@google/gemini-cli/bundle/gemini.js");
     p.is_file().then_some(p)
 }
 

@@ -27,6 +27,8 @@ pub enum Need {
     ClaudeCode,
     /// The pinned Codex CLI, installed by `npm ci` in `integration/hosts`.
     Codex,
+    /// The pinned Gemini CLI, installed by `npm ci` in `integration/hosts` (run by `node`).
+    GeminiCli,
     /// The pinned conformance suite and Node.js 22, installed by `npm ci` in
     /// `integration/conformance`.
     Conformance,
@@ -56,6 +58,8 @@ pub struct Setup {
     pub claude_code: Option<(PathBuf, String)>,
     /// Codex's native binary and its version (pinned in integration/hosts/package.json).
     pub codex: Option<(PathBuf, String)>,
+    /// Gemini CLI's script and its version (pinned in integration/hosts/package.json).
+    pub gemini_cli: Option<(PathBuf, String)>,
     /// The conformance suite: its Node.js 22, its CLI, and the suite version pinned in
     /// integration/conformance/package.json.
     pub conformance: Option<Conformance>,
@@ -408,6 +412,13 @@ fn probe_codex() -> Result<(PathBuf, String), String> {
     })
 }
 
+fn probe_gemini_cli() -> Result<(PathBuf, String), String> {
+    // "0.61.0"
+    probe_host("@google/gemini-cli", locate::gemini_cli, |out| {
+        out.split_whitespace().next()
+    })
+}
+
 type Probed<T> = OnceLock<Result<T, String>>;
 
 /// What `test` needs, or `None` after printing why it is skipped. Panics instead of skipping
@@ -418,6 +429,7 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
     static INSPECTOR: Probed<(PathBuf, PathBuf, String)> = OnceLock::new();
     static CLAUDE_CODE: Probed<(PathBuf, String)> = OnceLock::new();
     static CODEX: Probed<(PathBuf, String)> = OnceLock::new();
+    static GEMINI_CLI: Probed<(PathBuf, String)> = OnceLock::new();
     static CONFORMANCE: Probed<Conformance> = OnceLock::new();
     static AGENTS: Probed<(PathBuf, String)> = OnceLock::new();
     static OPENCLAW: Probed<(PathBuf, PathBuf, String)> = OnceLock::new();
@@ -463,6 +475,7 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
     };
     let claude_code = host(Need::ClaudeCode, &CLAUDE_CODE, probe_claude_code);
     let codex = host(Need::Codex, &CODEX, probe_codex);
+    let gemini_cli = host(Need::GeminiCli, &GEMINI_CLI, probe_gemini_cli);
     let agents = host(Need::OpenAiAgents, &AGENTS, probe_agents);
     let openclaw = if needs.contains(&Need::OpenClaw) {
         let probed = OPENCLAW.get_or_init(probe_openclaw);
@@ -497,6 +510,7 @@ pub fn setup(test: &str, needs: &[Need]) -> Option<Setup> {
         inspector_version: inspector.map(|i| i.2.clone()),
         claude_code,
         codex,
+        gemini_cli,
         conformance: conformance.cloned(),
         agents,
         openclaw,

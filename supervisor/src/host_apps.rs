@@ -8,9 +8,20 @@
 //! | Cursor | `~/.cursor/mcp.json` | JSON with comments | pointed here, `env` kept |
 //! | Claude Desktop | `~/.config/Claude/` (`$XDG_CONFIG_HOME`), `~/Library/Application Support/Claude/`, `%APPDATA%\Claude\` + `claude_desktop_config.json` | JSON | pointed here, `env` kept |
 //! | OpenClaw | `$OPENCLAW_CONFIG_PATH`, else `openclaw.json` in `$OPENCLAW_STATE_DIR` or `~/.openclaw` | JSON5, `mcp.servers` | pointed here, `env` kept |
+//! | VS Code | `mcp.json` in the user directory (`~/.config/Code/User/`) | JSON with comments, `servers` | pointed here, `env` kept |
+//! | Windsurf | `~/.codeium/windsurf/mcp_config.json` | JSON with comments | pointed here, `env` kept |
+//! | Zed | `~/.config/zed/settings.json` | JSON with comments, `context_servers` | pointed here, `env` kept |
+//! | Gemini CLI | `~/.gemini/settings.json` | JSON with comments | pointed here, `env` kept |
+//! | Goose | `~/.config/goose/config.yaml` | YAML, `extensions` ([`yaml`]) | left untouched |
+//! | Cline, Roo Code | `settings/cline_mcp_settings.json`, `settings/mcp_settings.json` in the extension's VS Code storage | JSON | pointed here, `env` kept |
 //!
 //! An app is *found* when its config directory (or file) exists or its CLI (`claude`, `codex`,
-//! `openclaw`) is on `PATH`; an app named with `--app` is registered even when it is not.
+//! `openclaw`, `code`, `windsurf`, `zed`, `gemini`, `goose`) is on `PATH`; an app named with
+//! `--app` is registered even when it is not. Paths per OS: [`locate`].
+//!
+//! `--remove` ([`remove`]) takes autotool's own entry out again. Every write backs the file up
+//! first under a name no other backup has ([`files`]); a dry run prints the change with every
+//! secret hidden ([`mask`]).
 //!
 //! The steps, each its own function so tests can take them one at a time:
 //! 1. [`locate`]: where an app keeps its config, and whether the app is there ([`HostEnv`] is
@@ -18,8 +29,8 @@
 //! 2. [`edit_for`]: the config's new text from its old text, a pure function (the formats live
 //!    in [`json`] and [`toml`]), or why it cannot be made ([`EditError`]);
 //! 3. [`plan`]: both, plus reading the file: registered already, a change, or why not;
-//! 4. [`apply`]: the change written through [`files`] (backup to `.bak`, atomic replace, mode
-//!    kept);
+//! 4. [`apply`]: the change written through [`files`] (backup to `.bak`, `.bak.1`, …, atomic
+//!    replace, mode kept);
 //! 5. [`run`]: every app, and a line for each saying what was done.
 //!
 //! Running it twice changes nothing: the second run finds every entry in place.
@@ -27,9 +38,15 @@
 mod edit;
 pub mod files;
 pub mod json;
+mod locate;
+pub mod mask;
+mod remove;
 pub mod toml;
+pub mod yaml;
 
-pub use edit::{Edit, EditError, edit_for};
+pub use edit::{Edit, EditError, Removal, edit_for, remove_for};
+pub use locate::{Location, locate};
+pub use remove::{RemovePlan, RemoveSummary, plan_removal, run_remove};
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -53,16 +70,38 @@ pub enum App {
     /// OpenClaw (`mcp.servers`).
     #[value(name = "openclaw")]
     OpenClaw,
+    /// VS Code's agent mode (GitHub Copilot): the user's `mcp.json`.
+    #[value(name = "vscode")]
+    VsCode,
+    /// Windsurf (Cascade).
+    Windsurf,
+    /// Zed (`context_servers` in its settings).
+    Zed,
+    /// Gemini CLI (user settings).
+    Gemini,
+    /// Goose (`extensions` in its YAML config).
+    Goose,
+    /// Cline, the VS Code extension.
+    Cline,
+    /// Roo Code, the VS Code extension.
+    Roo,
 }
 
 impl App {
     /// Every app, in the order setup reports them.
-    pub const ALL: [App; 5] = [
+    pub const ALL: [App; 12] = [
         App::ClaudeCode,
         App::Codex,
         App::Cursor,
         App::ClaudeDesktop,
         App::OpenClaw,
+        App::VsCode,
+        App::Windsurf,
+        App::Zed,
+        App::Gemini,
+        App::Goose,
+        App::Cline,
+        App::Roo,
     ];
 
     /// The app's name as users know it.
@@ -73,6 +112,13 @@ impl App {
             App::Cursor => "Cursor",
             App::ClaudeDesktop => "Claude Desktop",
             App::OpenClaw => "OpenClaw",
+            App::VsCode => "VS Code",
+            App::Windsurf => "Windsurf",
+            App::Zed => "Zed",
+            App::Gemini => "Gemini CLI",
+            App::Goose => "Goose",
+            App::Cline => "Cline",
+            App::Roo => "Roo Code",
         }
     }
 
@@ -84,6 +130,13 @@ impl App {
             App::Cursor => "cursor",
             App::ClaudeDesktop => "claude-desktop",
             App::OpenClaw => "openclaw",
+            App::VsCode => "vscode",
+            App::Windsurf => "windsurf",
+            App::Zed => "zed",
+            App::Gemini => "gemini",
+            App::Goose => "goose",
+            App::Cline => "cline",
+            App::Roo => "roo",
         }
     }
 
@@ -93,7 +146,12 @@ impl App {
             App::ClaudeCode => Some("claude"),
             App::Codex => Some("codex"),
             App::OpenClaw => Some("openclaw"),
-            App::Cursor | App::ClaudeDesktop => None,
+            App::VsCode => Some("code"),
+            App::Windsurf => Some("windsurf"),
+            App::Zed => Some("zed"),
+            App::Gemini => Some("gemini"),
+            App::Goose => Some("goose"),
+            App::Cursor | App::ClaudeDesktop | App::Cline | App::Roo => None,
         }
     }
 }
@@ -256,95 +314,6 @@ impl HostEnv {
     }
 }
 
-/// Where an app keeps its config, and whether it is there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Location {
-    /// The file autotool's entry goes in.
-    pub config: PathBuf,
-    /// What shows the app is installed (`~/.cursor exists`, `` `claude` on PATH ``), if
-    /// anything does.
-    pub found: Option<String>,
-    /// What setup looked for, for a "not found".
-    pub looked_for: String,
-}
-
-/// Where `app` keeps its config in `env`.
-pub fn locate(app: App, env: &HostEnv) -> Location {
-    let home = &env.home;
-    // (config file, directories or files whose existence shows the app)
-    let (config, signs): (PathBuf, Vec<PathBuf>) = match app {
-        App::ClaudeCode => match env.path_var("CLAUDE_CONFIG_DIR") {
-            Some(dir) => (dir.join(".claude.json"), vec![dir]),
-            None => (
-                home.join(".claude.json"),
-                vec![home.join(".claude.json"), home.join(".claude")],
-            ),
-        },
-        App::Codex => {
-            let dir = env
-                .path_var("CODEX_HOME")
-                .unwrap_or_else(|| home.join(".codex"));
-            (dir.join("config.toml"), vec![dir])
-        }
-        App::Cursor => {
-            let dir = home.join(".cursor");
-            (dir.join("mcp.json"), vec![dir])
-        }
-        App::ClaudeDesktop => {
-            let dir = claude_desktop_dir(env);
-            (dir.join("claude_desktop_config.json"), vec![dir])
-        }
-        App::OpenClaw => {
-            let state = env.path_var("OPENCLAW_STATE_DIR").unwrap_or_else(|| {
-                env.path_var("OPENCLAW_HOME")
-                    .unwrap_or_else(|| home.clone())
-                    .join(".openclaw")
-            });
-            match env.path_var("OPENCLAW_CONFIG_PATH") {
-                Some(file) => (file.clone(), vec![file, state]),
-                None => (state.join("openclaw.json"), vec![state]),
-            }
-        }
-    };
-    let mut found = signs
-        .iter()
-        .find(|p| p.exists())
-        .map(|p| format!("{} exists", env.show(p)));
-    if found.is_none()
-        && let Some(cli) = app.cli()
-        && let Some(p) = env.on_path(cli)
-    {
-        found = Some(format!("`{cli}` is on PATH ({})", env.show(&p)));
-    }
-    let mut looked: Vec<String> = signs.iter().map(|p| env.show(p)).collect();
-    looked.dedup();
-    let mut looked_for = format!("no {}", looked.join(" or "));
-    if let Some(cli) = app.cli() {
-        looked_for.push_str(&format!(", and no `{cli}` on PATH"));
-    }
-    Location {
-        config,
-        found,
-        looked_for,
-    }
-}
-
-/// Claude Desktop's directory on `env.os`.
-fn claude_desktop_dir(env: &HostEnv) -> PathBuf {
-    match env.os {
-        Os::Linux => env
-            .path_var("XDG_CONFIG_HOME")
-            .filter(|p| p.is_absolute())
-            .unwrap_or_else(|| env.home.join(".config"))
-            .join("Claude"),
-        Os::MacOs => env.home.join("Library/Application Support/Claude"),
-        Os::Windows => env
-            .path_var("APPDATA")
-            .unwrap_or_else(|| env.home.join("AppData").join("Roaming"))
-            .join("Claude"),
-    }
-}
-
 /// What Codex passes to the server besides its default list: on Linux, what the keychain
 /// (Secret Service over the session D-Bus) needs to be reachable.
 pub fn codex_env_vars(os: Os) -> &'static [&'static str] {
@@ -385,23 +354,9 @@ pub fn plan(app: App, env: &HostEnv, entry: &Entry, forced: bool) -> Plan {
         };
     }
     let config = loc.config;
-    let before = match std::fs::read(&config) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => Some(text),
-            Err(_) => {
-                return Plan::Unreadable {
-                    config,
-                    why: EditError::NotUtf8,
-                };
-            }
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Plan::Unreadable {
-                config,
-                why: EditError::Unreadable { why: e.to_string() },
-            };
-        }
+    let before = match read_config(&config) {
+        Ok(text) => text,
+        Err(why) => return Plan::Unreadable { config, why },
     };
     match edit_for(app, env.os, entry, before.as_deref().unwrap_or("")) {
         Err(why) => Plan::Unreadable { config, why },
@@ -415,6 +370,18 @@ pub fn plan(app: App, env: &HostEnv, entry: &Entry, forced: bool) -> Plan {
     }
 }
 
+/// A config's text: `None` when there is no such file, an error when it cannot be read or is
+/// not UTF-8.
+pub(crate) fn read_config(config: &Path) -> Result<Option<String>, EditError> {
+    match std::fs::read(config) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| EditError::NotUtf8),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(EditError::Unreadable { why: e.to_string() }),
+    }
+}
+
 /// Carry out a [`Plan::Change`] (anything else writes nothing and returns `None`).
 pub fn apply(plan: &Plan) -> std::io::Result<Option<files::Written>> {
     match plan {
@@ -423,24 +390,21 @@ pub fn apply(plan: &Plan) -> std::io::Result<Option<files::Written>> {
     }
 }
 
-/// The change as a unified diff without context lines, with every changed line that was already
-/// in the file and is not autotool's own (another server's entry getting a comma, say) shown as
-/// `…`: a neighbouring setting may hold a token, and only autotool's entry is ever printed.
-pub fn diff(env: &HostEnv, config: &Path, before: Option<&str>, after: &str) -> String {
+/// The change as a unified diff without context lines, of the [`mask::shown`] forms of the
+/// text before and after: every secret (another server's `env` or `headers` value, anything
+/// shaped like a token) reads `<hidden>`, and a JSON-family file is pretty-printed first, so a
+/// config written on one line shows only the lines of autotool's entry.
+pub fn diff(env: &HostEnv, app: App, config: &Path, before: Option<&str>, after: &str) -> String {
     let name = env.show(config);
     let old = if before.is_some() {
         name.clone()
     } else {
         "/dev/null".to_string()
     };
-    let before = before.unwrap_or("");
-    let key = |line: &str| line.trim().trim_end_matches(',').trim_end().to_string();
-    let neighbours: std::collections::HashSet<String> = before
-        .lines()
-        .map(key)
-        .filter(|l| l.chars().any(char::is_alphanumeric) && !l.contains("autotool"))
-        .collect();
-    let text = similar::TextDiff::from_lines(before, after);
+    let (format, _) = edit::format_of(app);
+    let before = mask::shown(format, before.unwrap_or(""));
+    let after = mask::shown(format, after);
+    let text = similar::TextDiff::from_lines(&before, &after);
     let mut unified = text.unified_diff();
     unified.context_radius(0);
     let mut out = format!("--- {old}\n+++ {name}\n");
@@ -452,20 +416,10 @@ pub fn diff(env: &HostEnv, config: &Path, before: Option<&str>, after: &str) -> 
                 similar::ChangeTag::Insert => '+',
                 similar::ChangeTag::Equal => ' ',
             };
-            let line = change.value().trim_end_matches('\n');
-            if neighbours.contains(&key(line)) {
-                let indent: String = line.chars().take_while(|c| c.is_whitespace()).collect();
-                let comma = if line.trim_end().ends_with(',') {
-                    ","
-                } else {
-                    ""
-                };
-                out.push_str(&format!(
-                    "{sign}{indent}…{comma}    (a line of another setting, not shown)\n"
-                ));
-            } else {
-                out.push_str(&format!("{sign}{line}\n"));
-            }
+            out.push_str(&format!(
+                "{sign}{}\n",
+                change.value().trim_end_matches('\n')
+            ));
         }
     }
     out
@@ -490,7 +444,7 @@ pub struct Summary {
     pub failed: usize,
 }
 
-const TITLE_WIDTH: usize = 16;
+pub(crate) const TITLE_WIDTH: usize = 16;
 
 /// Register `entry` with the apps `opts` names (or all found), reporting a line per app on `out`.
 pub fn run(
@@ -549,7 +503,7 @@ pub fn run(
                         out,
                         "{title}already registered ({at}), left untouched: it runs `{runs}`, not \
                          this binary. To point it here, {}, then run `autotool setup` again.",
-                        remove_hint(app, &at)
+                        remove_hint(app, &at, runs)
                     )?;
                 }
             }
@@ -578,7 +532,7 @@ pub fn run(
                         None => format!("would register (would create {at})"),
                     };
                     writeln!(out, "{title}{what}")?;
-                    for line in diff(env, config, before.as_deref(), after).lines() {
+                    for line in diff(env, app, config, before.as_deref(), after).lines() {
                         writeln!(out, "    {line}")?;
                     }
                 } else {
@@ -625,13 +579,23 @@ pub fn run(
     Ok(summary)
 }
 
-/// How a user removes an entry setup leaves untouched.
-fn remove_hint(app: App, at: &str) -> String {
-    match app {
+/// How a user removes an entry setup leaves untouched (which runs `runs`): the app's own way,
+/// and `setup --remove` where the entry runs an autotool binary.
+fn remove_hint(app: App, at: &str, runs: &str) -> String {
+    let own = match app {
         App::ClaudeCode => "remove it with `claude mcp remove --scope user autotool`".to_string(),
         App::Codex => format!(
             "remove its [mcp_servers.autotool] table from {at} (or run `codex mcp remove autotool`)"
         ),
+        App::Goose => format!("remove its `autotool` extension from {at}"),
         _ => format!("remove its entry from {at}"),
+    };
+    let mut words = runs.split(' ');
+    let command = words.next().unwrap_or_default();
+    let args: Vec<String> = words.map(str::to_string).collect();
+    if edit::is_autotool(command, &args) {
+        format!("{own} or with `autotool setup --remove --app {}`", app.id())
+    } else {
+        own
     }
 }

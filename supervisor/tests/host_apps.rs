@@ -1,8 +1,10 @@
-//! `autotool setup` against fixture homes, one per situation, for each of the five app formats:
-//! a fresh config, other servers kept, an existing autotool entry (its `env` kept, or for
-//! Claude Code and Codex left untouched), a second run that changes nothing, an unparseable
-//! config left alone with the reason, a dry run that writes nothing, and the `.bak` copy. The
-//! last tests run the `autotool` binary itself.
+//! `autotool setup` against fixture homes, one per situation, for each app's format (JSON,
+//! JSON with comments, JSON5, TOML, YAML): a fresh config, other servers kept, an existing
+//! autotool entry (its `env` kept, or for Claude Code and Codex left untouched), a second run
+//! that changes nothing, an unparseable config left alone with the reason, a dry run that writes
+//! nothing and prints no secret (one-line configs of every app), `--remove` giving each file
+//! back byte for byte, and the numbered backups. The last tests run the `autotool` binary
+//! itself.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use autotool::host_apps::{self, App, Entry, HostEnv, Options, Os, Plan, Summary};
@@ -153,7 +155,74 @@ fn fresh_cases() -> Vec<(App, &'static str, &'static str, String)> {
                  \"{BIN}\",\n        \"args\": [\"serve\"]\n      }}\n    }}\n  }}\n}}\n"
             ),
         ),
+        (
+            App::VsCode,
+            ".config/Code",
+            ".config/Code/User/mcp.json",
+            format!(
+                "{{\n  \"servers\": {{\n    \"autotool\": {{\n      \"type\": \"stdio\",\n      \
+                 \"command\": \"{BIN}\",\n      \"args\": [\"serve\"]\n    }}\n  }}\n}}\n"
+            ),
+        ),
+        (
+            App::Windsurf,
+            ".codeium/windsurf",
+            ".codeium/windsurf/mcp_config.json",
+            mcp_servers_json(),
+        ),
+        (
+            App::Zed,
+            ".config/zed",
+            ".config/zed/settings.json",
+            format!(
+                "{{\n  \"context_servers\": {{\n    \"autotool\": {{\n      \"source\": \"custom\",\n      \
+                 \"command\": \"{BIN}\",\n      \"args\": [\"serve\"],\n      \"env\": {{}}\n    }}\n  \
+                 }}\n}}\n"
+            ),
+        ),
+        (
+            App::Gemini,
+            ".gemini",
+            ".gemini/settings.json",
+            mcp_servers_json(),
+        ),
+        (
+            App::Goose,
+            ".config/goose",
+            ".config/goose/config.yaml",
+            format!(
+                "extensions:\n  autotool:\n    enabled: true\n    type: \"stdio\"\n    name: \
+                 \"autotool\"\n    description: \"Tools your agent writes for itself: verified, \
+                 confined and kept\"\n    cmd: \"{BIN}\"\n    args: [\"serve\"]\n    envs: {{}}\n    \
+                 env_keys: []\n    timeout: 300\n"
+            ),
+        ),
+        (
+            App::Cline,
+            ".config/Code/User/globalStorage/saoudrizwan.claude-dev",
+            ".config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+            mcp_servers_json(),
+        ),
+        (
+            App::Roo,
+            ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline",
+            ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json",
+            mcp_servers_json(),
+        ),
     ]
+}
+
+/// A fresh `mcpServers` file with only autotool's entry.
+fn mcp_servers_json() -> String {
+    format!(
+        "{{\n  \"mcpServers\": {{\n    \"autotool\": {{\n      \"command\": \"{BIN}\",\n      \
+         \"args\": [\"serve\"]\n    }}\n  }}\n}}\n"
+    )
+}
+
+/// Apps whose extension directory lies inside another app's (VS Code's): finding them finds it.
+fn inside_vscode(app: App) -> bool {
+    matches!(app, App::Cline | App::Roo)
 }
 
 #[test]
@@ -162,8 +231,9 @@ fn a_fresh_config_is_created_private_for_each_app_found() {
         let home = Home::new();
         home.mkdir(dir);
         let (summary, out) = home.run(&[], false);
-        assert_eq!(summary.registered, 1, "{app:?}: {out}");
-        assert_eq!(summary.not_found, 4, "{app:?}: {out}");
+        let found = if inside_vscode(app) { 2 } else { 1 };
+        assert_eq!(summary.registered, found, "{app:?}: {out}");
+        assert_eq!(summary.not_found, App::ALL.len() - found, "{app:?}: {out}");
         assert_eq!(home.read(config), expected, "{app:?}");
         assert_eq!(mode(&home.path(config)), 0o600, "{app:?}");
         assert!(!home.path(&format!("{config}.bak")).exists(), "{app:?}");
@@ -185,7 +255,7 @@ fn nothing_found_means_nothing_written_and_says_where_it_looked() {
     assert_eq!(
         summary,
         Summary {
-            not_found: 5,
+            not_found: App::ALL.len(),
             ..Summary::default()
         }
     );
@@ -391,7 +461,8 @@ fn an_existing_claude_code_or_codex_entry_is_left_untouched() {
         out.contains(
             "Claude Code     already registered (~/.claude.json), left untouched: it runs \
              `/old/autotool serve`, not this binary. To point it here, remove it with `claude mcp \
-             remove --scope user autotool`, then run `autotool setup` again."
+             remove --scope user autotool` or with `autotool setup --remove --app claude-code`, \
+             then run `autotool setup` again."
         ),
         "{out}"
     );
@@ -415,13 +486,13 @@ fn a_second_run_changes_nothing() {
         "{\"mcpServers\": {\"a\": {\"command\": \"a\"}}}",
     );
     let (first, _) = home.run(&[], false);
-    assert_eq!(first.registered, 5);
+    assert_eq!(first.registered, App::ALL.len());
     let after_first = home.snapshot();
     let (second, out) = home.run(&[], false);
     assert_eq!(
         second,
         Summary {
-            already: 5,
+            already: App::ALL.len(),
             ..Summary::default()
         },
         "{out}"
@@ -515,20 +586,32 @@ fn a_dry_run_writes_nothing_and_prints_each_change() {
     let before = home.snapshot();
     let (summary, out) = home.run(&[], true);
     assert_eq!(home.snapshot(), before, "a dry run wrote something: {out}");
-    assert_eq!(summary.registered, 5, "{out}");
+    assert_eq!(summary.registered, App::ALL.len(), "{out}");
     assert!(out.starts_with(&format!(
         "Dry run: would register `{BIN} serve` with the agent apps on this machine:\n"
     )));
     assert!(out.contains("Claude Code     would register (would create ~/.claude.json)\n    --- /dev/null\n    +++ ~/.claude.json\n"), "{out}");
     assert!(
-        out.contains(&format!(
+        out.contains(
             "Cursor          would register (~/.cursor/mcp.json; the autotool entry ran `/old \
              serve`, its env and other settings are kept; a backup would go to \
-             ~/.cursor/mcp.json.bak)\n    --- ~/.cursor/mcp.json\n    +++ ~/.cursor/mcp.json\n    \
-             @@ -3 +3 @@\n    -    \"autotool\": {{\"command\": \"/old\", \"args\": [\"serve\"]}}\n    \
-             +    \"autotool\": {{\"command\": \"{BIN}\", \"args\": [\"serve\"]}}\n"
-        )),
+             ~/.cursor/mcp.json.bak)\n    --- ~/.cursor/mcp.json\n    +++ ~/.cursor/mcp.json\n    @@"
+        ),
         "{out}"
+    );
+    // The diff is of the pretty-printed form: the changed line alone.
+    let cursor = &out[out.find("Cursor ").unwrap()..];
+    let cursor = &cursor[..cursor.find("Claude Desktop").unwrap()];
+    let changed: Vec<&str> = cursor
+        .lines()
+        .filter(|l| l.starts_with("    -") || l.starts_with("    +"))
+        .filter(|l| !l.starts_with("    ---") && !l.starts_with("    +++"))
+        .collect();
+    assert_eq!(changed.len(), 2, "{cursor}");
+    assert!(changed[0].contains("\"command\": \"/old\""), "{cursor}");
+    assert!(
+        changed[1].contains(&format!("\"command\": \"{BIN}\"")),
+        "{cursor}"
     );
     assert!(
         out.contains(&format!("    +command = \"{BIN}\"\n")),
@@ -537,42 +620,331 @@ fn a_dry_run_writes_nothing_and_prints_each_change() {
     assert!(out.ends_with("Dry run: nothing was written.\n"), "{out}");
 }
 
-/// A neighbouring server's settings may hold a token: a dry run never prints them, even when the
-/// edit changes their line (a comma added after a compact entry). Control: the plain diff of the
-/// same change shows the token.
+/// Secrets other servers keep in a config: a value under `env`, one under `headers`, and a
+/// token-shaped one under a key of another name.
+const ENV_SECRET: &str = "env-secret-value";
+const HEADER_SECRET: &str = "header-secret-value";
+const TOKEN: &str = "ghp_abcdefghij0123456789";
+
+/// For each app, its config written on one line (as a minifier or an app's own writer leaves
+/// it), holding [`ENV_SECRET`], [`HEADER_SECRET`] and [`TOKEN`] in other servers' settings.
+fn one_line_configs() -> Vec<(App, &'static str, String)> {
+    let (e, h, t) = (ENV_SECRET, HEADER_SECRET, TOKEN);
+    let mcp_servers = format!(
+        r#"{{"mcpServers":{{"github":{{"command":"npx","args":["-y","gh","--token",{t:?}],"env":{{"GITHUB_TOKEN":"{e}"}}}},"tavily":{{"url":"https://mcp.tavily.example/mcp","headers":{{"Authorization":"Bearer {h}"}}}}}}}}"#
+    );
+    vec![
+        (
+            App::ClaudeCode,
+            ".claude.json",
+            format!(
+                r#"{{"mcpServers":{{"github":{{"type":"stdio","command":"npx","args":[],"env":{{"GITHUB_TOKEN":"{e}"}}}},"tavily":{{"type":"http","url":"https://mcp.tavily.example/mcp","headers":{{"Authorization":"Bearer {h}"}}}}}},"oauthAccount":{{"accessToken":"{t}"}}}}"#
+            ),
+        ),
+        (
+            App::Codex,
+            ".codex/config.toml",
+            format!(
+                r#"mcp_servers = {{ github = {{ command = "npx", args = ["{t}"], env = {{ GITHUB_TOKEN = "{e}" }} }}, tavily = {{ url = "https://mcp.tavily.example/mcp", http_headers = {{ Authorization = "Bearer {h}" }} }} }}"#
+            ),
+        ),
+        (App::Cursor, ".cursor/mcp.json", mcp_servers.clone()),
+        (
+            App::ClaudeDesktop,
+            ".config/Claude/claude_desktop_config.json",
+            mcp_servers.clone(),
+        ),
+        (
+            App::OpenClaw,
+            ".openclaw/openclaw.json",
+            format!(
+                r#"{{mcp:{{servers:{{github:{{command:'npx',args:['{t}'],env:{{GITHUB_TOKEN:'{e}'}}}},tavily:{{url:'https://mcp.tavily.example/mcp',headers:{{Authorization:'Bearer {h}'}}}}}}}}}}"#
+            ),
+        ),
+        (
+            App::VsCode,
+            ".config/Code/User/mcp.json",
+            format!(
+                r#"{{"servers":{{"github":{{"type":"http","url":"https://api.example/mcp/","headers":{{"Authorization":"Bearer {h}"}}}},"gh":{{"type":"stdio","command":"gh","args":["{t}"],"env":{{"GITHUB_TOKEN":"{e}"}}}}}},"inputs":[]}}"#
+            ),
+        ),
+        (
+            App::Windsurf,
+            ".codeium/windsurf/mcp_config.json",
+            mcp_servers.clone(),
+        ),
+        (
+            App::Zed,
+            ".config/zed/settings.json",
+            format!(
+                r#"{{"theme":"One Dark","context_servers":{{"github":{{"source":"custom","command":"gh","args":["{t}"],"env":{{"GITHUB_TOKEN":"{e}"}}}},"remote":{{"url":"https://x.example/mcp","headers":{{"Authorization":"Bearer {h}"}}}}}}}}"#
+            ),
+        ),
+        (App::Gemini, ".gemini/settings.json", mcp_servers.clone()),
+        (
+            App::Goose,
+            ".config/goose/config.yaml",
+            format!(
+                r#"{{"GOOSE_PROVIDER":"openai","extensions":{{"github":{{"enabled":true,"type":"stdio","name":"github","cmd":"gh","args":["{t}"],"envs":{{"GITHUB_TOKEN":"{e}"}}}},"remote":{{"enabled":true,"type":"streamable_http","uri":"https://x.example/mcp","headers":{{"Authorization":"Bearer {h}"}}}}}}}}"#
+            ),
+        ),
+        (
+            App::Cline,
+            ".config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+            mcp_servers.clone(),
+        ),
+        (
+            App::Roo,
+            ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json",
+            mcp_servers,
+        ),
+    ]
+}
+
+/// A one-line config's only line is the whole file, so a plain diff of the edit prints every
+/// other server's settings. A dry run prints none of their secrets, for every app, registering
+/// and removing. Control: the secrets are in the file, and the plain diff shows them.
 #[test]
-fn a_dry_run_never_prints_another_servers_settings() {
+fn a_dry_run_never_prints_a_secret_of_a_one_line_config() {
+    for (app, rel, text) in one_line_configs() {
+        let home = Home::new();
+        home.write(rel, &text);
+        for secret in [ENV_SECRET, HEADER_SECRET, TOKEN] {
+            assert!(
+                home.read(rel).contains(secret),
+                "{app:?}: control: {secret}"
+            );
+        }
+        let (summary, out) = home.run(&[app], true);
+        assert_eq!(summary.registered, 1, "{app:?}: {out}");
+        for secret in [ENV_SECRET, HEADER_SECRET, TOKEN] {
+            assert!(
+                !out.contains(secret),
+                "{app:?}: the dry run printed {secret}:\n{out}"
+            );
+        }
+        assert!(out.contains(BIN), "{app:?}: the entry is shown: {out}");
+        // Control: the change is on the line that holds them.
+        let Plan::Change { after, .. } = host_apps::plan(app, &home.env(), &entry(), true) else {
+            panic!("{app:?}: no change planned");
+        };
+        let plain = similar::TextDiff::from_lines(text.as_str(), after.as_str())
+            .unified_diff()
+            .context_radius(0)
+            .to_string();
+        for secret in [ENV_SECRET, HEADER_SECRET, TOKEN] {
+            assert!(
+                plain.contains(secret),
+                "{app:?}: control: {secret}:\n{plain}"
+            );
+        }
+
+        // The same for a removal of the entry from the same file.
+        home.run(&[app], false);
+        let mut out = Vec::new();
+        let opts = Options {
+            apps: vec![app],
+            dry_run: true,
+        };
+        let removed = host_apps::run_remove(&opts, &home.env(), &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(removed.removed, 1, "{app:?}: {out}");
+        for secret in [ENV_SECRET, HEADER_SECRET, TOKEN] {
+            assert!(
+                !out.contains(secret),
+                "{app:?}: --remove --dry-run printed {secret}:\n{out}"
+            );
+        }
+    }
+}
+
+/// For each app, a config as a user keeps it: pretty, another server in it, and comments where
+/// the format has them.
+fn pretty_configs() -> Vec<(App, &'static str, &'static str)> {
+    let mcp_json = "{\n  \"mcpServers\": {\n    \"github\": {\n      \"command\": \"npx\",\n      \"args\": [\"-y\", \"gh\"]\n    }\n  },\n  \"theme\": \"dark\"\n}\n";
+    let mcp_jsonc = "// mine\n{\n  \"mcpServers\": {\n    \"github\": {\"command\": \"npx\"} // the cli\n  }\n}\n";
+    vec![
+        (App::ClaudeCode, ".claude.json", mcp_json),
+        (
+            App::Codex,
+            ".codex/config.toml",
+            "# mine\nmodel = \"o3\"  # fast\n\n[mcp_servers.docs]\ncommand = \"npx\"\n\n[profiles.x]\nmodel = \"y\"\n",
+        ),
+        (App::Cursor, ".cursor/mcp.json", mcp_jsonc),
+        (
+            App::ClaudeDesktop,
+            ".config/Claude/claude_desktop_config.json",
+            mcp_json,
+        ),
+        (
+            App::OpenClaw,
+            ".openclaw/openclaw.json",
+            "// OpenClaw\n{\n  gateway: { port: 18789 }, // local\n  mcp: {\n    servers: {\n      docs: { command: 'npx' },\n    },\n  },\n}\n",
+        ),
+        (
+            App::VsCode,
+            ".config/Code/User/mcp.json",
+            "{\n  // mine\n  \"servers\": {\n    \"gh\": {\"type\": \"http\", \"url\": \"https://x.example/mcp\"}\n  },\n  \"inputs\": []\n}\n",
+        ),
+        (
+            App::Windsurf,
+            ".codeium/windsurf/mcp_config.json",
+            mcp_jsonc,
+        ),
+        (
+            App::Zed,
+            ".config/zed/settings.json",
+            "// Zed settings\n{\n  \"theme\": \"One Dark\", // dark\n  \"context_servers\": {\n    \"gh\": {\"source\": \"custom\", \"command\": \"gh\"}\n  }\n}\n",
+        ),
+        (App::Gemini, ".gemini/settings.json", mcp_jsonc),
+        (
+            App::Goose,
+            ".config/goose/config.yaml",
+            "# goose\nGOOSE_PROVIDER: openai\nextensions:\n  developer:\n    enabled: true\n    type: builtin # the shell\n    name: developer\n\n# models\nGOOSE_MODEL: gpt-5\n",
+        ),
+        (
+            App::Cline,
+            ".config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+            mcp_json,
+        ),
+        (
+            App::Roo,
+            ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json",
+            mcp_json,
+        ),
+    ]
+}
+
+fn remove(home: &Home, apps: &[App], dry_run: bool) -> (host_apps::RemoveSummary, String) {
+    let mut out = Vec::new();
+    let opts = Options {
+        apps: apps.to_vec(),
+        dry_run,
+    };
+    let summary = host_apps::run_remove(&opts, &home.env(), &mut out).unwrap();
+    (summary, String::from_utf8(out).unwrap())
+}
+
+/// Setup, then `--remove`: for every app the file comes back as it was, byte for byte (the
+/// entry's own text is all that goes), each step backed up under a name of its own.
+#[test]
+fn remove_takes_out_only_the_entry_for_every_app() {
+    for (app, rel, text) in pretty_configs() {
+        let home = Home::new();
+        home.write(rel, text);
+        let (summary, out) = home.run(&[app], false);
+        assert_eq!(summary.registered, 1, "{app:?}: {out}");
+        let registered = home.read(rel);
+        assert!(registered.contains(BIN), "{app:?}: {registered}");
+
+        let before = home.snapshot();
+        let (summary, out) = remove(&home, &[app], true);
+        assert_eq!(summary.removed, 1, "{app:?}: {out}");
+        assert_eq!(home.snapshot(), before, "{app:?}: a dry run wrote: {out}");
+        assert!(
+            out.contains(&format!("a backup would go to ~/{rel}.bak.1")),
+            "{app:?}: {out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("    -") && l.contains(BIN)),
+            "{app:?}: the dry run shows the entry going: {out}"
+        );
+
+        let (summary, out) = remove(&home, &[app], false);
+        assert_eq!(summary.removed, 1, "{app:?}: {out}");
+        assert_eq!(home.read(rel), text, "{app:?}: not the file as it was");
+        assert_eq!(home.read(&format!("{rel}.bak")), text, "{app:?}");
+        assert_eq!(home.read(&format!("{rel}.bak.1")), registered, "{app:?}");
+        assert!(
+            out.contains(&format!(
+                "{:<16}removed (~/{rel}, it ran `{BIN} serve`; the previous file is ~/{rel}.bak.1)",
+                app.title()
+            )),
+            "{app:?}: {out}"
+        );
+
+        // Again: nothing left to remove, nothing written.
+        let before = home.snapshot();
+        let (summary, out) = remove(&home, &[app], false);
+        assert_eq!(summary.not_registered, 1, "{app:?}: {out}");
+        assert_eq!(home.snapshot(), before, "{app:?}: {out}");
+        assert!(
+            out.contains(&format!("not registered (no autotool entry in ~/{rel})")),
+            "{app:?}: {out}"
+        );
+    }
+}
+
+/// An `autotool` entry that runs something else is the user's: `--remove` names it and leaves
+/// the file alone. An app with no config is "not registered".
+#[test]
+fn remove_leaves_an_entry_setup_did_not_write() {
     let home = Home::new();
-    home.mkdir(".cursor");
-    let token = "ghp_neighbour0secret0token0123456789";
-    let before = format!(
-        "{{\n  \"mcpServers\": {{\n    \"github\": {{\"command\": \"gh-mcp\", \"env\": {{\"GITHUB_TOKEN\": \"{token}\"}}}}\n  }}\n}}\n"
+    home.write(
+        ".cursor/mcp.json",
+        "{\"mcpServers\": {\"autotool\": {\"command\": \"uvx\", \"args\": [\"autotool-mcp\"]}}}",
+    )
+    .write(
+        ".codex/config.toml",
+        "[mcp_servers.autotool]\nurl = \"http://127.0.0.1:8765/mcp\"\n",
+    )
+    .write(
+        ".config/goose/config.yaml",
+        "extensions:\n  autotool:\n    cmd: /usr/bin/python3\n    args: [serve]\n",
     );
-    home.write(".cursor/mcp.json", &before);
-    let (summary, out) = home.run(&[App::Cursor], true);
-    assert_eq!(summary.registered, 1, "{out}");
+    let before = home.snapshot();
+    let (summary, out) = remove(&home, &[], false);
+    assert_eq!(home.snapshot(), before, "{out}");
+    assert_eq!(summary.not_ours, 3, "{out}");
+    assert_eq!(summary.not_registered, App::ALL.len() - 3, "{out}");
     assert!(
-        !out.contains(token),
-        "the dry run printed a neighbour's token:\n{out}"
-    );
-    assert!(
-        out.contains("(a line of another setting, not shown)"),
+        out.contains(
+            "Cursor          left untouched: the autotool entry in ~/.cursor/mcp.json runs `uvx \
+             autotool-mcp`, which setup did not write"
+        ),
         "{out}"
     );
-    assert!(out.contains(&format!("\"command\": \"{BIN}\"")), "{out}");
-    // Control: the change does touch the neighbour's line, and a plain diff shows it.
-    let Plan::Change { after, .. } = host_apps::plan(App::Cursor, &home.env(), &entry(), false)
-    else {
-        panic!("no change planned for Cursor");
-    };
-    let plain = similar::TextDiff::from_lines(before.as_str(), after.as_str())
-        .unified_diff()
-        .context_radius(0)
-        .to_string();
     assert!(
-        plain.contains(token),
-        "control: the plain diff does not show it:\n{plain}"
+        out.contains("runs `the remote server http://127.0.0.1:8765/mcp`"),
+        "{out}"
     );
+    assert!(
+        out.contains("Claude Code     not registered (no ~/.claude.json)"),
+        "{out}"
+    );
+    // Control: an entry that does run autotool (written by another build) does go.
+    home.write(
+        ".cursor/mcp.json",
+        "{\"mcpServers\": {\"autotool\": {\"command\": \"/elsewhere/autotool\", \"args\": [\"connect\"]}}}",
+    );
+    let (summary, out) = remove(&home, &[App::Cursor], false);
+    assert_eq!(summary.removed, 1, "{out}");
+    assert_eq!(home.read(".cursor/mcp.json"), "{\"mcpServers\": {}}");
+}
+
+#[test]
+fn the_cli_removes_what_it_registered() {
+    let home = Home::new();
+    home.mkdir(".cursor").mkdir(".gemini");
+    let (code, out, err) = autotool(&home, &["setup", "--no-runtime"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(home.read(".gemini/settings.json").contains("autotool"));
+    let before = home.snapshot();
+    let (code, out, err) = autotool(&home, &["setup", "--remove", "--dry-run"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(home.snapshot(), before, "{out}");
+    let (code, out, err) = autotool(&home, &["setup", "--remove", "--app", "gemini"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let v: Value = serde_json::from_str(&home.read(".gemini/settings.json")).unwrap();
+    assert_eq!(v, json!({"mcpServers": {}}));
+    assert!(
+        home.read(".cursor/mcp.json").contains("autotool"),
+        "--app gemini only"
+    );
+    assert!(home.path(".gemini/settings.json.bak").is_file());
+    let (code, _, err) = autotool(&home, &["setup", "--remove", "--service"]);
+    assert_eq!(code, Some(2), "{err}");
 }
 
 #[test]
@@ -635,6 +1007,68 @@ fn where_each_app_keeps_its_config() {
         PathBuf::from("C:/Users/me/AppData/Roaming")
             .join("Claude")
             .join("claude_desktop_config.json")
+    );
+    // The apps added since, on each OS.
+    let linux = [
+        (App::VsCode, ".config/Code/User/mcp.json"),
+        (App::Windsurf, ".codeium/windsurf/mcp_config.json"),
+        (App::Zed, ".config/zed/settings.json"),
+        (App::Gemini, ".gemini/settings.json"),
+        (App::Goose, ".config/goose/config.yaml"),
+        (
+            App::Cline,
+            ".config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+        ),
+        (
+            App::Roo,
+            ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json",
+        ),
+    ];
+    for (app, rel) in linux {
+        assert_eq!(cfg(app, &env), h(rel), "{app:?}");
+    }
+    assert_eq!(
+        cfg(App::VsCode, &moved),
+        PathBuf::from("/xdg/Code/User/mcp.json")
+    );
+    assert_eq!(
+        cfg(App::Zed, &moved),
+        PathBuf::from("/xdg/zed/settings.json")
+    );
+    assert_eq!(
+        cfg(App::Goose, &moved),
+        PathBuf::from("/xdg/goose/config.yaml")
+    );
+    assert_eq!(
+        cfg(App::VsCode, &mac),
+        PathBuf::from("/Users/me/Library/Application Support/Code/User/mcp.json")
+    );
+    assert_eq!(
+        cfg(App::Goose, &mac),
+        PathBuf::from("/Users/me/.config/goose/config.yaml")
+    );
+    assert_eq!(
+        cfg(App::Roo, &mac),
+        PathBuf::from(
+            "/Users/me/Library/Application Support/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json"
+        )
+    );
+    let roaming = PathBuf::from("C:/Users/me/AppData/Roaming");
+    assert_eq!(
+        cfg(App::Goose, &win),
+        roaming
+            .join("Block")
+            .join("goose")
+            .join("config")
+            .join("config.yaml")
+    );
+    assert_eq!(
+        cfg(App::Zed, &win),
+        roaming.join("Zed").join("settings.json")
+    );
+    assert_eq!(
+        cfg(App::Windsurf, &win),
+        PathBuf::from("C:/Users/me/.codeium/windsurf/mcp_config.json")
     );
     // Codex passes the keychain's variables on Linux only.
     assert_eq!(

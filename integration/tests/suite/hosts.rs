@@ -1,10 +1,10 @@
-//! `autotool setup` against the real host apps (npm `@anthropic-ai/claude-code` and
-//! `@openai/codex`, pinned in `integration/hosts`): setup finds each app by its CLI on `PATH`
+//! `autotool setup` against the real host apps (npm `@anthropic-ai/claude-code`,
+//! `@openai/codex` and `@google/gemini-cli`, pinned in `integration/hosts`): setup finds each app by its CLI on `PATH`
 //! in a scratch user home and registers `autotool serve`; the app's own CLI then starts that
 //! serve from the config exactly as setup wrote it and lists it as connected, with its tools.
 //! A second setup, after the app has rewritten its config, changes nothing.
 
-use autotool_integration::hosts::{CodexAppServer, UserHome, claude_mcp_list};
+use autotool_integration::hosts::{CodexAppServer, UserHome, claude_mcp_list, gemini_mcp_list};
 use autotool_integration::{Checks, Need, TestHome, procfs, setup};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -275,4 +275,102 @@ fn codex_app_server_lists_the_tools_of_the_serve_setup_registered() {
         format!("{left:?}"),
     );
     c.finish(test, || format!("{transcript}\n{}", home.log_tail(20_000)));
+}
+
+/// Gemini CLI: setup finds it by `gemini` on PATH and adds the entry to the user's one-line
+/// settings (another server's secret never printed by the dry run); `gemini mcp list` starts
+/// that serve and connects; `setup --remove` takes the entry out again, the rest as it was, and
+/// Gemini CLI no longer lists it.
+#[test]
+fn gemini_cli_connects_to_the_serve_setup_registered_until_it_is_removed() {
+    let test = "gemini_cli_connects_to_the_serve_setup_registered_until_it_is_removed";
+    let Some(setup) = setup(test, &[Need::Serve, Need::PythonSdk, Need::GeminiCli]) else {
+        return;
+    };
+    let (gemini, version) = setup.gemini_cli.clone().unwrap();
+    let mut c = Checks::new();
+    let home = TestHome::new(&setup).unwrap();
+    let user = UserHome::new(&home, &[("gemini", &gemini)]).unwrap();
+    let command = registered_path(&setup.autotool);
+    let settings = user.file(".gemini/settings.json");
+    let before = r#"{"general":{"enableAutoUpdate":false},"privacy":{"usageStatisticsEnabled":false},"mcpServers":{"other":{"command":"/bin/false","env":{"OTHER_TOKEN":"other-secret-value"}}}}"#;
+    std::fs::create_dir_all(user.file(".gemini")).unwrap();
+    std::fs::write(&settings, before).unwrap();
+    let before_value: Value = serde_json::from_str(before).unwrap();
+
+    let (code, out, err) = user.setup(&home, &["--dry-run"], SETUP_TIMEOUT).unwrap();
+    c.check(
+        code == Some(0)
+            && out.contains("Gemini CLI      would register (~/.gemini/settings.json")
+            && out.contains(&command)
+            && !out.contains("other-secret-value")
+            && std::fs::read_to_string(&settings).unwrap() == before,
+        "a dry run shows the entry, not the other server's secret, and writes nothing",
+        format!("exit {code:?}\n{out}{err}"),
+    );
+    let (code, out, err) = user.setup(&home, &[], SETUP_TIMEOUT).unwrap();
+    c.check(
+        code == Some(0) && out.contains("Gemini CLI      registered (~/.gemini/settings.json"),
+        "setup finds Gemini CLI by `gemini` on PATH and edits ~/.gemini/settings.json",
+        format!("exit {code:?}\n{out}{err}"),
+    );
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap_or(Value::Null);
+    let mut want = before_value.clone();
+    want["mcpServers"]["autotool"] = json!({"command": command, "args": ["serve"]});
+    c.check(
+        config == want,
+        "the entry joins the user's settings, the rest kept",
+        &config,
+    );
+
+    let list = gemini_mcp_list(&home, &user, Duration::from_secs(120)).unwrap();
+    let line = list.line("autotool").unwrap_or("").to_string();
+    eprintln!(
+        "{test}: Gemini CLI {version}, serve --sandbox {} ({:.1}s): {line}",
+        setup.sandbox,
+        list.elapsed.as_secs_f64()
+    );
+    c.check(
+        line.contains(&format!("autotool: {command} serve")) && line.ends_with("Connected"),
+        "`gemini mcp list` starts the registered serve and shows it Connected",
+        format!(
+            "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+            list.status, list.stdout, list.stderr
+        ),
+    );
+    check_serve_ran_here(&mut c, &home, "Gemini CLI passes its environment on");
+
+    // Gemini CLI may have rewritten its settings by now (it migrates old keys): what
+    // --remove must leave is whatever is there, less the entry.
+    let read = || -> Value {
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap_or(Value::Null)
+    };
+    let mut want = read();
+    if let Some(servers) = want["mcpServers"].as_object_mut() {
+        servers.remove("autotool");
+    }
+    let (code, out, err) = user.setup(&home, &["--remove"], SETUP_TIMEOUT).unwrap();
+    let after = read();
+    c.check(
+        code == Some(0)
+            && out.contains("Gemini CLI      removed (~/.gemini/settings.json")
+            && after == want
+            && after["mcpServers"]["other"] == before_value["mcpServers"]["other"],
+        "setup --remove takes the entry out and leaves the rest of the settings as they were",
+        format!("exit {code:?}\n{out}{err}\n{after}"),
+    );
+    let list = gemini_mcp_list(&home, &user, Duration::from_secs(120)).unwrap();
+    c.check(
+        list.line("autotool").is_none() && list.line("other").is_some(),
+        "`gemini mcp list` no longer shows autotool (the other server still there)",
+        format!("stdout:\n{}\nstderr:\n{}", list.stdout, list.stderr),
+    );
+    let left = home.wait_idle(Duration::from_secs(10));
+    c.check(
+        left.is_empty(),
+        "no serve still runs after `gemini mcp list` exited",
+        format!("{left:?}"),
+    );
+    c.finish(test, || home.log_tail(20_000));
 }

@@ -19,10 +19,19 @@ pub const EXIT_CODES: &str = "Exit status:\n  \
 which, and what to do)\n  \
     2  the command line is wrong (unknown command or flag, missing or bad argument)";
 
+/// What `autotool --version` prints after the name: this version and the commit it was built
+/// from (`unknown` for a build outside a git checkout; see `supervisor/build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("AUTOTOOL_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "autotool",
-    version,
+    version = VERSION,
     about = "Grow MCP tools for your agents, confined",
     long_about = "Grow MCP tools for your agents, confined.\n\n\
                   An agent that lacks a tool writes one (a small Python MCP server); autotool \
@@ -56,12 +65,16 @@ pub enum Cmd {
     /// Register autotool with the agent apps here, and build the tool runtime.
     ///
     /// Registers `autotool serve` with every agent app found (Claude Code, Codex, Cursor,
-    /// Claude Desktop, OpenClaw) by this binary's absolute path. Each config is copied to
-    /// `.bak` before it is edited; an existing Claude Code or Codex entry is left untouched.
-    /// Then builds the Python runtime tools run on, if it is not ready (a few seconds, once),
-    /// so the first tool an agent creates does not wait for it.
+    /// Claude Desktop, OpenClaw, VS Code, Windsurf, Zed, Gemini CLI, Goose, Cline, Roo Code) by
+    /// this binary's absolute path. Each config is backed up before it is edited (`.bak`, then
+    /// `.bak.1`, `.bak.2`, … : a backup never overwrites another); an existing Claude Code,
+    /// Codex or Goose entry is left untouched. Then builds the Python runtime tools run on, if
+    /// it is not ready (a few seconds, once), so the first tool an agent creates does not wait
+    /// for it.
     ///
-    /// With `--launcher`, installs the sandbox launcher with file capabilities instead.
+    /// With `--remove`, takes autotool's entry out of every app's config again (or only the
+    /// `--app` ones). With `--launcher`, installs the sandbox launcher with file capabilities
+    /// instead.
     Setup {
         /// Only these apps (comma-separated or repeated), registered even where setup finds no
         /// sign of them.
@@ -86,6 +99,11 @@ pub enum Cmd {
         /// Do not prepare the tool runtime (serve prepares it when it is first needed).
         #[arg(long, conflicts_with = "launcher")]
         no_runtime: bool,
+        /// Unregister: remove the entry setup wrote from each app's config (the rest of the
+        /// file is kept, a backup made first); an `autotool` entry that runs something else
+        /// is left alone.
+        #[arg(long, conflicts_with_all = ["launcher", "service"])]
+        remove: bool,
         /// Print what would be done (for apps, each change as a diff) and change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -430,6 +448,12 @@ pub fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("setup", &e.to_string()),
         },
+        Cmd::Setup {
+            apps,
+            dry_run,
+            remove: true,
+            ..
+        } => super::setup::remove(apps, dry_run, &mut stdout),
         Cmd::Setup {
             apps,
             dry_run,

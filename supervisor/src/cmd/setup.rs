@@ -165,6 +165,23 @@ pub fn hosts(
     }
 }
 
+/// `autotool setup --remove`: takes autotool's entry out of the apps' configs. Exits non-zero
+/// when a config could not be read or written.
+pub fn remove(
+    apps: Vec<crate::host_apps::App>,
+    dry_run: bool,
+    out: &mut dyn Write,
+) -> std::process::ExitCode {
+    use crate::host_apps;
+    let run = host_apps::HostEnv::from_process()
+        .and_then(|env| host_apps::run_remove(&host_apps::Options { apps, dry_run }, &env, out));
+    match run {
+        Ok(summary) if summary.failed == 0 => std::process::ExitCode::SUCCESS,
+        Ok(_) => std::process::ExitCode::FAILURE,
+        Err(e) => super::fail("setup", &e.to_string()),
+    }
+}
+
 /// The tool runtime, made ready (or, in a dry run, what would be done); whether it is ready.
 fn runtime(dry_run: bool, out: &mut dyn Write) -> bool {
     let home = match crate::home::Home::from_env() {

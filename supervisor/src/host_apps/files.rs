@@ -2,6 +2,10 @@
 //! and the new text both go through a temporary file in the same directory that is renamed over
 //! the target, with the original file's mode (and, where we may, owner) already set.
 //!
+//! Backups never overwrite each other: the first is `<file>.bak` (the file as it was before
+//! autotool first touched it), each later one the next free `<file>.bak.N` (1, 2, …), so every
+//! state the file was in before a setup or a removal can be had back.
+//!
 //! A config that is a symbolic link (dotfile managers keep them) is written through: the link
 //! stays, and the file it points at is the one backed up and replaced.
 
@@ -24,11 +28,24 @@ pub struct Written {
     pub backup: Option<PathBuf>,
 }
 
-/// `<file>.bak`, beside it.
-pub fn backup_path(path: &Path) -> PathBuf {
+/// The `n`th backup of `path`: `<file>.bak` for 0, `<file>.bak.N` after.
+fn backup_name(path: &Path, n: u32) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".bak");
+    if n > 0 {
+        name.push(format!(".{n}"));
+    }
     path.with_file_name(name)
+}
+
+/// Where the next backup of `path` goes: `<file>.bak` when there is none yet, else the first
+/// free `<file>.bak.N`.
+pub fn backup_path(path: &Path) -> PathBuf {
+    let path = resolve(path).unwrap_or_else(|_| path.to_path_buf());
+    (0..)
+        .map(|n| backup_name(&path, n))
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .unwrap_or_else(|| backup_name(&path, 0))
 }
 
 /// The file a write to `path` lands in: `path` itself, or the file a symbolic link at `path`
@@ -48,6 +65,7 @@ fn write_atomic(
     bytes: &[u8],
     mode: u32,
     owner: Option<(u32, u32)>,
+    clobber: bool,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = path
@@ -72,7 +90,11 @@ fn write_atomic(
     }
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
+    if clobber {
+        tmp.persist(path).map_err(|e| e.error)?;
+    } else {
+        tmp.persist_noclobber(path).map_err(|e| e.error)?;
+    }
     // The rename is durable once the directory is.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
@@ -91,9 +113,20 @@ pub fn replace(path: &Path, text: &str) -> std::io::Result<Written> {
             let before = std::fs::read(&target)?;
             let mode = meta.mode();
             let owner = Some((meta.uid(), meta.gid()));
-            let backup = backup_path(&target);
-            write_atomic(&backup, &before, mode, owner)?;
-            write_atomic(&target, text.as_bytes(), mode, owner)?;
+            // The next free name; should another setup take it meanwhile, the one after.
+            let mut backup = backup_path(&target);
+            let mut tries = 0;
+            loop {
+                match write_atomic(&backup, &before, mode, owner, false) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 100 => {
+                        tries += 1;
+                        backup = backup_path(&target);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            write_atomic(&target, text.as_bytes(), mode, owner, true)?;
             Ok(Written {
                 path: target,
                 backup: Some(backup),
@@ -106,7 +139,7 @@ pub fn replace(path: &Path, text: &str) -> std::io::Result<Written> {
                     .mode(NEW_DIR_MODE)
                     .create(dir)?;
             }
-            write_atomic(&target, text.as_bytes(), NEW_FILE_MODE, None)?;
+            write_atomic(&target, text.as_bytes(), NEW_FILE_MODE, None, true)?;
             Ok(Written {
                 path: target,
                 backup: None,
@@ -150,6 +183,22 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn backups_never_overwrite_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.json");
+        std::fs::write(&p, "first").unwrap();
+        for text in ["second", "third", "fourth"] {
+            replace(&p, text).unwrap();
+        }
+        let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
+        assert_eq!(read("c.json.bak"), "first");
+        assert_eq!(read("c.json.bak.1"), "second");
+        assert_eq!(read("c.json.bak.2"), "third");
+        assert_eq!(read("c.json"), "fourth");
+        assert_eq!(backup_path(&p), dir.path().join("c.json.bak.3"));
     }
 
     #[test]

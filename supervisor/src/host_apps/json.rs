@@ -7,7 +7,7 @@
 //! data, with the original plus the intended entry: any other difference refuses the edit, so a
 //! surprise in the editor can never cost a user a setting.
 
-use super::{Edit, EditError, Entry};
+use super::{Edit, EditError, Entry, Removal};
 use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstInputValue, CstObject, CstRootNode};
 use serde_json::{Map, Value};
@@ -135,6 +135,19 @@ pub fn describe_entry(entry: &Value) -> String {
     words.join(" ")
 }
 
+/// An entry's `args` as strings (a non-string argument as an empty one; none: empty).
+pub(super) fn string_args(entry: &Value) -> Vec<String> {
+    entry
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Whether `entry` already runs exactly what `fresh` runs, as a local (stdio) server.
 fn runs_the_same(entry: &Value, fresh: &Value) -> bool {
     entry.get("command") == fresh.get("command")
@@ -182,7 +195,7 @@ fn parse_error(e: &jsonc_parser::errors::ParseError, dialect: Dialect) -> EditEr
     }
 }
 
-fn parse(text: &str, dialect: Dialect) -> Result<Value, EditError> {
+pub(super) fn parse(text: &str, dialect: Dialect) -> Result<Value, EditError> {
     jsonc_parser::parse_to_serde_value::<Value>(text, &dialect.options())
         .map_err(|e| parse_error(&e, dialect))
 }
@@ -342,6 +355,77 @@ pub fn edit(text: &str, spec: &Spec, name: &str) -> Result<Edit, EditError> {
     Ok(Edit::Changed {
         text: after_text,
         replaced,
+    })
+}
+
+/// Remove `name` from `text` when it is autotool's own entry ([`super::edit::is_autotool`]: its
+/// `command_key` names an autotool binary); the rest of the file is kept byte for byte, and the result is read back and compared, as data,
+/// with the original less that one entry.
+pub fn remove(
+    text: &str,
+    dialect: Dialect,
+    servers: &[&str],
+    name: &str,
+    command_key: &str,
+) -> Result<Removal, EditError> {
+    if text.trim().is_empty() {
+        return Ok(Removal::Absent);
+    }
+    let before = parse(text, dialect)?;
+    if !before.is_object() {
+        return Err(EditError::TopLevelNotObject);
+    }
+    let mut at = &before;
+    for key in servers {
+        at = at.get(*key).unwrap_or(&Value::Null);
+    }
+    let Some(old) = at.get(name) else {
+        return Ok(Removal::Absent);
+    };
+    let runs = match old.get(command_key) {
+        Some(Value::String(c)) if command_key != "command" => {
+            let mut entry = old.clone();
+            if let Some(o) = entry.as_object_mut() {
+                o.insert("command".into(), Value::String(c.clone()));
+            }
+            describe_entry(&entry)
+        }
+        _ => describe_entry(old),
+    };
+    let args = string_args(old);
+    let ours = old
+        .get(command_key)
+        .and_then(Value::as_str)
+        .is_some_and(|c| super::edit::is_autotool(c, &args));
+    if !ours {
+        return Ok(Removal::NotOurs { runs });
+    }
+    let root =
+        CstRootNode::parse(text, &dialect.options()).map_err(|e| parse_error(&e, dialect))?;
+    let mut here = root.object_value().ok_or(EditError::TopLevelNotObject)?;
+    for key in servers {
+        here = here
+            .get(key)
+            .and_then(|p| p.object_value())
+            .ok_or_else(|| EditError::NotAnObject {
+                path: servers.join("."),
+            })?;
+    }
+    let prop = here.get(name).ok_or(EditError::EditNotReadBack)?;
+    prop.remove();
+    let after_text = root.to_string();
+    let mut expected = before.clone();
+    if let Some(servers) = object_at(&mut expected, servers) {
+        servers.remove(name);
+    }
+    let after = parse(&after_text, dialect)
+        .map_err(|e| EditError::EditUnparsable { why: e.to_string() })?;
+    if after != expected {
+        return Err(EditError::EditTooWide);
+    }
+    Ok(Removal::Removed {
+        text: after_text,
+        runs,
     })
 }
 

@@ -6,7 +6,7 @@
 //! of the rest of the file. An existing entry is never touched: `codex mcp add` overwrites
 //! silently, which is exactly what setup must not do to a user's own setting.
 
-use super::{Edit, EditError, Entry};
+use super::{Edit, EditError, Entry, Removal};
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, Value};
 
 /// Line and column (1-based) of a byte offset.
@@ -58,13 +58,7 @@ fn runs(existing: &dyn toml_edit::TableLike, entry: &Entry) -> bool {
 /// Register `name` in `text` (the file's contents; empty for a file that does not exist yet).
 /// `env_vars` empty leaves the key out.
 pub fn edit(text: &str, entry: &Entry, env_vars: &[&str], name: &str) -> Result<Edit, EditError> {
-    let mut doc: DocumentMut =
-        text.parse()
-            .map_err(|e: toml_edit::TomlError| EditError::Invalid {
-                format: "TOML",
-                message: e.message().trim().replace('\n', "; "),
-                at: e.span().map(|span| line_col(text, span.start)),
-            })?;
+    let mut doc = parse(text)?;
 
     if !doc.contains_key("mcp_servers") {
         let mut servers = Table::new();
@@ -147,6 +141,70 @@ pub fn edit(text: &str, entry: &Entry, env_vars: &[&str], name: &str) -> Result<
         text: after,
         replaced: None,
     })
+}
+
+/// Remove `name` from `text` when it is autotool's own entry ([`super::edit::is_autotool`]); the
+/// rest of the document keeps its comments, order and layout, and is read back to check that
+/// only that entry went.
+pub fn remove(text: &str, name: &str) -> Result<Removal, EditError> {
+    let mut doc = parse(text)?;
+    let Some(servers) = doc.get_mut("mcp_servers") else {
+        return Ok(Removal::Absent);
+    };
+    let Some(servers) = servers.as_table_like_mut() else {
+        return Err(EditError::NotATable {
+            path: "mcp_servers".into(),
+        });
+    };
+    let Some(current) = servers.get(name) else {
+        return Ok(Removal::Absent);
+    };
+    let Some(current) = current.as_table_like() else {
+        return Err(EditError::NotATable {
+            path: format!("mcp_servers.{name}"),
+        });
+    };
+    let runs = describe(current);
+    let command = current.get("command").and_then(Item::as_str);
+    let args: Vec<String> = current
+        .get("args")
+        .and_then(Item::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !command.is_some_and(|c| super::edit::is_autotool(c, &args)) {
+        return Ok(Removal::NotOurs { runs });
+    }
+    let others: Vec<String> = servers
+        .iter()
+        .map(|(k, _)| k.to_string())
+        .filter(|k| k != name)
+        .collect();
+    servers.remove(name);
+    let after = doc.to_string();
+    // Read it back: every other server is still there, the entry is not.
+    let check = parse(&after).map_err(|e| EditError::EditUnparsable { why: e.to_string() })?;
+    let left: Vec<String> = check
+        .get("mcp_servers")
+        .and_then(Item::as_table_like)
+        .map(|s| s.iter().map(|(k, _)| k.to_string()).collect())
+        .unwrap_or_default();
+    if left != others {
+        return Err(EditError::EditTooWide);
+    }
+    Ok(Removal::Removed { text: after, runs })
+}
+
+fn parse(text: &str) -> Result<DocumentMut, EditError> {
+    text.parse()
+        .map_err(|e: toml_edit::TomlError| EditError::Invalid {
+            format: "TOML",
+            message: e.message().trim().replace('\n', "; "),
+            at: e.span().map(|span| line_col(text, span.start)),
+        })
 }
 
 #[cfg(test)]
