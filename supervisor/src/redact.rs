@@ -237,6 +237,36 @@ impl Redactor {
         self.search.as_ref().is_some_and(|s| s.any(bytes))
     }
 
+    /// The name of a key whose value `bytes` holds in any form searched for (the leftmost
+    /// found), or `None`.
+    pub fn found_in(&self, bytes: &[u8]) -> Option<&str> {
+        let search = self.search.as_ref()?;
+        let mut owner = None;
+        let _ = search.groups(bytes, &mut |g: Hit| {
+            owner = Some(g.owner);
+            ControlFlow::Break(())
+        });
+        self.names.get(owner?).map(String::as_str)
+    }
+
+    /// `text` redacted in place, when it is there.
+    pub fn redact_option(&self, text: &mut Option<String>) {
+        if let Some(t) = text
+            && let Cow::Owned(r) = self.redact(t)
+        {
+            *t = r;
+        }
+    }
+
+    /// [`Redactor::redact_json`] of a JSON object in place.
+    pub fn redact_object(&self, object: &mut serde_json::Map<String, serde_json::Value>) {
+        let mut value = serde_json::Value::Object(std::mem::take(object));
+        self.redact_json(&mut value);
+        if let serde_json::Value::Object(redacted) = value {
+            *object = redacted;
+        }
+    }
+
     /// Redact a JSON value in place: every string, every object key (keys that become equal
     /// are kept apart with a `#2`, `#3`… suffix rather than dropped) and every number whose
     /// text holds a secret (it becomes the redacted string).

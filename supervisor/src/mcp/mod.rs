@@ -62,7 +62,7 @@ impl Rendered {
 fn render_error(renderer: &Renderer<'_>, mut e: McpError) -> McpError {
     e.message = Cow::Owned(renderer.text(&e.message));
     if let Some(data) = e.data.as_mut() {
-        renderer.secrets.redact_json(data);
+        renderer.json(data);
     }
     e
 }
