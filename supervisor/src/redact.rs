@@ -28,7 +28,8 @@
 //! readings to consider, while a tool that means to hide a value from redaction has endless
 //! other ways (base64, hex, `\x41`, `&#65;`, reversing, splitting): redaction is the guard
 //! against a value echoed back; against a hostile tool the guards are consent, the allowlist and
-//! the sandbox. A value shorter than [`MIN_SECRET_LEN`] bytes is not searched for (see there).
+//! the sandbox. (Base64 the protocol itself chose, an image's `data` or a resource's `blob`, is
+//! decoded by the render step, which searches the bytes with [`Redactor::found_in`].) A value shorter than [`MIN_SECRET_LEN`] bytes is not searched for (see there).
 //!
 //! How: [`search`] walks every reading of the text at once with one Aho-Corasick automaton over
 //! the raw values, and replaces the whole stretch of text each match took (escapes and all) with

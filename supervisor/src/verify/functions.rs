@@ -50,8 +50,11 @@ pub fn check_tools(
             ));
         }
         if let Some(r) = redactor
-            && let Some(shown) = parameter_with_key(&f.input_schema, r)
-                .or_else(|| f.output_schema.as_ref().and_then(|o| parameter_with_key(o, r)))
+            && let Some(shown) = parameter_with_key(&f.input_schema, r).or_else(|| {
+                f.output_schema
+                    .as_ref()
+                    .and_then(|o| parameter_with_key(o, r))
+            })
         {
             return fail(format!(
                 "function {name:?} has a parameter named {shown:?}, which holds the value of a key; a parameter's name is shown to every host and sent back in every call, so it may never hold a credential: name it for what it means"
@@ -88,9 +91,7 @@ fn parameter_with_key(schema: &JsonObject, r: &Redactor) -> Option<String> {
         match v {
             serde_json::Value::Object(map) => {
                 if let Some(serde_json::Value::Object(properties)) = map.get("properties")
-                    && let Some(name) = properties
-                        .keys()
-                        .find(|k| r.contains_secret(k.as_bytes()))
+                    && let Some(name) = properties.keys().find(|k| r.contains_secret(k.as_bytes()))
                 {
                     return Some(r.redact(name).into_owned());
                 }

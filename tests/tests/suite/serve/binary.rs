@@ -7,10 +7,10 @@
 //! suite's raw client, sends payloads that decode to the key.
 
 use super::render::{forms, found_in, leak_in, raw};
-use base64::Engine as _;
-use base64::prelude::BASE64_STANDARD;
 use super::{start, strict};
 use autotool_tests::serve::{ServeHome, Server, fixture};
+use base64::Engine as _;
+use base64::prelude::BASE64_STANDARD;
 use serde_json::{Value, json};
 
 const FILE: &str = "render_binary.py";
@@ -60,10 +60,11 @@ fn check_blocks(got: &Value, clean: &Value, how: &str) {
     assert_eq!(leak_in(got, KEY), None, "{how}: {got}");
     let notes = notes(got);
     assert_eq!(notes.len(), 3, "{how}: {got}");
-    for (note, what) in notes
-        .iter()
-        .zip(["an image (image/png)", "an audio clip (audio/wav)", "an embedded resource"])
-    {
+    for (note, what) in notes.iter().zip([
+        "an image (image/png)",
+        "an audio clip (audio/wav)",
+        "an embedded resource",
+    ]) {
         assert!(
             note.starts_with(&format!("[autotool withheld {what}"))
                 && note.ends_with(&format!("it holds the value of {VAR}]")),
@@ -71,7 +72,10 @@ fn check_blocks(got: &Value, clean: &Value, how: &str) {
         );
     }
     let text = got.to_string();
-    assert!(text.contains("the key: [REDACTED:BINARY_API_KEY]"), "{how}: {text}");
+    assert!(
+        text.contains("the key: [REDACTED:BINARY_API_KEY]"),
+        "{how}: {text}"
+    );
     let blocks = got["content"].as_array().unwrap();
     assert_eq!(blocks.len(), 6, "{how}: {got}");
     assert_eq!(&blocks[5], clean, "{how}: the clean image was changed");
@@ -85,7 +89,10 @@ fn check_failed(got: &Value, how: &str) {
     let why = &got["structuredContent"]["why"];
     assert_eq!(why["type"], "text", "{how}: {got}");
     assert!(
-        why["text"].as_str().unwrap_or("").contains("holds the value of BINARY_API_KEY"),
+        why["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("holds the value of BINARY_API_KEY"),
         "{how}: {got}"
     );
 }
@@ -104,7 +111,11 @@ fn a_key_in_binary_blocks_reaches_no_host_in_either_era_on_any_path() {
             .and_then(Value::as_str)
             .unwrap();
         let bytes = BASE64_STANDARD.decode(data).unwrap();
-        assert_eq!(found_in(&bytes, &forms(KEY)).as_deref(), Some(form), "control {i}");
+        assert_eq!(
+            found_in(&bytes, &forms(KEY)).as_deref(),
+            Some(form),
+            "control {i}"
+        );
     }
     let clean = content[5].clone();
     assert!(leak_in(&sent("failed"), KEY).is_some(), "control: failed");

@@ -75,7 +75,10 @@ fn a_key_computed_into_metadata_is_in_no_file_and_no_output() {
     let mut control = raw(META, "META_API_KEY", KEY);
     control.initialize().unwrap();
     let listed = control.request("tools/list", json!({})).unwrap();
-    assert!(listed.to_string().matches(KEY).count() >= 7, "control: {listed}");
+    assert!(
+        listed.to_string().matches(KEY).count() >= 7,
+        "control: {listed}"
+    );
     drop(control);
     let mut control = raw(PARAM, "PARAM_API_KEY", PARAM_KEY);
     control.initialize().unwrap();
@@ -103,7 +106,9 @@ fn a_key_computed_into_metadata_is_in_no_file_and_no_output() {
         .unwrap();
     assert!(!created.is_error, "{}{}", created.text, server.context());
     assert!(
-        created.text.contains("Looks a word up with the key [REDACTED:META_API_KEY]"),
+        created
+            .text
+            .contains("Looks a word up with the key [REDACTED:META_API_KEY]"),
         "{}",
         created.text
     );
@@ -115,7 +120,9 @@ fn a_key_computed_into_metadata_is_in_no_file_and_no_output() {
         .unwrap();
     assert!(refused.is_error, "{}", refused.text);
     assert!(
-        refused.text.contains("has a parameter named \"[REDACTED:PARAM_API_KEY]\""),
+        refused
+            .text
+            .contains("has a parameter named \"[REDACTED:PARAM_API_KEY]\""),
         "{}",
         refused.text
     );
@@ -124,7 +131,10 @@ fn a_key_computed_into_metadata_is_in_no_file_and_no_output() {
     for (name, arguments) in [
         ("meta__lookup", json!({})),
         ("meta__lookup", json!({"word": "tea"})),
-        ("run_tool", json!({"tool": "meta", "function": "lookup", "arguments": {}})),
+        (
+            "run_tool",
+            json!({"tool": "meta", "function": "lookup", "arguments": {}}),
+        ),
         ("search_tools", json!({"query": "look a word up"})),
     ] {
         let got = server
@@ -194,7 +204,10 @@ fn a_value_stored_before_it_became_a_key_is_redacted_on_the_way_out() {
     assert!(!created.is_error, "{}", created.text);
     drop(server);
     // Control: with no key holding it, `tools show` prints the stored value.
-    for args in [&["tools", "show", "later"][..], &["tools", "show", "later", "--json"]] {
+    for args in [
+        &["tools", "show", "later"][..],
+        &["tools", "show", "later", "--json"],
+    ] {
         let (_, stdout, stderr) = home.cli(args).unwrap();
         assert!(stdout.contains(LATER), "control {args:?}: {stdout}{stderr}");
         let (status, stdout, stderr) = home
@@ -202,7 +215,10 @@ fn a_value_stored_before_it_became_a_key_is_redacted_on_the_way_out() {
             .unwrap();
         assert!(status.success(), "{stderr}");
         assert!(!stdout.contains(LATER), "{args:?}: {stdout}");
-        assert!(stdout.contains("[REDACTED:LATER_API_KEY]"), "{args:?}: {stdout}");
+        assert!(
+            stdout.contains("[REDACTED:LATER_API_KEY]"),
+            "{args:?}: {stdout}"
+        );
         if args.contains(&"--json") {
             let _: Value = serde_json::from_str(&stdout).unwrap();
         }

@@ -88,7 +88,8 @@ fn every_string_of_every_block_reaches_the_host_redacted() {
     // The image, the audio clip and the blob carry the key as their payload (`binary`): each
     // is withheld whole, replaced by a note naming the key.
     assert_eq!(
-        text.matches("it holds the value of RENDER_API_KEY]").count(),
+        text.matches("it holds the value of RENDER_API_KEY]")
+            .count(),
         3,
         "{text}"
     );
@@ -262,7 +263,10 @@ pub(super) fn forms(key: &str) -> Vec<(String, Vec<u8>)> {
     for pad in 0..3 {
         let mut bytes = vec![0u8; pad];
         bytes.extend_from_slice(key.as_bytes());
-        for (label, engine) in [("base64", &BASE64_STANDARD), ("base64url", &BASE64_URL_SAFE)] {
+        for (label, engine) in [
+            ("base64", &BASE64_STANDARD),
+            ("base64url", &BASE64_URL_SAFE),
+        ] {
             let text = engine.encode(&bytes);
             let start = if pad == 0 { 0 } else { 4 };
             let inner = &text[start..text.len() - 4];

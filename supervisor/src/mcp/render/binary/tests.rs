@@ -98,7 +98,10 @@ fn blocks(data: &str) -> Value {
 #[test]
 fn a_key_inside_binary_blocks_is_withheld_at_every_alignment_and_form() {
     let url_encoded: String = KEY.bytes().map(|b| format!("%{b:02X}")).collect();
-    let json_escaped: String = KEY.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+    let json_escaped: String = KEY
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
     for inside in [KEY.to_string(), url_encoded, json_escaped] {
         for offset in [8, 9, 10, 11, 300] {
             let bytes = png_with(inside.as_bytes(), offset);
@@ -116,17 +119,15 @@ fn a_key_inside_binary_blocks_is_withheld_at_every_alignment_and_form() {
             ] {
                 let sent = blocks(&data);
                 // Control: the strings alone redacted, the key is one decode away.
-                assert!(
-                    leaks(&strings_only(&sent)),
-                    "control at {offset}: {inside}"
-                );
+                assert!(leaks(&strings_only(&sent)), "control at {offset}: {inside}");
                 let got = render(sent);
                 assert!(!leaks(&got), "offset {offset}, {inside}: {got}");
                 let content = got["content"].as_array().unwrap();
                 assert_eq!(content.len(), 4, "{got}");
-                for (block, what) in content[1..]
-                    .iter()
-                    .zip(["an image", "an audio clip", "an embedded resource"])
+                for (block, what) in
+                    content[1..]
+                        .iter()
+                        .zip(["an image", "an audio clip", "an embedded resource"])
                 {
                     assert_eq!(block["type"], "text", "{got}");
                     let note = block["text"].as_str().unwrap();
@@ -209,7 +210,9 @@ fn data_uris_icons_structured_content_and_meta_are_read_too() {
     assert!(!leaks(&got), "{got}");
     let text = got.to_string();
     assert!(
-        text.matches(&format!("it holds the value of {NAME}")).count() >= 6,
+        text.matches(&format!("it holds the value of {NAME}"))
+            .count()
+            >= 6,
         "{text}"
     );
     // The link is still a link, with its icons' sources replaced by the note.
@@ -283,10 +286,15 @@ fn decoding_is_bounded_by_the_cap() {
         .collect();
     let decoded = cap / clean.len();
     assert_eq!(notes.len(), 10 - decoded + 1, "{notes:?}");
-    assert!(notes[..notes.len() - 1]
-        .iter()
-        .all(|n| n.contains("left out: over autotool's cap")));
+    assert!(
+        notes[..notes.len() - 1]
+            .iter()
+            .all(|n| n.contains("left out: over autotool's cap"))
+    );
     // The small keyed block still fits what is left, and is read.
-    assert!(notes.last().unwrap().contains("holds the value of"), "{notes:?}");
+    assert!(
+        notes.last().unwrap().contains("holds the value of"),
+        "{notes:?}"
+    );
     assert!(!leaks(&v));
 }
