@@ -6,6 +6,7 @@ use super::{
 };
 use crate::redact::Redactor;
 use crate::tool::process::{CallOutcome, ToolInfo, ToolProcess};
+use crate::version::FunctionSpec;
 use autotool_policy::names::{FunctionName, MountedName, ToolName};
 use rmcp::model::JsonObject;
 use std::time::Duration;
@@ -110,20 +111,12 @@ fn parameter_with_key(schema: &JsonObject, r: &Redactor) -> Option<String> {
 /// the one place they are read from it, so the manifest, the ledger, the tool list, events and
 /// `autotool tools show` all hold the redacted form. (Names holding a value were refused by
 /// [`check_tools`].)
-pub fn redacted(mut tools: Vec<ToolInfo>, redactor: Option<&Redactor>) -> Vec<ToolInfo> {
+pub fn redacted(tools: Vec<ToolInfo>, redactor: Option<&Redactor>) -> Vec<ToolInfo> {
     let Some(r) = redactor else { return tools };
-    for t in &mut tools {
-        r.redact_option(&mut t.title);
-        r.redact_option(&mut t.description);
-        r.redact_object(&mut t.input_schema);
-        if let Some(o) = t.output_schema.as_mut() {
-            r.redact_object(o);
-        }
-        if let Some(a) = t.annotations.as_mut() {
-            r.redact_json(a);
-        }
-    }
     tools
+        .into_iter()
+        .map(|t| ToolInfo::from(FunctionSpec::from(t).redacted(r)))
+        .collect()
 }
 
 fn not_an_object_schema(schema: &JsonObject) -> Option<String> {

@@ -6,9 +6,9 @@
 //! arrives byte for byte. The control: the same tool, confined the same way, spoken to by the
 //! suite's raw client, sends payloads that decode to the key.
 
-use super::render::{forms, found_in, leak_in, raw};
-use super::{start, strict};
-use autotool_tests::serve::{ServeHome, Server, fixture};
+use super::render::{forms, found_in, leak_in, raw, serving};
+use super::strict;
+use autotool_tests::serve::{ServeHome, Server};
 use base64::Engine as _;
 use base64::prelude::BASE64_STANDARD;
 use serde_json::{Value, json};
@@ -122,14 +122,7 @@ fn a_key_in_binary_blocks_reaches_no_host_in_either_era_on_any_path() {
 
     let home = ServeHome::new().unwrap();
     let serve = serve.arg("--dangerously-allow-all-tools").env(VAR, KEY);
-    let mut server = start(&serve, &home);
-    let created = server
-        .call_result(
-            "create_tool",
-            json!({"name": "binary", "code": fixture(FILE).unwrap(), "verify": "quick"}),
-        )
-        .unwrap();
-    assert!(!created.is_error, "{}{}", created.text, server.context());
+    let mut server = serving("binary", FILE, &serve, &home);
 
     // The older era, by name and through run_tool.
     for (name, arguments) in calls("blocks") {

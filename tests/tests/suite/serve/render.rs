@@ -6,7 +6,7 @@
 //! raw client, delivers the key (or the size) in full.
 
 use super::{start, strict};
-use autotool_tests::serve::{ServeHome, Server, fixture};
+use autotool_tests::serve::{Serve, ServeHome, Server, fixture};
 use autotool_tests::tool::{Mode, ToolBuilder, ToolProcess};
 use base64::Engine as _;
 use base64::prelude::{BASE64_STANDARD, BASE64_URL_SAFE};
@@ -40,15 +40,21 @@ fn serve_with(cap: Option<usize>) -> Option<(ServeHome, Server)> {
         serve = serve.max_output_bytes(cap);
     }
     let home = ServeHome::new().unwrap();
-    let mut server = start(&serve, &home);
+    let server = serving("render", ATTACKS, &serve, &home);
+    Some((home, server))
+}
+
+/// `serve` started on `home` with the fixture `file` created as `name` (quick verification).
+pub(super) fn serving(name: &str, file: &str, serve: &Serve, home: &ServeHome) -> Server {
+    let mut server = start(serve, home);
     let created = server
         .call_result(
             "create_tool",
-            json!({"name": "render", "code": fixture(ATTACKS).unwrap(), "verify": "quick"}),
+            json!({"name": name, "code": fixture(file).unwrap(), "verify": "quick"}),
         )
         .unwrap();
     assert!(!created.is_error, "{}{}", created.text, server.context());
-    Some((home, server))
+    server
 }
 
 /// The whole `tools/call` result, as serve sent it.

@@ -65,12 +65,16 @@ fn leaks(v: &Value) -> bool {
     all.iter().any(|b| r.found_in(b).is_some())
 }
 
+fn renderer(secrets: &Secrets) -> Renderer<'_> {
+    Renderer {
+        secrets,
+        cap: 1 << 20,
+    }
+}
+
 fn render(v: Value) -> Value {
     let secrets = secrets();
-    let r = Renderer {
-        secrets: &secrets,
-        cap: 1 << 20,
-    };
+    let r = renderer(&secrets);
     let typed: CallToolResult = serde_json::from_value(v).unwrap();
     serde_json::to_value(r.result(typed)).unwrap()
 }
@@ -151,10 +155,7 @@ fn clean_binary_blocks_pass_byte_for_byte() {
     assert_eq!(got["content"], sent["content"]);
     // And with no key held at all, nothing is decoded or changed.
     let none = Secrets::default();
-    let r = Renderer {
-        secrets: &none,
-        cap: 1 << 20,
-    };
+    let r = renderer(&none);
     let typed: CallToolResult = serde_json::from_value(blocks("not base64 !!")).unwrap();
     assert_eq!(r.result(typed.clone()), typed);
 }
@@ -223,10 +224,7 @@ fn data_uris_icons_structured_content_and_meta_are_read_too() {
 #[test]
 fn resource_contents_on_their_own_become_text_contents() {
     let secrets = secrets();
-    let r = Renderer {
-        secrets: &secrets,
-        cap: 1 << 20,
-    };
+    let r = renderer(&secrets);
     let blob = BASE64_STANDARD.encode(png_with(KEY.as_bytes(), 11));
     let read = json!({"contents": [{"uri": "file:///a", "blob": blob, "mimeType": "image/png"}]});
     let typed: rmcp::model::ReadResourceResult = serde_json::from_value(read.clone()).unwrap();
@@ -246,10 +244,7 @@ fn resource_contents_on_their_own_become_text_contents() {
 #[test]
 fn an_error_s_data_is_read_too() {
     let secrets = secrets();
-    let r = Renderer {
-        secrets: &secrets,
-        cap: 1 << 20,
-    };
+    let r = renderer(&secrets);
     let mut data = json!({"attachment": {"type": "audio", "mimeType": "audio/wav",
         "data": BASE64_STANDARD.encode(png_with(KEY.as_bytes(), 8))}});
     assert!(leaks(&strings_only(&data)), "control");
