@@ -28,7 +28,8 @@
 //! readings to consider, while a tool that means to hide a value from redaction has endless
 //! other ways (base64, hex, `\x41`, `&#65;`, reversing, splitting): redaction is the guard
 //! against a value echoed back; against a hostile tool the guards are consent, the allowlist and
-//! the sandbox. A value shorter than [`MIN_SECRET_LEN`] bytes is not searched for (see there).
+//! the sandbox. (Base64 the protocol itself chose, an image's `data` or a resource's `blob`, is
+//! decoded by the render step, which searches the bytes with [`Redactor::found_in`].) A value shorter than [`MIN_SECRET_LEN`] bytes is not searched for (see there).
 //!
 //! How: [`search`] walks every reading of the text at once with one Aho-Corasick automaton over
 //! the raw values, and replaces the whole stretch of text each match took (escapes and all) with
@@ -235,6 +236,36 @@ impl Redactor {
     /// Whether `bytes` holds any secret in any form.
     pub fn contains_secret(&self, bytes: &[u8]) -> bool {
         self.search.as_ref().is_some_and(|s| s.any(bytes))
+    }
+
+    /// The name of a key whose value `bytes` holds in any form searched for (the leftmost
+    /// found), or `None`.
+    pub fn found_in(&self, bytes: &[u8]) -> Option<&str> {
+        let search = self.search.as_ref()?;
+        let mut owner = None;
+        let _ = search.groups(bytes, &mut |g: Hit| {
+            owner = Some(g.owner);
+            ControlFlow::Break(())
+        });
+        self.names.get(owner?).map(String::as_str)
+    }
+
+    /// `text` redacted in place, when it is there.
+    pub fn redact_option(&self, text: &mut Option<String>) {
+        if let Some(t) = text
+            && let Cow::Owned(r) = self.redact(t)
+        {
+            *t = r;
+        }
+    }
+
+    /// [`Redactor::redact_json`] of a JSON object in place.
+    pub fn redact_object(&self, object: &mut serde_json::Map<String, serde_json::Value>) {
+        let mut value = serde_json::Value::Object(std::mem::take(object));
+        self.redact_json(&mut value);
+        if let serde_json::Value::Object(redacted) = value {
+            *object = redacted;
+        }
     }
 
     /// Redact a JSON value in place: every string, every object key (keys that become equal

@@ -15,7 +15,10 @@
 //!    started with the caller's [`ToolSpec`] (confined through `autotool-launcher`, or not).
 //! 4. [`Stage::Initialize`]: the MCP `initialize` handshake, within the spec's start timeout.
 //! 5. [`Stage::ListTools`]: `tools/list`: at least one function, valid names that fit with
-//!    the tool's own in a mounted name and hold no key value, object schemas ([`check_tools`]).
+//!    the tool's own in a mounted name and hold no key value (nor do its parameters' names),
+//!    object schemas ([`check_tools`]). What it lists is redacted here, before anything keeps
+//!    it (titles, descriptions, schemas with their defaults, annotations): a tool may compute
+//!    them from its key at import.
 //! 6. [`Stage::SmokeTest`]: the optional call the author asked for, within its timeout.
 //! 7. [`Stage::Examples`]: each example the code declares in `EXAMPLES` (read statically at
 //!    stage 2, like `REQUIRED_ENV`) called, and its answer compared with what it expects.
@@ -351,7 +354,8 @@ async fn run(
 
     let t = Instant::now();
     let listed = match process.list_tools().await {
-        Ok(tools) => check_tools(&name, &tools, redactor.as_deref()).map(|()| tools),
+        Ok(tools) => check_tools(&name, &tools, redactor.as_deref())
+            .map(|()| functions::redacted(tools, redactor.as_deref())),
         Err(e) => Err(call_failure(Stage::ListTools, e)),
     };
     let tools = match listed {

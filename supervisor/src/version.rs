@@ -32,6 +32,23 @@ pub struct FunctionSpec {
     pub annotations: Option<serde_json::Value>,
 }
 
+impl FunctionSpec {
+    /// The spec with every key value `redactor` knows redacted (title, description, every string
+    /// and object key of the schemas and annotations): what a host or a user may be shown.
+    pub fn redacted(mut self, redactor: &crate::redact::Redactor) -> FunctionSpec {
+        redactor.redact_option(&mut self.title);
+        redactor.redact_option(&mut self.description);
+        redactor.redact_object(&mut self.input_schema);
+        if let Some(o) = self.output_schema.as_mut() {
+            redactor.redact_object(o);
+        }
+        if let Some(a) = self.annotations.as_mut() {
+            redactor.redact_json(a);
+        }
+        self
+    }
+}
+
 /// sha256 of `code`, lowercase hex: what a version is pinned by, and what an approval without
 /// an allowlist is bound to.
 pub fn code_hash(code: &[u8]) -> String {

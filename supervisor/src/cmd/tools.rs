@@ -5,6 +5,7 @@
 
 use crate::home::Home;
 use crate::ledger::{self, CallRow, EventRow, ToolStats};
+use crate::redact::{RedactingWriter, Redactor};
 use crate::registry::{Registry, RegistryError, Version};
 use autotool_policy::lifecycle::Manual;
 use serde::Serialize;
@@ -118,14 +119,32 @@ enum CliError {
 }
 
 /// Run a `tools` subcommand against `$AUTOTOOL_HOME`, writing to `out`; errors go to stderr.
+/// Everything it prints (text and `--json`, errors too) passes the redactor of every key value
+/// held now: what verification stored of a tool was redacted before it was written, but a
+/// value stored before its key was added is only known to be one now.
 pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
-    let result = Home::from_env()
-        .map_err(CliError::from)
-        .and_then(|home| run_in(&home, cmd, out));
-    match result {
+    let home = match Home::from_env() {
+        Ok(home) => home,
+        Err(e) => return super::fail("tools", &e.to_string()),
+    };
+    let redactor = match shown_through(&home) {
+        Ok(r) => r,
+        Err(e) => return super::fail("tools", &e.to_string()),
+    };
+    let mut shown = RedactingWriter::new(&mut *out, &redactor);
+    let result = run_in(&home, cmd, &mut shown);
+    let written = shown.finish().map(drop).map_err(CliError::from);
+    match result.and(written) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => super::fail("tools", &e.to_string()),
+        Err(e) => super::fail("tools", &redactor.redact(&e.to_string())),
     }
+}
+
+/// The redactor of every key value this machine holds (a keychain that cannot be read gives
+/// none of its values, as for `serve`).
+fn shown_through(home: &Home) -> Result<Redactor, crate::redact::RedactError> {
+    let (values, _unreadable) = crate::credentials::KeyStore::open(home).known_values();
+    Redactor::new(&values)
 }
 
 fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliError> {

@@ -199,6 +199,7 @@ impl Library {
                 code_hash: t.code_hash.clone(),
                 description: t.description.clone(),
                 functions: t.functions.clone(),
+                redactor: self.secrets().redactor().cloned(),
             }),
         };
         let started = Instant::now();

@@ -62,7 +62,7 @@ impl Rendered {
 fn render_error(renderer: &Renderer<'_>, mut e: McpError) -> McpError {
     e.message = Cow::Owned(renderer.text(&e.message));
     if let Some(data) = e.data.as_mut() {
-        renderer.secrets.redact_json(data);
+        renderer.json(data);
     }
     e
 }
@@ -144,8 +144,21 @@ impl ServerHandler for Rendered {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        // autotool serves no resources (reading one is "not found"); an answer is rendered all
+        // the same, binary contents included, should one ever be served.
         let answer = self.0.read_resource(request, context).await;
-        self.with_renderer(|r| answer.map_err(|e| render_error(r, e)))
+        self.with_renderer(|r| match answer {
+            Ok(ReadResourceResponse::Complete(result)) => r
+                .value(&result)
+                .map(ReadResourceResponse::Complete)
+                .ok_or_else(withheld),
+            Ok(ReadResourceResponse::InputRequired(input)) => r
+                .value(&input)
+                .map(ReadResourceResponse::InputRequired)
+                .ok_or_else(withheld),
+            Ok(other) => Ok(other),
+            Err(e) => Err(render_error(r, e)),
+        })
     }
 
     async fn get_prompt(
@@ -153,8 +166,20 @@ impl ServerHandler for Rendered {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        // No prompts either; an answer's messages (images among them) are rendered the same.
         let answer = self.0.get_prompt(request, context).await;
-        self.with_renderer(|r| answer.map_err(|e| render_error(r, e)))
+        self.with_renderer(|r| match answer {
+            Ok(GetPromptResponse::Complete(result)) => r
+                .value(&result)
+                .map(GetPromptResponse::Complete)
+                .ok_or_else(withheld),
+            Ok(GetPromptResponse::InputRequired(input)) => r
+                .value(&input)
+                .map(GetPromptResponse::InputRequired)
+                .ok_or_else(withheld),
+            Ok(other) => Ok(other),
+            Err(e) => Err(render_error(r, e)),
+        })
     }
 
     async fn on_custom_request(

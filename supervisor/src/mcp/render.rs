@@ -10,6 +10,10 @@
 //!   caps it: the cap counts the whole serialised answer, so a 2 MiB embedded resource cannot
 //!   pass a 256 KiB cap, and since the value was replaced before the cut, a value straddling
 //!   the cut leaves nothing of itself behind.
+//! - Before the strings, every payload the protocol base64-encodes (image and audio `data`, a
+//!   resource's `blob`, a `data:…;base64,` URI) is decoded and searched as bytes ([`binary`]):
+//!   a block that holds a key, or is not base64, is withheld and replaced by a text block that
+//!   says so and names the key; the rest pass unchanged.
 //! - [`Renderer::value`] does the same for any other protocol object (the tool list, server
 //!   info and instructions, errors, progress, a consent question): [`super::Rendered`] runs
 //!   every answer of the server through it, so a path that forgot is still covered.
@@ -40,8 +44,17 @@ impl Renderer<'_> {
     /// redacted value no longer fits `T`.
     pub fn value<T: Serialize + DeserializeOwned>(&self, value: &T) -> Option<T> {
         let mut v = serde_json::to_value(value).ok()?;
-        self.secrets.redact_json(&mut v);
+        self.json(&mut v);
         serde_json::from_value(v).ok()
+    }
+
+    /// A JSON value redacted in place: its binary payloads checked first ([`binary`]: a block
+    /// whose decoded bytes hold a key is withheld), then every string.
+    pub fn json(&self, value: &mut Value) {
+        if let Some(redactor) = self.secrets.redactor() {
+            binary::screen(redactor, value, self.cap);
+            redactor.redact_json(value);
+        }
     }
 
     /// Plain text, redacted.
@@ -325,5 +338,6 @@ pub fn search(query: &str, hits: &[Hit]) -> CallToolResult {
     result
 }
 
+mod binary;
 #[cfg(test)]
 mod tests;

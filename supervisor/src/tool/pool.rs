@@ -39,6 +39,10 @@ pub struct PinCheck {
     pub code_hash: String,
     pub description: String,
     pub functions: Functions,
+    /// The key values known now: both sides are compared redacted, as verification stored
+    /// them, so a listing that holds a key value matches its redacted record (and a version
+    /// stored before a key was added is not taken for a changed one).
+    pub redactor: Option<std::sync::Arc<crate::redact::Redactor>>,
 }
 
 impl PinCheck {
@@ -52,13 +56,18 @@ impl PinCheck {
 
     /// Compare what a new process lists with what was verified.
     async fn process(&self, process: &ToolProcess) -> Result<Result<(), Break>, ToolProcError> {
+        let shown = |f: FunctionSpec| match &self.redactor {
+            Some(r) => f.redacted(r),
+            None => f,
+        };
         let reported: Vec<FunctionSpec> = process
             .list_tools()
             .await?
             .into_iter()
             .map(FunctionSpec::from)
+            .map(shown)
             .collect();
-        let pinned: Vec<FunctionSpec> = self.functions.specs();
+        let pinned: Vec<FunctionSpec> = self.functions.specs().into_iter().map(shown).collect();
         let differences = crate::pin::differences(&pinned, &reported);
         if differences.is_empty() {
             return Ok(Ok(()));

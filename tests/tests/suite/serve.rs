@@ -11,6 +11,9 @@
 //! - `misbehaving`: mounted tools that crash, hang past the call timeout, break the protocol
 //!   mid-call, flood stderr or return too much;
 //! - `demo`: `autotool demo` shows every step it promises;
+//! - `binary`: a key's bytes inside images, audio clips and blobs, in both eras, withheld;
+//! - `metadata`: a key computed into a tool's titles, descriptions and schemas at import is in
+//!   no file of the home and no `tools` output;
 //! - `keys`: a key, its allowlist and redaction end to end; no key without consent;
 //! - `consent`: consent per tool × key in both eras, re-asking, `tools approve/revoke`;
 //! - `library`: `search_tools` ranking by health, the list limit, pinning (a file changed on
@@ -28,12 +31,14 @@
 //! (`cargo build -p autotool`, or `AUTOTOOL_BIN`) and the launcher beside it.
 
 mod arguments;
+mod binary;
 mod consent;
 mod create;
 mod demo;
 mod keys;
 mod library;
 mod lifecycle;
+mod metadata;
 mod misbehaving;
 mod packages;
 mod persistence;

@@ -35,6 +35,19 @@ impl From<Tool> for ToolInfo {
     }
 }
 
+impl From<crate::version::FunctionSpec> for ToolInfo {
+    fn from(f: crate::version::FunctionSpec) -> Self {
+        ToolInfo {
+            name: f.name,
+            title: f.title,
+            description: f.description,
+            input_schema: f.input_schema,
+            output_schema: f.output_schema,
+            annotations: f.annotations,
+        }
+    }
+}
+
 impl From<ToolInfo> for crate::version::FunctionSpec {
     fn from(t: ToolInfo) -> Self {
         crate::version::FunctionSpec {

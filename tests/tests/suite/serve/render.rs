@@ -6,8 +6,10 @@
 //! raw client, delivers the key (or the size) in full.
 
 use super::{start, strict};
-use autotool_tests::serve::{ServeHome, Server, fixture};
+use autotool_tests::serve::{Serve, ServeHome, Server, fixture};
 use autotool_tests::tool::{Mode, ToolBuilder, ToolProcess};
+use base64::Engine as _;
+use base64::prelude::{BASE64_STANDARD, BASE64_URL_SAFE};
 use serde_json::{Value, json};
 
 const ATTACKS: &str = "render_attacks.py";
@@ -18,7 +20,7 @@ const NAME_KEY: &str = "leakyname0x4f9a1c7e2b8d";
 
 /// The fixture `file` confined as serve would confine it, holding `key` as `var`, spoken to by
 /// the suite's raw client: the control, with no render step in between.
-fn raw(file: &str, var: &str, key: &str) -> ToolProcess {
+pub(super) fn raw(file: &str, var: &str, key: &str) -> ToolProcess {
     let code = fixture(file).unwrap();
     let mut builder = ToolBuilder::new(autotool_tests::ATTACK_TOOL)
         .unwrap()
@@ -38,15 +40,21 @@ fn serve_with(cap: Option<usize>) -> Option<(ServeHome, Server)> {
         serve = serve.max_output_bytes(cap);
     }
     let home = ServeHome::new().unwrap();
-    let mut server = start(&serve, &home);
+    let server = serving("render", ATTACKS, &serve, &home);
+    Some((home, server))
+}
+
+/// `serve` started on `home` with the fixture `file` created as `name` (quick verification).
+pub(super) fn serving(name: &str, file: &str, serve: &Serve, home: &ServeHome) -> Server {
+    let mut server = start(serve, home);
     let created = server
         .call_result(
             "create_tool",
-            json!({"name": "render", "code": fixture(ATTACKS).unwrap(), "verify": "quick"}),
+            json!({"name": name, "code": fixture(file).unwrap(), "verify": "quick"}),
         )
         .unwrap();
     assert!(!created.is_error, "{}{}", created.text, server.context());
-    Some((home, server))
+    server
 }
 
 /// The whole `tools/call` result, as serve sent it.
@@ -80,21 +88,22 @@ fn every_string_of_every_block_reaches_the_host_redacted() {
         "a piece of the key reached the host: {text}"
     );
     assert!(
-        text.matches("[REDACTED:RENDER_API_KEY]").count() >= 14,
+        text.matches("[REDACTED:RENDER_API_KEY]").count() >= 8,
+        "{text}"
+    );
+    // The image, the audio clip and the blob carry the key as their payload (`binary`): each
+    // is withheld whole, replaced by a note naming the key.
+    assert_eq!(
+        text.matches("it holds the value of RENDER_API_KEY]")
+            .count(),
+        3,
         "{text}"
     );
     let blocks = got["content"].as_array().unwrap();
     let types: Vec<&str> = blocks.iter().filter_map(|b| b["type"].as_str()).collect();
     assert_eq!(
         types,
-        [
-            "text",
-            "image",
-            "audio",
-            "resource",
-            "resource",
-            "resource_link"
-        ],
+        ["text", "text", "text", "resource", "text", "resource_link"],
         "{text}"
     );
     // The string answer's structured copy too.
@@ -227,4 +236,94 @@ fn a_function_named_with_a_key_is_refused_and_the_refusal_is_redacted() {
         .to_string();
     assert!(!listed.contains(NAME_KEY), "{listed}");
     assert!(!listed.contains("named__"), "{listed}");
+}
+
+/// Every form of `key` the suite searches for, each with its label: raw, URL-encoded (every
+/// byte, either hex case), JSON-escaped (`\u00hh`, either case), and base64 in both alphabets at
+/// each of the three alignments (the part of the encoding that depends on the key alone).
+pub(super) fn forms(key: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = vec![("raw".to_string(), key.as_bytes().to_vec())];
+    for (label, upper) in [("%HH", true), ("%hh", false)] {
+        let encoded: String = key
+            .bytes()
+            .map(|b| {
+                if upper {
+                    format!("%{b:02X}")
+                } else {
+                    format!("%{b:02x}")
+                }
+            })
+            .collect();
+        out.push((label.to_string(), encoded.into_bytes()));
+    }
+    for (label, upper) in [("\\u00hh", false), ("\\u00HH", true)] {
+        let escaped: String = key
+            .chars()
+            .map(|c| {
+                let hex = format!("{:04x}", c as u32);
+                format!("\\u{}", if upper { hex.to_uppercase() } else { hex })
+            })
+            .collect();
+        out.push((label.to_string(), escaped.into_bytes()));
+    }
+    for pad in 0..3 {
+        let mut bytes = vec![0u8; pad];
+        bytes.extend_from_slice(key.as_bytes());
+        for (label, engine) in [
+            ("base64", &BASE64_STANDARD),
+            ("base64url", &BASE64_URL_SAFE),
+        ] {
+            let text = engine.encode(&bytes);
+            let start = if pad == 0 { 0 } else { 4 };
+            let inner = &text[start..text.len() - 4];
+            out.push((format!("{label} at +{pad}"), inner.as_bytes().to_vec()));
+        }
+    }
+    out
+}
+
+/// The label of the first form of [`forms`] found in `bytes`.
+pub(super) fn found_in(bytes: &[u8], forms: &[(String, Vec<u8>)]) -> Option<String> {
+    forms
+        .iter()
+        .find(|(_, f)| bytes.windows(f.len()).any(|w| w == f.as_slice()))
+        .map(|(label, _)| label.clone())
+}
+
+/// Every string of `v` (object keys too), each also decoded when it is base64 (whitespace
+/// skipped, either alphabet, a `data:` URI's payload): what a host could read out of it.
+pub(super) fn readable(v: &Value) -> Vec<Vec<u8>> {
+    fn walk(v: &Value, out: &mut Vec<Vec<u8>>) {
+        match v {
+            Value::String(s) => {
+                out.push(s.as_bytes().to_vec());
+                let payload = s.rsplit_once(";base64,").map_or(s.as_str(), |(_, p)| p);
+                let compact: String = payload.split_whitespace().collect();
+                let bare = compact.trim_end_matches('=');
+                for engine in [
+                    &base64::prelude::BASE64_STANDARD_NO_PAD,
+                    &base64::prelude::BASE64_URL_SAFE_NO_PAD,
+                ] {
+                    if let Ok(bytes) = engine.decode(bare) {
+                        out.push(bytes);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            Value::Object(map) => map.iter().for_each(|(k, v)| {
+                out.push(k.as_bytes().to_vec());
+                walk(v, out);
+            }),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, &mut out);
+    out
+}
+
+/// The first form of `key` a host could read out of `v` (see [`readable`]).
+pub(super) fn leak_in(v: &Value, key: &str) -> Option<String> {
+    let forms = forms(key);
+    readable(v).iter().find_map(|b| found_in(b, &forms))
 }
