@@ -65,7 +65,8 @@ fn host_wide_proc_files_are_masked() {
     let paths: Vec<String> = entries.iter().flat_map(|e| spellings(e)).collect();
     let mut confined = builder().start(Mode::Confined).unwrap();
     let inside = peek(&mut confined, &paths);
-    let control = peek(&mut builder().start(Mode::Control).unwrap(), &paths);
+    let mut unconfined = builder().start(Mode::Control).unwrap();
+    let control = peek(&mut unconfined, &paths);
     let mut shown = Vec::new();
     for entry in &entries {
         let plain = format!("/proc/{entry}");
@@ -110,6 +111,29 @@ fn host_wide_proc_files_are_masked() {
             "no control for /proc/{always}: {shown:?}"
         );
     }
+
+    // The paths container runtimes mask below /sys do not arise: the sandbox has no /sys.
+    let sys: Vec<String> = ["/sys", "/sys/firmware", "/sys/devices/virtual/powercap"]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    let inside = peek(&mut confined, &sys);
+    for path in &sys {
+        assert!(
+            inside[path]["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("FileNotFoundError")),
+            "{path}: {}",
+            inside[path]
+        );
+    }
+    // Control: unconfined, the tool lists the host's /sys.
+    let outside = peek(&mut unconfined, &sys[..1]);
+    assert!(
+        held(&outside, "/sys").is_some_and(|n| n > 0),
+        "CONTROL /sys: {}",
+        outside["/sys"]
+    );
 
     // What stays visible does (the C library, Python and its libraries read these), and
     // /proc is read-only as a whole.
