@@ -47,6 +47,16 @@ pub enum LaunchError {
         target: PathBuf,
         source: io::Error,
     },
+    #[error(
+        "mounting {target:?} as a read-only overlay of {path:?} (the sandbox shows host \
+         directories under no host path, which needs overlayfs: a kernel with \
+         CONFIG_OVERLAY_FS, `modprobe overlay`): {source}"
+    )]
+    Overlay {
+        path: PathBuf,
+        target: PathBuf,
+        source: io::Error,
+    },
     #[error("pivot_root into the new root: {0}")]
     PivotRoot(io::Error),
     #[error("setting resource limit {what}: {source}")]

@@ -6,6 +6,11 @@
 //! what lets a launcher started by root run the tool as `nobody` and still mount a runtime that
 //! lives under `/root`.
 //!
+//! The tool's directory, the runtime and the packages layer are shown through read-only
+//! overlays whose layers are named by descriptor, so the tool's mount table holds no host path
+//! of theirs (a bind's entry names its source's path on its file system, a user's home among
+//! it).
+//!
 //! The fresh `/proc` is read-only, and the host-wide files and directories the plan masks are
 //! hidden behind an empty read-only view of `/dev/null` or an empty read-only tmpfs (those the
 //! kernel lacks are skipped). The four device nodes are read-only binds: a device node opens for
@@ -125,6 +130,7 @@ impl HostSources {
                         me.open_required(&Path::new("/dev").join(node))?;
                     }
                 }
+                Mount::Layer { source, .. } => me.open_required(source)?,
                 Mount::MaskFile { .. } => me.open_required(Path::new(MASK_SOURCE))?,
                 _ => {}
             }
@@ -298,6 +304,34 @@ pub fn build_root(
                 };
                 sys.set_attrs(&t, attrs, true)
                     .map_err(step("read-only (recursive)", target))?;
+            }
+            Mount::Layer {
+                source,
+                target,
+                exec,
+            } => {
+                let refuse = |errno| LaunchError::OpenSource {
+                    path: source.clone(),
+                    source: io::Error::from_raw_os_error(errno),
+                };
+                let (host, src) = sources.get(source).ok_or_else(|| refuse(libc::ENOENT))?;
+                if !matches!(host, Host::Dir(_)) {
+                    return Err(refuse(libc::ENOTDIR));
+                }
+                let t = inside(root, target);
+                sys.mkdir_all(&t).map_err(step("mount point", target))?;
+                let attrs = Attrs {
+                    read_only: true,
+                    noexec: !exec,
+                    nosuid: true,
+                    nodev: true,
+                };
+                sys.overlay(&src, &t, attrs)
+                    .map_err(|e| LaunchError::Overlay {
+                        path: source.clone(),
+                        target: target.clone(),
+                        source: e,
+                    })?;
             }
             Mount::Tmpfs {
                 target,

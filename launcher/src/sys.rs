@@ -93,6 +93,11 @@ pub enum Op {
         source: String,
         target: String,
     },
+    Overlay {
+        source: String,
+        target: String,
+        attrs: Attrs,
+    },
     SetAttrs {
         target: String,
         attrs: Attrs,
@@ -149,6 +154,10 @@ pub trait Sys {
     fn create_file(&mut self, path: &Path, contents: &[u8]) -> io::Result<()>;
     fn symlink(&mut self, target: &Path, link: &Path) -> io::Result<()>;
     fn bind(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()>;
+    /// A read-only overlay at `target` (an empty directory) whose layers are the directory
+    /// `source` and `target` itself, both named by descriptor: the mount table then shows no
+    /// host path.
+    fn overlay(&mut self, source: &Source<'_>, target: &Path, attrs: Attrs) -> io::Result<()>;
     fn set_attrs(&mut self, target: &Path, attrs: Attrs, recursive: bool) -> io::Result<()>;
     fn pivot_root(&mut self, new_root: &Path) -> io::Result<()>;
 

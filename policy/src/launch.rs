@@ -39,30 +39,61 @@ pub const MIN_LANDLOCK_ABI: u8 = 6;
 /// Device nodes visible in the sandbox's `/dev`.
 pub const DEV_NODES: [&str; 4] = ["null", "zero", "random", "urandom"];
 /// Host-wide files of `/proc` a tool has no use for, hidden behind an empty read-only file
-/// where the kernel has them (docs/sandbox.md says why each, and what stays visible): the
-/// kernel's layout (`kallsyms`, `modules`, `config.gz`, `kcore`), what the rest of the machine
-/// is doing (`interrupts`, `softirqs`, `timer_list`, `sched_debug`, `latency_stats`,
-/// `timer_stats`, `keys`, `key-users`), the boot command line (`cmdline`) and a control
-/// (`sysrq-trigger`).
-pub const PROC_MASKED_FILES: [&str; 14] = [
+/// where the kernel has them (paths below `/proc`; docs/sandbox.md says why each, and what
+/// stays visible). The masked paths of container runtimes (runc, crun, Docker: `kcore`,
+/// `keys`, `latency_stats`, `timer_list`, `timer_stats`, `sched_debug`, `interrupts`), and:
+/// the kernel's layout (`kallsyms`, `modules`, `config.gz`, `vmallocinfo`, `kpage*`), what
+/// the rest of the machine is doing (`softirqs`, `schedstat`, `key-users`, `locks`,
+/// `diskstats`, `kmsg`), the allocator's state (`buddyinfo`, `pagetypeinfo`, `slabinfo`,
+/// `zoneinfo`), the hardware and its layout (`iomem`, `ioports`, `mtrr`, `consoles`,
+/// `partitions`, `swaps`, `mdstat`), the boot command line and configuration (`cmdline`,
+/// `bootconfig`), the identity of this boot (`sys/kernel/random/boot_id`) and a control
+/// (`sysrq-trigger`). Files only root may read are masked too: a mode is a kernel's choice.
+pub const PROC_MASKED_FILES: [&str; 35] = [
     "kallsyms",
     "modules",
     "config.gz",
     "kcore",
+    "vmallocinfo",
+    "kpagecount",
+    "kpageflags",
+    "kpagecgroup",
     "interrupts",
     "softirqs",
     "timer_list",
     "sched_debug",
+    "schedstat",
     "latency_stats",
     "timer_stats",
     "keys",
     "key-users",
+    "locks",
+    "diskstats",
+    "kmsg",
+    "buddyinfo",
+    "pagetypeinfo",
+    "slabinfo",
+    "zoneinfo",
+    "iomem",
+    "ioports",
+    "mtrr",
+    "consoles",
+    "partitions",
+    "swaps",
+    "mdstat",
     "cmdline",
+    "bootconfig",
+    "sys/kernel/random/boot_id",
     "sysrq-trigger",
 ];
-/// Directories of `/proc` describing the host's hardware, hidden behind an empty read-only
-/// tmpfs where the kernel has them.
-pub const PROC_MASKED_DIRS: [&str; 3] = ["acpi", "asound", "scsi"];
+/// Directories of `/proc` describing the host's hardware and its pressure, hidden behind an
+/// empty read-only tmpfs where the kernel has them: `acpi`, `asound` and `scsi` (masked by
+/// container runtimes), the device lists of `bus` and `driver`, `irq` (interrupt lines and
+/// their CPUs), `fs` (each host file system by its device) and `pressure` (host-wide stall
+/// figures).
+pub const PROC_MASKED_DIRS: [&str; 8] = [
+    "acpi", "asound", "scsi", "bus", "driver", "irq", "fs", "pressure",
+];
 /// Port the egress listener binds inside the tool's network namespace (127.0.0.1 and ::1).
 pub const DEFAULT_EGRESS_PORT: u16 = 3128;
 
@@ -287,6 +318,16 @@ pub enum Mount {
         target: PathBuf,
         exec: bool,
         optional: bool,
+    },
+    /// A host directory shown at `target` without its host path: a read-only overlay whose
+    /// layers are the directory, named through a descriptor, and the empty mount point. A bind
+    /// would put the source's path on its file system (a user's home among it) in the tool's
+    /// `mountinfo`; the overlay's entry names only `overlay` and descriptors. Required;
+    /// nosuid and nodev; `exec` decides noexec.
+    Layer {
+        source: PathBuf,
+        target: PathBuf,
+        exec: bool,
     },
     /// A private size-limited tmpfs, writable, nosuid, nodev and noexec.
     Tmpfs {
@@ -592,11 +633,10 @@ impl LaunchPolicy {
             });
         }
         if let Some(runtime) = &self.runtime {
-            mounts.push(Mount::Bind {
+            mounts.push(Mount::Layer {
                 source: runtime.clone(),
                 target: RUNTIME_MOUNT.into(),
                 exec: true,
-                optional: false,
             });
             landlock.push(PathRule {
                 path: RUNTIME_MOUNT.into(),
@@ -604,11 +644,10 @@ impl LaunchPolicy {
             });
         }
         if let Some(packages) = &self.packages {
-            mounts.push(Mount::Bind {
+            mounts.push(Mount::Layer {
                 source: packages.clone(),
                 target: PACKAGES_MOUNT.into(),
                 exec: true,
-                optional: false,
             });
             landlock.push(PathRule {
                 path: PACKAGES_MOUNT.into(),
@@ -646,11 +685,10 @@ impl LaunchPolicy {
             path: "/etc".into(),
             access: FsAccess::Read,
         });
-        mounts.push(Mount::Bind {
+        mounts.push(Mount::Layer {
             source: self.tool_dir.clone(),
             target: TOOL_MOUNT.into(),
             exec: false,
-            optional: false,
         });
         landlock.push(PathRule {
             path: TOOL_MOUNT.into(),

@@ -290,6 +290,42 @@ def mount_options(path: str) -> str:
     return f"WORKS: {found}"
 
 
+def _read_text(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except Exception as e:  # noqa: BLE001
+        return f"error: {_err(e)}"
+
+
+@mcp.tool()
+def mount_tables() -> str:
+    """The process's mount table through every file that shows one (the whole process's, its
+    main thread's, a fresh thread's by each of its names, the init's), and its memory map,
+    which names the file behind each mapping: everything a tool can learn of where its mounts
+    come from."""
+    me = os.getpid()
+    names = ["mountinfo", "mounts", "mountstats"]
+    seen = {f"/proc/self/{n}": _read_text(f"/proc/self/{n}") for n in names}
+    seen[f"/proc/{me}/mountinfo"] = _read_text(f"/proc/{me}/mountinfo")
+    seen["/proc/1/mountinfo"] = _read_text("/proc/1/mountinfo")
+    seen["/proc/self/maps"] = _read_text("/proc/self/maps")
+
+    def in_thread():
+        tid = threading.get_native_id()
+        for path in [
+            "/proc/thread-self/mountinfo",
+            f"/proc/self/task/{tid}/mountinfo",
+            f"/proc/{tid}/mountinfo",
+        ]:
+            seen[path.replace(str(tid), "TID")] = _read_text(path)
+
+    t = threading.Thread(target=in_thread)
+    t.start()
+    t.join()
+    return "WORKS: " + json.dumps(seen)
+
+
 @mcp.tool()
 def peek(paths: list[str]) -> str:
     """How much each path holds: bytes of a file (up to 64 KiB), entries of a directory, or
@@ -300,8 +336,10 @@ def peek(paths: list[str]) -> str:
             if os.path.isdir(path):
                 seen[path] = {"entries": len(os.listdir(path))}
             else:
-                with open(path, "rb") as f:
-                    seen[path] = {"bytes": len(f.read(65536))}
+                # Non-blocking: /proc/kmsg waits for the next kernel message otherwise.
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+                with open(fd, "rb") as f:
+                    seen[path] = {"bytes": len(f.read(65536) or b"")}
         except Exception as e:  # noqa: BLE001
             seen[path] = {"error": _err(e)}
     return "WORKS: " + json.dumps(seen)

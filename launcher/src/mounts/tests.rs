@@ -110,6 +110,13 @@ fn bind(source: &str, target: &str) -> Op {
         target: target.into(),
     }
 }
+fn overlay(source: &str, target: &str, attrs: Attrs) -> Op {
+    Op::Overlay {
+        source: source.into(),
+        target: target.into(),
+        attrs,
+    }
+}
 fn attrs(target: &str, attrs: Attrs, recursive: bool) -> Op {
     Op::SetAttrs {
         target: target.into(),
@@ -246,10 +253,9 @@ fn merged_usr_host_builds_exactly() {
             "/tmp/etc/hosts",
             "127.0.0.1\tlocalhost weather\n::1\tlocalhost ip6-localhost ip6-loopback\n",
         ),
-        // The tool, noexec.
+        // The tool, noexec, an overlay that names no host path.
         mkdir("/tmp/tool"),
-        bind("/srv/tools/weather", "/tmp/tool"),
-        attrs("/tmp/tool", RO_NOEXEC, true),
+        overlay("/srv/tools/weather", "/tmp/tool", RO_NOEXEC),
         // Private tmpfs, sized by the policy.
         mkdir("/tmp/tmp"),
         tmpfs("/tmp/tmp", tmp, 0o1777),
@@ -476,34 +482,41 @@ fn every_bind_is_sealed_read_only_recursively_with_noexec_unless_exec() {
     build_root(&plan, &sources, &mut rec).unwrap();
     let ops = rec.ops;
 
+    let sealed = |exec: bool| Attrs {
+        read_only: true,
+        noexec: !exec,
+        nosuid: true,
+        nodev: true,
+    };
+    let exec_of = |source: &str| match source {
+        "/usr" | "/opt/python" | "/srv/venvs/weather" => true,
+        "/srv/tools/weather" | "/etc/ssl/certs" | "/etc/localtime" => false,
+        other => panic!("unexpected mount of {other}"),
+    };
     let mut seen = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        let Op::Bind { source, target } = op else {
-            continue;
-        };
-        if source.starts_with("/dev/") {
-            continue;
+        match op {
+            Op::Bind { source, .. } if source.starts_with("/dev/") => {}
+            // A bind is sealed by the next call, recursively.
+            Op::Bind { source, target } => {
+                assert_eq!(
+                    ops.get(i + 1),
+                    Some(&Op::SetAttrs {
+                        target: target.clone(),
+                        attrs: sealed(exec_of(source)),
+                        recursive: true,
+                    }),
+                    "after the bind of {source}"
+                );
+                seen.push(source.as_str());
+            }
+            // An overlay is mounted sealed.
+            Op::Overlay { source, attrs, .. } => {
+                assert_eq!(*attrs, sealed(exec_of(source)), "overlay of {source}");
+                seen.push(source.as_str());
+            }
+            _ => {}
         }
-        let exec = match source.as_str() {
-            "/usr" | "/opt/python" | "/srv/venvs/weather" => true,
-            "/srv/tools/weather" | "/etc/ssl/certs" | "/etc/localtime" => false,
-            other => panic!("unexpected bind of {other}"),
-        };
-        assert_eq!(
-            ops.get(i + 1),
-            Some(&Op::SetAttrs {
-                target: target.clone(),
-                attrs: Attrs {
-                    read_only: true,
-                    noexec: !exec,
-                    nosuid: true,
-                    nodev: true,
-                },
-                recursive: true,
-            }),
-            "after the bind of {source}"
-        );
-        seen.push(source.as_str());
     }
     assert_eq!(
         seen,
@@ -516,12 +529,12 @@ fn every_bind_is_sealed_read_only_recursively_with_noexec_unless_exec() {
             "/srv/tools/weather",
         ]
     );
-    // The plan agrees: the tool is the one noexec bind that is required.
-    assert!(plan.mounts.contains(&Mount::Bind {
+    // The plan agrees: the tool is the one noexec directory that is required, shown under no
+    // host name.
+    assert!(plan.mounts.contains(&Mount::Layer {
         source: "/srv/tools/weather".into(),
         target: "/tool".into(),
         exec: false,
-        optional: false,
     }));
 }
 
@@ -639,7 +652,7 @@ fn synthesized_files_follow_the_etc_binds_and_use_the_hostname() {
 #[test]
 fn a_failing_call_stops_the_stage_with_its_step() {
     for (fail, step, reported) in [
-        ("/tmp/tool", "bind", "/tool"),
+        ("/tmp/opt/python", "bind", "/opt/python"),
         ("/tmp/dev/zero", "device bind", "/dev/zero"),
         ("/tmp/proc/kallsyms", "mask", "/proc/kallsyms"),
     ] {
@@ -666,6 +679,42 @@ fn a_failing_call_stops_the_stage_with_its_step() {
             "{:?}",
             rec.ops.last()
         );
+    }
+}
+
+#[test]
+fn a_failing_overlay_stops_the_stage_and_names_overlayfs() {
+    let plan = policy().plan().unwrap();
+    let mut rec = Recorder::default().fail_when(
+        |op| matches!(op, Op::Overlay { target, .. } if target == "/tmp/tool"),
+        libc::ENODEV,
+    );
+    let err = build_root(&plan, &bare_host(), &mut rec).unwrap_err();
+    let LaunchError::Overlay {
+        path,
+        target,
+        source,
+    } = &err
+    else {
+        panic!("expected an Overlay error, got {err:?}");
+    };
+    assert_eq!(path, &PathBuf::from("/srv/tools/weather"));
+    assert_eq!(target, &PathBuf::from("/tool"));
+    assert_eq!(source.raw_os_error(), Some(libc::ENODEV));
+    assert!(err.to_string().contains("modprobe overlay"), "{err}");
+    assert!(matches!(rec.ops.last(), Some(Op::Overlay { .. })));
+}
+
+#[test]
+fn a_layer_source_that_is_not_a_directory_is_refused() {
+    let sources = HostSources::fake(&["/usr", "/opt/python"], &["/srv/tools/weather"], &[]);
+    let (result, _) = run(&policy(), &sources);
+    match result {
+        Err(LaunchError::OpenSource { path, source }) => {
+            assert_eq!(path, PathBuf::from("/srv/tools/weather"));
+            assert_eq!(source.raw_os_error(), Some(libc::ENOTDIR));
+        }
+        other => panic!("expected OpenSource, got {other:?}"),
     }
 }
 
@@ -771,9 +820,9 @@ fn small_files_are_copied_not_bound() {
 }
 
 #[test]
-fn a_runtime_under_the_hosts_tmp_is_bound_at_its_fixed_place_read_only_with_exec() {
+fn a_runtime_under_the_hosts_tmp_is_mounted_at_its_fixed_place_read_only_with_exec() {
     // The host's /tmp is where the root is staged and, inside, the tool's private tmpfs: the
-    // runtime is bound through the descriptor opened before either exists, at /runtime.
+    // runtime is mounted through the descriptor opened before either exists, at /runtime.
     let mut policy = policy();
     policy.runtime = Some(PathBuf::from("/tmp/ci-home/.autotool/runtime"));
     policy.interpreter = PathBuf::from("/tmp/ci-home/.autotool/runtime/bin/python3");
@@ -783,10 +832,9 @@ fn a_runtime_under_the_hosts_tmp_is_bound_at_its_fixed_place_read_only_with_exec
     let ops = ok_ops(&policy, &sources);
     let at = ops
         .iter()
-        .position(|op| *op == bind("/tmp/ci-home/.autotool/runtime", "/tmp/runtime"))
-        .unwrap_or_else(|| panic!("no bind of the runtime at /runtime: {ops:#?}"));
+        .position(|op| *op == overlay("/tmp/ci-home/.autotool/runtime", "/tmp/runtime", RO_EXEC))
+        .unwrap_or_else(|| panic!("no overlay of the runtime at /runtime: {ops:#?}"));
     assert_eq!(ops[at - 1], mkdir("/tmp/runtime"));
-    assert_eq!(ops[at + 1], attrs("/tmp/runtime", RO_EXEC, true));
     // Nothing is mounted at the runtime's host path inside the root.
     assert!(
         !ops.iter()

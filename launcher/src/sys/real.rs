@@ -6,6 +6,7 @@ use autotool_policy::RlimitResource;
 use caps::Capability;
 use std::ffi::CString;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -150,6 +151,41 @@ impl Sys for RealSys {
                 std::ptr::null(),
                 libc::MS_BIND | libc::MS_REC,
                 std::ptr::null(),
+            )
+        })
+    }
+
+    fn overlay(&mut self, source: &Source<'_>, target: &Path, attrs: Attrs) -> io::Result<()> {
+        let t = cstr(target)?;
+        // SAFETY: t is a valid C string; O_PATH opens no file contents.
+        let below = unsafe {
+            libc::open(
+                t.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if below < 0 {
+            return Err(last());
+        }
+        // SAFETY: the descriptor is fresh and ours; dropping it closes it after the mount.
+        let below = unsafe { OwnedFd::from_raw_fd(below) };
+        // The layers are named through this process's descriptors, so that is all the mount
+        // table shows of them. Redirects and metacopy stay off: nothing in a layer can point
+        // the overlay elsewhere.
+        let data = CString::new(format!(
+            "lowerdir=/proc/self/fd/{}:/proc/self/fd/{},redirect_dir=nofollow,metacopy=off",
+            source.fd,
+            below.as_raw_fd()
+        ))
+        .map_err(|_| io::Error::other("overlay options"))?;
+        // SAFETY: all pointers are valid NUL-terminated strings that outlive the call.
+        check_int(unsafe {
+            libc::mount(
+                c"overlay".as_ptr(),
+                t.as_ptr(),
+                c"overlay".as_ptr(),
+                flags(attrs),
+                data.as_ptr().cast(),
             )
         })
     }

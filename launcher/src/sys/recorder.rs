@@ -168,6 +168,13 @@ impl Sys for Recorder {
             target: s(target),
         })
     }
+    fn overlay(&mut self, source: &Source<'_>, target: &Path, attrs: Attrs) -> io::Result<()> {
+        self.record(Op::Overlay {
+            source: s(source.path),
+            target: s(target),
+            attrs,
+        })
+    }
     fn set_attrs(&mut self, target: &Path, attrs: Attrs, recursive: bool) -> io::Result<()> {
         self.record(Op::SetAttrs {
             target: s(target),

@@ -74,6 +74,14 @@ fn bind(source: &str, target: &str, exec: bool, optional: bool) -> Mount {
     }
 }
 
+fn layer(source: &str, target: &str, exec: bool) -> Mount {
+    Mount::Layer {
+        source: p(source),
+        target: p(target),
+        exec,
+    }
+}
+
 fn rule(path: &str, access: FsAccess) -> PathRule {
     PathRule {
         path: p(path),
@@ -103,9 +111,9 @@ fn representative_policy_plans_exactly() {
             Mount::HostSymlink { path: p("/sbin") },
             bind("/sbin", "/sbin", true, true),
             // The Python prefix at its own path; the runtime at its fixed place, wherever it
-            // lives on the host. Both required, with exec.
+            // lives on the host, its host path named nowhere. Both required, with exec.
             bind("/opt/python", "/opt/python", true, false),
-            bind("/tmp/ci/.autotool/runtime", "/runtime", true, false),
+            layer("/tmp/ci/.autotool/runtime", "/runtime", true),
             // Single entries of /etc: optional, noexec.
             bind("/etc/ld.so.cache", "/etc/ld.so.cache", false, true),
             bind("/etc/ld.so.conf", "/etc/ld.so.conf", false, true),
@@ -141,8 +149,8 @@ fn representative_policy_plans_exactly() {
                            ::1\tlocalhost ip6-localhost ip6-loopback\n"
                     .into(),
             },
-            // The tool itself: required, noexec.
-            bind("/srv/tools/weather", "/tool", false, false),
+            // The tool itself: required, noexec, under no host name.
+            layer("/srv/tools/weather", "/tool", false),
             Mount::Tmpfs {
                 target: p("/tmp"),
                 size_bytes: 32 << 20,
@@ -168,6 +176,18 @@ fn representative_policy_plans_exactly() {
                 target: p("/proc/kcore"),
             },
             Mount::MaskFile {
+                target: p("/proc/vmallocinfo"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/kpagecount"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/kpageflags"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/kpagecgroup"),
+            },
+            Mount::MaskFile {
                 target: p("/proc/interrupts"),
             },
             Mount::MaskFile {
@@ -178,6 +198,9 @@ fn representative_policy_plans_exactly() {
             },
             Mount::MaskFile {
                 target: p("/proc/sched_debug"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/schedstat"),
             },
             Mount::MaskFile {
                 target: p("/proc/latency_stats"),
@@ -192,7 +215,55 @@ fn representative_policy_plans_exactly() {
                 target: p("/proc/key-users"),
             },
             Mount::MaskFile {
+                target: p("/proc/locks"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/diskstats"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/kmsg"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/buddyinfo"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/pagetypeinfo"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/slabinfo"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/zoneinfo"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/iomem"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/ioports"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/mtrr"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/consoles"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/partitions"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/swaps"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/mdstat"),
+            },
+            Mount::MaskFile {
                 target: p("/proc/cmdline"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/bootconfig"),
+            },
+            Mount::MaskFile {
+                target: p("/proc/sys/kernel/random/boot_id"),
             },
             Mount::MaskFile {
                 target: p("/proc/sysrq-trigger"),
@@ -205,6 +276,21 @@ fn representative_policy_plans_exactly() {
             },
             Mount::MaskDir {
                 target: p("/proc/scsi"),
+            },
+            Mount::MaskDir {
+                target: p("/proc/bus"),
+            },
+            Mount::MaskDir {
+                target: p("/proc/driver"),
+            },
+            Mount::MaskDir {
+                target: p("/proc/irq"),
+            },
+            Mount::MaskDir {
+                target: p("/proc/fs"),
+            },
+            Mount::MaskDir {
+                target: p("/proc/pressure"),
             },
             Mount::Dev {
                 target: p("/dev"),
@@ -307,6 +393,7 @@ fn minimal_plan_has_no_egress_no_ports_and_custom_argv() {
         .iter()
         .map(|m| match m {
             Mount::Bind { .. } => "bind",
+            Mount::Layer { .. } => "layer",
             Mount::Tmpfs { .. } => "tmpfs",
             Mount::Proc { .. } => "proc",
             Mount::MaskFile { .. } => "mask file",
@@ -316,7 +403,7 @@ fn minimal_plan_has_no_egress_no_ports_and_custom_argv() {
             Mount::HostSymlink { .. } => "symlink",
         })
         .collect();
-    let mut expected = vec!["file", "file", "file", "bind", "tmpfs", "tmpfs", "proc"];
+    let mut expected = vec!["file", "file", "file", "layer", "tmpfs", "tmpfs", "proc"];
     expected.extend(["mask file"; PROC_MASKED_FILES.len()]);
     expected.extend(["mask dir"; PROC_MASKED_DIRS.len()]);
     expected.push("dev");
@@ -497,8 +584,7 @@ fn the_runtime_may_live_anywhere_on_the_host_and_always_appears_at_its_fixed_pla
         policy.interpreter = p(&format!("{host}/bin/python3"));
         let plan = policy.plan().unwrap();
         assert!(
-            plan.mounts
-                .contains(&bind(host, RUNTIME_MOUNT, true, false)),
+            plan.mounts.contains(&layer(host, RUNTIME_MOUNT, true)),
             "{host}: {:?}",
             plan.mounts
         );
@@ -1052,10 +1138,10 @@ fn the_packages_layer_is_mounted_with_exec_next_to_the_runtime() {
     let runtime_at = without
         .mounts
         .iter()
-        .position(|m| m == &bind("/tmp/ci/.autotool/runtime", "/runtime", true, false))
+        .position(|m| m == &layer("/tmp/ci/.autotool/runtime", "/runtime", true))
         .unwrap();
     let mut expected_mounts = without.mounts.clone();
-    expected_mounts.insert(runtime_at + 1, bind(LAYER, "/packages", true, false));
+    expected_mounts.insert(runtime_at + 1, layer(LAYER, "/packages", true));
     assert_eq!(with.mounts, expected_mounts);
 
     // Exactly one Landlock rule more, read and execute, right after the runtime's.
@@ -1101,7 +1187,8 @@ fn without_packages_argv_is_exactly_as_before() {
     );
     assert!(!plan.mounts.iter().any(|m| matches!(
         m,
-        Mount::Bind { target, .. } if target == Path::new(PACKAGES_MOUNT)
+        Mount::Bind { target, .. } | Mount::Layer { target, .. }
+            if target == Path::new(PACKAGES_MOUNT)
     )));
     assert!(
         !plan
@@ -1123,7 +1210,7 @@ fn without_a_runtime_the_layer_follows_the_runtime_dirs() {
         .unwrap();
     assert_eq!(
         plan.mounts[python_at + 1],
-        bind("/srv/layers/abc", "/packages", true, false)
+        layer("/srv/layers/abc", "/packages", true)
     );
     assert_eq!(
         plan.argv,
@@ -1196,7 +1283,7 @@ fn the_packages_layer_may_live_anywhere_on_the_host_and_always_appears_at_its_fi
         policy.packages = Some(p(host));
         let plan = policy.plan().unwrap();
         assert!(
-            plan.mounts.contains(&bind(host, "/packages", true, false)),
+            plan.mounts.contains(&layer(host, "/packages", true)),
             "{host:?}"
         );
         assert!(

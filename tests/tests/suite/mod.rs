@@ -6,7 +6,8 @@
 //! - `process`: new processes, exec, threads, the environment;
 //! - `filesystem`: planted secrets, writes outside the private tmpfs, tmpfs size;
 //! - `memory`: loading code from writable places, executable anonymous memory;
-//! - `kernel`: keyrings, ptrace, namespaces, mount, io_uring, `/proc`, inherited descriptors;
+//! - `kernel`: keyrings, ptrace, namespaces, mount, io_uring, inherited descriptors;
+//! - `host_view`: what a tool can learn of the host: `/proc`'s host-wide files, the mount table;
 //! - `network`: host listeners over TCP, UDP and unix sockets, and the egress listener;
 //! - `limits`: memory, thread, descriptor and CPU bombs;
 //! - `lifecycle`: refusing to start without a feature, bad policies, parent death;
@@ -18,6 +19,7 @@
 //! `AUTOTOOL_REQUIRE_CONFINEMENT=1`, that is a failure).
 
 mod filesystem;
+mod host_view;
 mod kernel;
 mod lifecycle;
 mod limits;
