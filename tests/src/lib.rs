@@ -35,5 +35,10 @@ use std::time::Duration;
 /// The longest any single wait on a tool may take (a start, a call, an exit).
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The longest a whole `autotool` command a test runs may take: `autotool demo` starts a dozen
+/// tools one after another (about 10 s on an idle 2-core machine, 26 s seen under load), so it
+/// gets more room than a single wait.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// The fixture holding every attack, one MCP tool function per attack.
 pub const ATTACK_TOOL: &str = "attack_tool.py";

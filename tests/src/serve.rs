@@ -7,14 +7,15 @@
 //! - [`Serve`]: how to start the server (sandbox, timeouts, output cap).
 //! - [`Server`]: the running server. Its own process group is killed on drop; stderr is
 //!   captured (its tail); every line it writes to stdout is kept and checked to be JSON-RPC 2.0.
-//!   Every wait, writes included, is bounded by [`crate::TIMEOUT`] or less.
+//!   Every wait, writes included, is bounded by [`crate::TIMEOUT`] or less; a whole command by
+//!   [`crate::COMMAND_TIMEOUT`].
 //!
 //! The server finds the Python runtime through `AUTOTOOL_RUNTIME`, set to the test runtime
 //! ([`crate::locate::runtime`]), and the launcher through `AUTOTOOL_LAUNCHER` when the test's
 //! environment sets it, else beside its own binary.
 
-use crate::TIMEOUT;
 use crate::locate;
+use crate::{COMMAND_TIMEOUT, TIMEOUT};
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -100,7 +101,7 @@ impl ServeHome {
         self.dir.path()
     }
 
-    /// Run `autotool <args>` (not `serve`) on this home, bounded by [`TIMEOUT`]; returns
+    /// Run `autotool <args>` (not `serve`) on this home, bounded by [`COMMAND_TIMEOUT`]; returns
     /// (exit status, stdout, stderr).
     pub fn cli(&self, args: &[&str]) -> Result<(ExitStatus, String, String)> {
         self.cli_with(args, &[])
@@ -126,7 +127,7 @@ impl ServeHome {
             .with_context(|| format!("starting {bin:?} {args:?}"))?;
         let out = reader_thread(child.stdout.take().context("no stdout")?);
         let err = reader_thread(child.stderr.take().context("no stderr")?);
-        let deadline = Instant::now() + TIMEOUT;
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
         let status = loop {
             if let Some(status) = child.try_wait()? {
                 break status;
@@ -134,7 +135,7 @@ impl ServeHome {
             if Instant::now() >= deadline {
                 kill_group(&mut child);
                 bail!(
-                    "`autotool {}` did not finish within {TIMEOUT:?}",
+                    "`autotool {}` did not finish within {COMMAND_TIMEOUT:?}",
                     args.join(" ")
                 );
             }
