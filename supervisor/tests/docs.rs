@@ -159,9 +159,9 @@ supervisor/src/in/a/fence.rs
         named_paths(text),
         [
             "keys.md",
-            "no-such-page.md",
             "supervisor/src/agent/provider.rs",
             "supervisor/src/lib.rs",
+            "no-such-page.md",
             "policy/src/names.rs",
             "policy/src/nonames.rs",
         ]
@@ -169,8 +169,8 @@ supervisor/src/in/a/fence.rs
     assert_eq!(
         missing(&root, &root.join("docs"), text),
         [
-            "no-such-page.md",
             "supervisor/src/agent/provider.rs",
+            "no-such-page.md",
             "policy/src/nonames.rs"
         ]
     );
