@@ -74,7 +74,7 @@ pub enum Cmd {
     ///
     /// With `--remove`, takes autotool's entry out of every app's config again (or only the
     /// `--app` ones). With `--launcher`, installs the sandbox launcher with file capabilities
-    /// instead.
+    /// instead. With `--model`, sets up autotool's own model (for synthesize_tool) instead.
     Setup {
         /// Only these apps (comma-separated or repeated), registered even where setup finds no
         /// sign of them.

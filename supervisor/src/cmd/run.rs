@@ -500,44 +500,39 @@ mod tests {
         // The file's error names the file given.
         let e = plan(Path::new("/p"), &options, None, &vars(&[])).unwrap_err();
         assert!(e.to_string().contains("/p/conf/model.env"), "{e}");
+        let planned = |options: &RunOptions, text: &str| {
+            let env = crate::dotenv::parse(text);
+            plan(
+                Path::new("/p"),
+                options,
+                Some(env),
+                &vars(&[("HOME", "/h")]),
+            )
+            .unwrap()
+        };
+        let model = |got: &Plan| {
+            crate::own_model::agent::ProviderConfig::from_vars(&got.model)
+                .unwrap()
+                .model
+        };
         // --model replaces the file's model, for either API, and stays out of serve's env.
-        let env = crate::dotenv::parse(
+        let got = planned(
+            &options,
             "OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_LLM=small\nX_API_KEY=k\n",
         );
-        let got = plan(
-            Path::new("/p"),
-            &options,
-            Some(env),
-            &vars(&[("HOME", "/h")]),
-        )
-        .unwrap();
-        let config = crate::own_model::agent::ProviderConfig::from_vars(&got.model).unwrap();
-        assert_eq!(config.model, "qwen3:32b");
+        assert_eq!(model(&got), "qwen3:32b");
         assert!(
             !got.serve_env
                 .iter()
                 .any(|(k, _)| k == "OPENAI_LLM" || k == "ANTHROPIC_MODEL")
         );
-        let env = crate::dotenv::parse("ANTHROPIC_API_KEY=sk-ant\n");
-        let got = plan(
-            Path::new("/p"),
-            &options,
-            Some(env),
-            &vars(&[("HOME", "/h")]),
-        )
-        .unwrap();
-        let config = crate::own_model::agent::ProviderConfig::from_vars(&got.model).unwrap();
-        assert_eq!(config.model, "qwen3:32b");
+        assert_eq!(
+            model(&planned(&options, "ANTHROPIC_API_KEY=sk-ant\n")),
+            "qwen3:32b"
+        );
         // Without --model, the file's.
-        let env = crate::dotenv::parse("ANTHROPIC_API_KEY=sk-ant\nANTHROPIC_MODEL=m1\n");
-        let got = plan(
-            Path::new("/p"),
-            &absolute,
-            Some(env),
-            &vars(&[("HOME", "/h")]),
-        )
-        .unwrap();
-        assert_eq!(got.model["ANTHROPIC_MODEL"], "m1");
+        let got = planned(&absolute, "ANTHROPIC_API_KEY=sk-ant\nANTHROPIC_MODEL=m1\n");
+        assert_eq!(model(&got), "m1");
     }
 
     #[test]

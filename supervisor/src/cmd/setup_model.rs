@@ -106,27 +106,22 @@ pub fn vars_for(a: &Answers) -> Result<BTreeMap<String, String>, String> {
         }
     };
     match a.kind {
-        Kind::OpenAi => {
+        Kind::OpenAi | Kind::Anthropic => {
+            let (base_var, model_var) = match a.kind {
+                Kind::Anthropic => ("ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL"),
+                Kind::OpenAi | Kind::Local => ("OPENAI_BASE_URL", "OPENAI_LLM"),
+            };
             if a.key.is_none() {
-                return Err("openai needs a key: --key-stdin, or OPENAI_API_KEY in the \
-                            environment when there is no terminal"
-                    .into());
+                return Err(format!(
+                    "{} needs a key: --key-stdin, or {} in the environment when there is no \
+                     terminal",
+                    a.kind.name(),
+                    a.kind.key_var()
+                ));
             }
-            set("OPENAI_API_KEY", &a.key);
-            set("OPENAI_BASE_URL", &a.base_url);
-            set("OPENAI_LLM", &a.model);
-        }
-        Kind::Anthropic => {
-            if a.key.is_none() {
-                return Err(
-                    "anthropic needs a key: --key-stdin, or ANTHROPIC_API_KEY in the \
-                            environment when there is no terminal"
-                        .into(),
-                );
-            }
-            set("ANTHROPIC_API_KEY", &a.key);
-            set("ANTHROPIC_BASE_URL", &a.base_url);
-            set("ANTHROPIC_MODEL", &a.model);
+            set(a.kind.key_var(), &a.key);
+            set(base_var, &a.base_url);
+            set(model_var, &a.model);
         }
         Kind::Local => {
             if a.model.is_none() {
