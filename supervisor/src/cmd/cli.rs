@@ -74,7 +74,7 @@ pub enum Cmd {
     ///
     /// With `--remove`, takes autotool's entry out of every app's config again (or only the
     /// `--app` ones). With `--launcher`, installs the sandbox launcher with file capabilities
-    /// instead.
+    /// instead. With `--model`, sets up autotool's own model (for synthesize_tool) instead.
     Setup {
         /// Only these apps (comma-separated or repeated), registered even where setup finds no
         /// sign of them.
@@ -107,6 +107,27 @@ pub enum Cmd {
         /// Print what would be done (for apps, each change as a diff) and change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Set up autotool's own model instead (for synthesize_tool): asks on a terminal, shows
+        /// the current values, tries the model with one short request, writes
+        /// $AUTOTOOL_HOME/.env. Without a terminal, only flags and the environment are read.
+        #[arg(long, conflicts_with_all = ["launcher", "service", "remove", "apps", "no_runtime"])]
+        model: bool,
+        /// With --model: openai (or an OpenAI-compatible server with --base-url), anthropic,
+        /// or local (Ollama by default, no key needed).
+        #[arg(long, requires = "model", value_parser = ["openai", "anthropic", "local"])]
+        provider: Option<String>,
+        /// With --model: the model's name (OPENAI_LLM, ANTHROPIC_MODEL).
+        #[arg(long, requires = "model", value_name = "NAME")]
+        model_name: Option<String>,
+        /// With --model: the API root (OPENAI_BASE_URL, ANTHROPIC_BASE_URL).
+        #[arg(long, requires = "model", value_name = "URL")]
+        base_url: Option<String>,
+        /// With --model: read the key from stdin (never from the command line).
+        #[arg(long, requires = "model")]
+        key_stdin: bool,
+        /// With --model: write the settings without the test request.
+        #[arg(long, requires = "model")]
+        no_test: bool,
     },
     /// Serve MCP to a host app on stdin/stdout (or HTTP).
     ///
@@ -223,6 +244,12 @@ pub enum Cmd {
     Run {
         /// What to do, in plain words.
         task: String,
+        /// Read the model from this file instead of ./.env.
+        #[arg(long, value_name = "FILE")]
+        env_file: Option<std::path::PathBuf>,
+        /// Use this model instead of the one the file names (OPENAI_LLM, ANTHROPIC_MODEL).
+        #[arg(long, value_name = "NAME")]
+        model: Option<String>,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
@@ -439,6 +466,32 @@ pub fn main() -> ExitCode {
         Cmd::Service { cmd } => super::service::main(cmd, &mut stdout),
         Cmd::Config { json, get } => super::config::main(json, get.as_deref(), &mut stdout),
         Cmd::Doctor { json } => super::doctor::main(json, &mut stdout),
+        #[cfg(feature = "own-model")]
+        Cmd::Setup {
+            model: true,
+            provider,
+            model_name,
+            base_url,
+            key_stdin,
+            no_test,
+            dry_run,
+            ..
+        } => super::setup_model::main(
+            &super::setup_model::ModelArgs {
+                provider,
+                base_url,
+                model_name,
+                key_stdin,
+                no_test,
+                dry_run,
+            },
+            &mut stdout,
+        ),
+        #[cfg(not(feature = "own-model"))]
+        Cmd::Setup { model: true, .. } => fail(
+            "setup",
+            "this autotool was built without its own model (feature own-model)",
+        ),
         Cmd::Setup {
             launcher: true,
             yes,
@@ -465,7 +518,15 @@ pub fn main() -> ExitCode {
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
         Cmd::Runtime { cmd } => crate::cmd::runtime::main(cmd, &mut stdout),
         #[cfg(feature = "own-model")]
-        Cmd::Run { task } => crate::cmd::run::main(&task, &mut stdout),
+        Cmd::Run {
+            task,
+            env_file,
+            model,
+        } => crate::cmd::run::main(
+            &task,
+            &crate::cmd::run::RunOptions { env_file, model },
+            &mut stdout,
+        ),
         Cmd::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "autotool", &mut script);

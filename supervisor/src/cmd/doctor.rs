@@ -409,6 +409,10 @@ pub fn run_all(config: &Result<crate::config::Config, crate::config::Problems>) 
         Ok(home) => {
             report.checks.push(keychain_check(&home));
             report.checks.push(service_check(&home));
+            #[cfg(feature = "own-model")]
+            report
+                .checks
+                .push(crate::own_model::settings::doctor_check(&home));
             host_checks(&mut report.checks);
         }
         Err(e) => report

@@ -14,6 +14,8 @@ pub mod runtime;
 pub mod serve;
 pub mod service;
 pub mod setup;
+#[cfg(feature = "own-model")]
+pub mod setup_model;
 pub mod tools;
 
 pub use cli::fail;

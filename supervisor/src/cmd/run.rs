@@ -1,5 +1,5 @@
 //! `autotool run "<task>"`: the demo agent on the user's own model. The model comes from
-//! `./.env`; tools land in `./tools` (the ledger in `./autotool.db`); there are no consent
+//! `./.env` (or the file `--env-file` names; `--model` replaces the model it names); tools land in `./tools` (the ledger in `./autotool.db`); there are no consent
 //! prompts and no allowlists. It prints its steps as it goes: each tool written, each
 //! verification result, each call and its result, and the answer.
 //!
@@ -80,6 +80,22 @@ pub enum Runtime {
     Default(PathBuf),
 }
 
+/// What the command line chose.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// The `.env` the model comes from, relative to the current directory (`None`: `./.env`).
+    pub env_file: Option<PathBuf>,
+    /// The model to use in place of the one the file names (`OPENAI_LLM`, `ANTHROPIC_MODEL`).
+    pub model: Option<String>,
+}
+
+impl RunOptions {
+    /// The `.env` file read, from the current directory `cwd`.
+    pub fn env_path(&self, cwd: &Path) -> PathBuf {
+        cwd.join(self.env_file.as_deref().unwrap_or(Path::new(".env")))
+    }
+}
+
 /// Everything `autotool run` decided before starting.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -110,27 +126,26 @@ impl std::fmt::Debug for Plan {
     }
 }
 
-/// Decide, from the current directory, the `.env` found there (`None`: no file) and the
-/// process's `AUTOTOOL_HOME`, `AUTOTOOL_RUNTIME` and `HOME`.
+/// Decide, from the current directory, the options, the `.env` they name (`None`: no file)
+/// and the process's `AUTOTOOL_HOME`, `AUTOTOOL_RUNTIME` and `HOME`.
 pub fn plan(
     cwd: &Path,
+    options: &RunOptions,
     dotenv: Option<crate::dotenv::DotEnv>,
     vars: &BTreeMap<String, String>,
 ) -> Result<Plan, RunError> {
-    let env_path = cwd.join(".env").display().to_string();
-    let dotenv = dotenv.ok_or_else(|| RunError::NoEnv {
+    let env_path = options.env_path(cwd).display().to_string();
+    let mut dotenv = dotenv.ok_or_else(|| RunError::NoEnv {
         path: env_path.clone(),
     })?;
-    let chooses_model = [
-        "AUTOTOOL_PROVIDER",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-    ]
-    .iter()
-    .any(|k| dotenv.vars.get(*k).is_some_and(|v| !v.trim().is_empty()));
-    if dotenv.is_empty() || !chooses_model {
+    if dotenv.is_empty() || !crate::own_model::settings::names_a_model(&dotenv.vars) {
         return Err(RunError::NoModel { path: env_path });
+    }
+    if let Some(model) = options.model.as_deref().filter(|m| !m.trim().is_empty()) {
+        // Whichever API the file picks reads its own one of the two.
+        for var in ["OPENAI_LLM", "ANTHROPIC_MODEL"] {
+            dotenv.vars.insert(var.to_string(), model.to_string());
+        }
     }
     let set = |name: &str| vars.get(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     let home = set("AUTOTOOL_HOME").unwrap_or_else(|| cwd.to_path_buf());
@@ -177,8 +192,8 @@ pub fn plan(
 }
 
 /// `autotool run`: the exit code, errors on stderr, steps on `out`.
-pub fn main(task: &str, out: &mut dyn Write) -> ExitCode {
-    match run(task, out) {
+pub fn main(task: &str, options: &RunOptions, out: &mut dyn Write) -> ExitCode {
+    match run(task, options, out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = out.flush();
@@ -188,9 +203,10 @@ pub fn main(task: &str, out: &mut dyn Write) -> ExitCode {
     }
 }
 
-fn run(task: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+fn run(task: &str, options: &RunOptions, out: &mut dyn Write) -> anyhow::Result<()> {
     let cwd = std::env::current_dir()?;
-    let dotenv = crate::dotenv::read(&cwd.join(".env"))?;
+    let env_path = options.env_path(&cwd);
+    let dotenv = crate::dotenv::read(&env_path)?;
     if let Some(env) = &dotenv {
         for skipped in &env.skipped {
             eprintln!("autotool run: {skipped}");
@@ -201,10 +217,10 @@ fn run(task: &str, out: &mut dyn Write) -> anyhow::Result<()> {
             .iter()
             .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
             .collect();
-    let plan = plan(&cwd, dotenv, &vars)?;
+    let plan = plan(&cwd, options, dotenv, &vars)?;
     let provider = crate::own_model::agent::provider_from_vars(&plan.model).map_err(|source| {
         RunError::Model {
-            path: cwd.join(".env").display().to_string(),
+            path: env_path.display().to_string(),
             source,
         }
     })?;
@@ -375,6 +391,7 @@ mod tests {
         );
         let got = plan(
             Path::new("/work/project"),
+            &RunOptions::default(),
             Some(env),
             &vars(&[("HOME", "/home/u")]),
         )
@@ -410,6 +427,7 @@ mod tests {
         let env = crate::dotenv::parse("ANTHROPIC_API_KEY=sk-ant\n");
         let got = plan(
             Path::new("/p"),
+            &RunOptions::default(),
             Some(env),
             &vars(&[
                 ("HOME", "/home/u"),
@@ -425,6 +443,7 @@ mod tests {
         let env = crate::dotenv::parse("OPENAI_API_KEY=sk-x\n");
         let got = plan(
             Path::new("/p"),
+            &RunOptions::default(),
             Some(env),
             &vars(&[("AUTOTOOL_HOME", "/a")]),
         )
@@ -440,7 +459,13 @@ mod tests {
             Some(crate::dotenv::parse("# empty\n")),
             Some(crate::dotenv::parse("HN_API_KEY=k\n")),
         ] {
-            let e = plan(Path::new("/p"), env, &vars(&[("HOME", "/h")])).unwrap_err();
+            let e = plan(
+                Path::new("/p"),
+                &RunOptions::default(),
+                env,
+                &vars(&[("HOME", "/h")]),
+            )
+            .unwrap_err();
             let text = e.to_string();
             for var in [
                 "/p/.env",
@@ -452,6 +477,62 @@ mod tests {
                 assert!(text.contains(var), "{var}: {text}");
             }
         }
+    }
+
+    #[test]
+    fn env_file_and_model_options() {
+        let options = RunOptions {
+            env_file: Some("conf/model.env".into()),
+            model: Some("qwen3:32b".into()),
+        };
+        assert_eq!(
+            options.env_path(Path::new("/p")),
+            PathBuf::from("/p/conf/model.env")
+        );
+        let absolute = RunOptions {
+            env_file: Some("/etc/m.env".into()),
+            model: None,
+        };
+        assert_eq!(
+            absolute.env_path(Path::new("/p")),
+            PathBuf::from("/etc/m.env")
+        );
+        // The file's error names the file given.
+        let e = plan(Path::new("/p"), &options, None, &vars(&[])).unwrap_err();
+        assert!(e.to_string().contains("/p/conf/model.env"), "{e}");
+        let planned = |options: &RunOptions, text: &str| {
+            let env = crate::dotenv::parse(text);
+            plan(
+                Path::new("/p"),
+                options,
+                Some(env),
+                &vars(&[("HOME", "/h")]),
+            )
+            .unwrap()
+        };
+        let model = |got: &Plan| {
+            crate::own_model::agent::ProviderConfig::from_vars(&got.model)
+                .unwrap()
+                .model
+        };
+        // --model replaces the file's model, for either API, and stays out of serve's env.
+        let got = planned(
+            &options,
+            "OPENAI_BASE_URL=http://127.0.0.1:9/v1\nOPENAI_LLM=small\nX_API_KEY=k\n",
+        );
+        assert_eq!(model(&got), "qwen3:32b");
+        assert!(
+            !got.serve_env
+                .iter()
+                .any(|(k, _)| k == "OPENAI_LLM" || k == "ANTHROPIC_MODEL")
+        );
+        assert_eq!(
+            model(&planned(&options, "ANTHROPIC_API_KEY=sk-ant\n")),
+            "qwen3:32b"
+        );
+        // Without --model, the file's.
+        let got = planned(&absolute, "ANTHROPIC_API_KEY=sk-ant\nANTHROPIC_MODEL=m1\n");
+        assert_eq!(model(&got), "m1");
     }
 
     #[test]
