@@ -180,6 +180,15 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::tools::ToolsCmd,
     },
+    /// Make this machine's signing key, and keep the publishers whose tools it accepts.
+    ///
+    /// `tools push` signs with this machine's key; `tools pull` accepts a tool only when a
+    /// publisher added here signed it (cosign's key-based format, ECDSA P-256).
+    #[cfg(feature = "team")]
+    Trust {
+        #[command(subcommand)]
+        cmd: crate::cmd::team::TrustCmd,
+    },
     /// Add, list, remove and limit the keys tools may be given.
     ///
     /// Values are read without echo from the terminal, or from stdin; never from the command
@@ -267,6 +276,14 @@ fn wants_json(cmd: &Cmd) -> bool {
         } => *json,
         Cmd::Tools {
             cmd: ToolsCmd::List { json } | ToolsCmd::Show { json, .. },
+        } => *json,
+        #[cfg(feature = "team")]
+        Cmd::Tools {
+            cmd: ToolsCmd::Push { json, .. } | ToolsCmd::Pull { json, .. },
+        } => *json,
+        #[cfg(feature = "team")]
+        Cmd::Trust {
+            cmd: crate::cmd::team::TrustCmd::List { json },
         } => *json,
         Cmd::Keys {
             cmd: KeysCmd::List { json },
@@ -439,6 +456,8 @@ pub fn main() -> ExitCode {
         } => super::setup::hosts(apps, dry_run, service, !no_runtime, &mut stdout),
         Cmd::Tools { cmd } => crate::cmd::tools::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
+        #[cfg(feature = "team")]
+        Cmd::Trust { cmd } => crate::cmd::team::trust(cmd, &mut stdout),
         Cmd::Runtime { cmd } => crate::cmd::runtime::main(cmd, &mut stdout),
         #[cfg(feature = "own-model")]
         Cmd::Run { task } => crate::cmd::run::main(&task, &mut stdout),

@@ -14,6 +14,8 @@ pub mod runtime;
 pub mod serve;
 pub mod service;
 pub mod setup;
+#[cfg(feature = "team")]
+pub mod team;
 pub mod tools;
 
 pub use cli::fail;
