@@ -41,6 +41,7 @@ mod protocol;
 mod render;
 mod service;
 mod states;
+mod team;
 mod unconfined;
 mod verdicts;
 
