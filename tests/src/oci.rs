@@ -55,6 +55,53 @@ impl Drop for Registry {
 /// An HTTP answer: status, headers (lowercase names), body.
 pub type Answer = (u16, Vec<(String, String)>, Vec<u8>);
 
+/// One HTTP/1.1 request to 127.0.0.1:`port`, by hand, with `basic` credentials if given.
+pub fn http(
+    port: u16,
+    basic: Option<&(String, String)>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Answer> {
+    use base64::Engine as _;
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(crate::TIMEOUT))?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        port,
+        body.len()
+    );
+    if let Some((u, p)) = basic {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+        head.push_str(&format!("Authorization: Basic {token}\r\n"));
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("no end of the answer's head")?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .context("no status")?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Ok((status, headers, raw[split + 4..].to_vec()))
+}
+
 impl Registry {
     /// Start one; with `basic`, it asks for that user and password.
     pub fn start(basic: Option<(&str, &str)>) -> Result<Registry> {
@@ -158,42 +205,7 @@ impl Registry {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<Answer> {
-        use base64::Engine as _;
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
-        stream.set_read_timeout(Some(crate::TIMEOUT))?;
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            self.port,
-            body.len()
-        );
-        if let Some((u, p)) = &self.basic {
-            let token = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
-            head.push_str(&format!("Authorization: Basic {token}\r\n"));
-        }
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes())?;
-        stream.write_all(body)?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw)?;
-        let split = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .context("no end of the answer's head")?;
-        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-        let mut lines = head.lines();
-        let status: u16 = lines
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|s| s.parse().ok())
-            .context("no status")?;
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-            .collect();
-        Ok((status, headers, raw[split + 4..].to_vec()))
+        http(self.port, self.basic.as_ref(), method, path, headers, body)
     }
 
     /// Upload `data` as a blob of `repo`; its digest.
@@ -221,7 +233,10 @@ impl Registry {
             data,
         )?;
         if status != 201 {
-            bail!("uploading a blob: {status} {}", String::from_utf8_lossy(&body));
+            bail!(
+                "uploading a blob: {status} {}",
+                String::from_utf8_lossy(&body)
+            );
         }
         Ok(d)
     }
@@ -235,7 +250,10 @@ impl Registry {
             bytes,
         )?;
         if status != 201 {
-            bail!("storing a manifest: {status} {}", String::from_utf8_lossy(&body));
+            bail!(
+                "storing a manifest: {status} {}",
+                String::from_utf8_lossy(&body)
+            );
         }
         Ok(digest(bytes))
     }
@@ -253,4 +271,93 @@ impl Registry {
         }
         Ok(body)
     }
+}
+
+/// One request a [`fake`] server received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    /// Header names lowercase.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Seen {
+    /// The value of header `name` (lowercase), if sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The requests a fake server saw.
+pub type Log = std::sync::Arc<std::sync::Mutex<Vec<Seen>>>;
+
+/// A fake HTTP server on 127.0.0.1 answering each request with `answer` (one request per
+/// connection, at most 64 connections); its port and what it saw.
+pub fn fake(answer: impl Fn(&Seen) -> Answer + Send + 'static) -> (u16, Log) {
+    use std::io::BufRead as _;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a fake server");
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let log: Log = Default::default();
+    let seen = log.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(64) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let Ok(clone) = stream.try_clone() else {
+                continue;
+            };
+            let mut reader = std::io::BufReader::new(clone);
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                continue;
+            }
+            let mut parts = line.split_whitespace();
+            let method = parts.next().unwrap_or_default().to_string();
+            let path = parts.next().unwrap_or_default().to_string();
+            let mut headers = Vec::new();
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = h.split_once(':') {
+                    headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+                }
+            }
+            let length: usize = headers
+                .iter()
+                .find(|(k, _)| k == "content-length")
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0);
+            let mut body = vec![0; length.min(1 << 20)];
+            let _ = std::io::Read::read_exact(&mut reader, &mut body);
+            let request = Seen {
+                method,
+                path,
+                headers,
+            };
+            let (status, headers, body) = answer(&request);
+            if let Ok(mut l) = seen.lock() {
+                l.push(request);
+            }
+            let mut head = format!(
+                "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+                body.len()
+            );
+            for (k, v) in headers {
+                if k != "content-length" && k != "connection" && k != "transfer-encoding" {
+                    head.push_str(&format!("{k}: {v}\r\n"));
+                }
+            }
+            head.push_str("\r\n");
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+            let _ = stream.flush();
+        }
+    });
+    (port, log)
 }

@@ -81,7 +81,10 @@ fn trust_in(trust: &Trust, cmd: TrustCmd, out: &mut impl Write) -> anyhow::Resul
         TrustCmd::Add { name, file } => {
             let text = if file == "-" {
                 let mut s = String::new();
-                std::io::Read::read_to_string(&mut std::io::Read::take(std::io::stdin(), 64 << 10), &mut s)?;
+                std::io::Read::read_to_string(
+                    &mut std::io::Read::take(std::io::stdin(), 64 << 10),
+                    &mut s,
+                )?;
                 s
             } else {
                 std::fs::read_to_string(&file)
@@ -104,7 +107,10 @@ fn trust_in(trust: &Trust, cmd: TrustCmd, out: &mut impl Write) -> anyhow::Resul
                     .collect();
                 writeln!(out, "{}", serde_json::json!({"publishers": list}))?;
             } else if publishers.is_empty() {
-                writeln!(out, "No publisher is trusted here yet (`autotool trust add NAME FILE`).")?;
+                writeln!(
+                    out,
+                    "No publisher is trusted here yet (`autotool trust add NAME FILE`)."
+                )?;
             } else {
                 for (n, k) in publishers {
                     writeln!(out, "{n}  {}", k.fingerprint())?;
@@ -123,7 +129,13 @@ fn trust_in(trust: &Trust, cmd: TrustCmd, out: &mut impl Write) -> anyhow::Resul
 }
 
 /// `autotool tools push NAME REF`.
-pub fn push(name: &str, reference: &str, plain_http: bool, json: bool, out: &mut impl Write) -> ExitCode {
+pub fn push(
+    name: &str,
+    reference: &str,
+    plain_http: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> ExitCode {
     let work = async {
         let home = Home::from_env()?;
         let reference = Reference::parse(reference)?;
@@ -141,7 +153,12 @@ pub fn push(name: &str, reference: &str, plain_http: bool, json: bool, out: &mut
             writeln!(
                 out,
                 "Pushed {} version {} to {} (tag {}), signed by {}.\n{}",
-                pushed.tool, pushed.version, pushed.pinned, pushed.tag, pushed.signer, pushed.digest
+                pushed.tool,
+                pushed.version,
+                pushed.pinned,
+                pushed.tag,
+                pushed.signer,
+                pushed.digest
             )?;
         }
         anyhow::Ok(())
@@ -166,7 +183,10 @@ pub fn pull(reference: &str, options: PullOptions, json: bool, out: &mut impl Wr
         let library = Library::new(config.settings(), home)?;
         library.runtime.start();
         let pulled = crate::team::pull::pull(&library, &reference, options).await;
-        library.runtime.shutdown(std::time::Duration::from_secs(2)).await;
+        library
+            .runtime
+            .shutdown(std::time::Duration::from_secs(2))
+            .await;
         library.pool.shutdown().await;
         let pulled = pulled?;
         report(&pulled, json, out)?;

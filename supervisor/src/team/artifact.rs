@@ -98,8 +98,14 @@ pub fn manifest(
         "tool.py".to_string(),
     )])));
     let annotations = HashMap::from([
-        ("org.opencontainers.image.created".to_string(), created.to_string()),
-        ("org.opencontainers.image.source".to_string(), source.to_string()),
+        (
+            "org.opencontainers.image.created".to_string(),
+            created.to_string(),
+        ),
+        (
+            "org.opencontainers.image.source".to_string(),
+            source.to_string(),
+        ),
         (
             "org.opencontainers.image.description".to_string(),
             record.description.chars().take(1000).collect(),
@@ -134,7 +140,9 @@ pub fn parse_manifest(
     if let Some(m) = manifest.media_type()
         && m.to_string() != super::client::OCI_MANIFEST
     {
-        return Err(refused(format!("the manifest's mediaType is {m}, not an OCI image manifest")));
+        return Err(refused(format!(
+            "the manifest's mediaType is {m}, not an OCI image manifest"
+        )));
     }
     let artifact_type = manifest.artifact_type().as_ref().map(|m| m.to_string());
     if artifact_type.as_deref() != Some(ARTIFACT_TYPE) {

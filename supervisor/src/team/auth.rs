@@ -271,7 +271,10 @@ mod tests {
         )
         .unwrap();
         let c = lookup(&config, "reg.example:5000").unwrap().unwrap();
-        assert_eq!((c.username.as_str(), c.password.as_str()), ("alice", "s3cret"));
+        assert_eq!(
+            (c.username.as_str(), c.password.as_str()),
+            ("alice", "s3cret")
+        );
         assert!(lookup(&config, "other.example").unwrap().is_none());
         let e = lookup(&config, "helper.example").unwrap_err().to_string();
         assert!(e.contains("docker-credential-no-such-helper-here"), "{e}");

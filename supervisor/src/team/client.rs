@@ -10,7 +10,9 @@
 use super::TeamError;
 use super::auth::{Credentials, parse_challenge};
 use super::reference::{Reference, digest_ok};
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, LOCATION, WWW_AUTHENTICATE};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue, LOCATION, WWW_AUTHENTICATE,
+};
 use reqwest::{Method, StatusCode, Url};
 use sha2::{Digest as _, Sha256};
 use std::sync::Mutex;
@@ -199,7 +201,10 @@ impl Client {
                 && let Some(auth) = self.current_authorization()
             {
                 let mut value = HeaderValue::from_str(&auth).map_err(|_| {
-                    TeamError::Auth("the registry credentials hold characters an HTTP header cannot carry".into())
+                    TeamError::Auth(
+                        "the registry credentials hold characters an HTTP header cannot carry"
+                            .into(),
+                    )
                 })?;
                 value.set_sensitive(true);
                 request = request.header(AUTHORIZATION, value);
@@ -262,7 +267,7 @@ impl Client {
     /// Answer a 401: `Basic` with the configured credentials, or `Bearer` by asking the
     /// challenge's realm for a token (with the credentials, if any).
     async fn answer_challenge(&self, header: Option<&str>) -> Result<(), TeamError> {
-        let host = self.base.host_str().unwrap_or_default().to_string();
+        let host = self.base.authority().to_string();
         let login_hint = format!(
             "log in with `docker login {host}` (or add it to ~/.docker/config.json's `auths`)"
         );
@@ -305,9 +310,11 @@ impl Client {
         let mut url = Url::parse(realm).map_err(|_| {
             TeamError::Auth(format!("the registry's token realm {realm:?} is not a URL"))
         })?;
-        let loopback = url
-            .host_str()
-            .is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_loopback()) || h == "[::1]");
+        let loopback = url.host_str().is_some_and(|h| {
+            h == "localhost"
+                || h.parse::<std::net::IpAddr>().is_ok_and(|a| a.is_loopback())
+                || h == "[::1]"
+        });
         if url.scheme() != "https" && !(url.scheme() == "http" && (loopback || self.plain_http)) {
             return Err(TeamError::Auth(format!(
                 "the registry's token realm {realm:?} is not HTTPS; refused (credentials would \
@@ -325,8 +332,11 @@ impl Client {
         }
         let mut request = self.http.get(url);
         if let Some(c) = &self.credentials {
-            let mut value = HeaderValue::from_str(&c.basic())
-                .map_err(|_| TeamError::Auth("the registry credentials hold characters an HTTP header cannot carry".into()))?;
+            let mut value = HeaderValue::from_str(&c.basic()).map_err(|_| {
+                TeamError::Auth(
+                    "the registry credentials hold characters an HTTP header cannot carry".into(),
+                )
+            })?;
             value.set_sensitive(true);
             request = request.header(AUTHORIZATION, value);
         }
@@ -360,7 +370,9 @@ impl Client {
 
     async fn fail(resp: reqwest::Response, what: &str) -> TeamError {
         let status = resp.status();
-        let body = read_bounded(resp, SMALL_LIMIT, what).await.unwrap_or_default();
+        let body = read_bounded(resp, SMALL_LIMIT, what)
+            .await
+            .unwrap_or_default();
         let said = excerpt(&body);
         let hint = match status {
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
@@ -414,7 +426,13 @@ impl Client {
     pub async fn head_manifest(&self, tag: &str) -> Result<Option<String>, TeamError> {
         let what = format!("looking up {tag}");
         let resp = self
-            .send(Method::HEAD, self.url(&format!("manifests/{tag}"))?, Some(OCI_MANIFEST), None, &what)
+            .send(
+                Method::HEAD,
+                self.url(&format!("manifests/{tag}"))?,
+                Some(OCI_MANIFEST),
+                None,
+                &what,
+            )
             .await?;
         if resp.status() == StatusCode::NOT_FOUND {
             return Ok(None);
@@ -449,7 +467,13 @@ impl Client {
             )));
         }
         let resp = self
-            .send(Method::GET, self.url(&format!("blobs/{digest}"))?, None, None, what)
+            .send(
+                Method::GET,
+                self.url(&format!("blobs/{digest}"))?,
+                None,
+                None,
+                what,
+            )
             .await?;
         if !resp.status().is_success() {
             return Err(Self::fail(resp, what).await);
@@ -470,13 +494,25 @@ impl Client {
     pub async fn push_blob(&self, bytes: &[u8], what: &str) -> Result<String, TeamError> {
         let digest = sha256_digest(bytes);
         let head = self
-            .send(Method::HEAD, self.url(&format!("blobs/{digest}"))?, None, None, what)
+            .send(
+                Method::HEAD,
+                self.url(&format!("blobs/{digest}"))?,
+                None,
+                None,
+                what,
+            )
             .await?;
         if head.status().is_success() {
             return Ok(digest);
         }
         let start = self
-            .send(Method::POST, self.url("blobs/uploads/")?, None, Some(("application/octet-stream", Vec::new())), what)
+            .send(
+                Method::POST,
+                self.url("blobs/uploads/")?,
+                None,
+                Some(("application/octet-stream", Vec::new())),
+                what,
+            )
             .await?;
         if start.status() != StatusCode::ACCEPTED {
             return Err(Self::fail(start, what).await);
@@ -499,7 +535,13 @@ impl Client {
         }
         url.query_pairs_mut().append_pair("digest", &digest);
         let put = self
-            .send(Method::PUT, url, None, Some(("application/octet-stream", bytes.to_vec())), what)
+            .send(
+                Method::PUT,
+                url,
+                None,
+                Some(("application/octet-stream", bytes.to_vec())),
+                what,
+            )
             .await?;
         if put.status() != StatusCode::CREATED {
             return Err(Self::fail(put, what).await);
@@ -545,11 +587,18 @@ impl Client {
     ) -> Result<Option<Vec<u8>>, TeamError> {
         let what = "listing the signatures (referrers API)";
         let mut url = self.url(&format!("referrers/{digest}"))?;
-        url.query_pairs_mut().append_pair("artifactType", artifact_type);
-        let resp = self.send(Method::GET, url, Some(OCI_INDEX), None, what).await?;
+        url.query_pairs_mut()
+            .append_pair("artifactType", artifact_type);
+        let resp = self
+            .send(Method::GET, url, Some(OCI_INDEX), None, what)
+            .await?;
         match resp.status() {
-            StatusCode::OK => Ok(Some(read_bounded(resp, MANIFEST_LIMIT, "the referrers list").await?)),
-            StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED | StatusCode::BAD_REQUEST => Ok(None),
+            StatusCode::OK => Ok(Some(
+                read_bounded(resp, MANIFEST_LIMIT, "the referrers list").await?,
+            )),
+            StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED | StatusCode::BAD_REQUEST => {
+                Ok(None)
+            }
             _ => Err(Self::fail(resp, what).await),
         }
     }

@@ -121,7 +121,12 @@ pub async fn fetch(
         )));
     }
     let code = client
-        .blob(layer.digest().as_ref(), layer.size(), code_limit, "the tool's code")
+        .blob(
+            layer.digest().as_ref(),
+            layer.size(),
+            code_limit,
+            "the tool's code",
+        )
         .await?;
     let code = artifact::check_code(&record, code)?;
     Ok(Fetched {
@@ -223,10 +228,17 @@ async fn check_signature(
                 continue;
             };
             let payload = client
-                .blob(layer.digest().as_ref(), layer.size(), PAYLOAD_LIMIT, "a signature")
+                .blob(
+                    layer.digest().as_ref(),
+                    layer.size(),
+                    PAYLOAD_LIMIT,
+                    "a signature",
+                )
                 .await?;
             signatures += 1;
-            let Some((name, _)) = publishers.iter().find(|(_, key)| key.verifies(&payload, sig))
+            let Some((name, _)) = publishers
+                .iter()
+                .find(|(_, key)| key.verifies(&payload, sig))
             else {
                 continue;
             };
@@ -302,20 +314,20 @@ pub async fn pull(
     let fetched = match fetch(&home, reference, options, limit).await {
         Ok(f) => f,
         Err(e) => {
-            let _ = library.registry.event(
-                None,
-                Event::PullRefused,
-                &format!("{reference}: {e}"),
-            );
+            let _ = library
+                .registry
+                .event(None, Event::PullRefused, &format!("{reference}: {e}"));
             return Err(e);
         }
     };
     let Fetched { artifact, signer } = fetched;
     let tool = artifact.name.as_str().to_string();
     let refuse = |e: TeamError| {
-        let _ = library
-            .registry
-            .event(Some(&tool), Event::PullRefused, &format!("{reference}: {e}"));
+        let _ = library.registry.event(
+            Some(&tool),
+            Event::PullRefused,
+            &format!("{reference}: {e}"),
+        );
         e
     };
     check_pin(&home, &tool, &artifact.digest, options.unpin).map_err(refuse)?;
@@ -338,7 +350,14 @@ pub async fn pull(
         .get(&tool)
         .map_err(|e| TeamError::Tool(e.to_string()))?;
     if let Some(v) = current.filter(|v| v.code_hash == artifact.record.code_hash) {
-        record_origin(&home, &tool, Origin { version: v.version, ..origin })?;
+        record_origin(
+            &home,
+            &tool,
+            Origin {
+                version: v.version,
+                ..origin
+            },
+        )?;
         return Ok(Pulled {
             digest: artifact.digest,
             signer,
@@ -373,7 +392,14 @@ pub async fn pull(
             artifact.record.version
         ),
     );
-    record_origin(&home, &tool, Origin { version: created.version, ..origin })?;
+    record_origin(
+        &home,
+        &tool,
+        Origin {
+            version: created.version,
+            ..origin
+        },
+    )?;
     Ok(Pulled {
         digest: artifact.digest,
         signer,

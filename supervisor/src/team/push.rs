@@ -46,7 +46,11 @@ pub fn signature_tag(digest: &str) -> String {
 }
 
 /// Build the record of `name`'s current version.
-pub fn record(home: &Home, registry: &Registry, name: &str) -> Result<(ToolRecord, Vec<u8>), TeamError> {
+pub fn record(
+    home: &Home,
+    registry: &Registry,
+    name: &str,
+) -> Result<(ToolRecord, Vec<u8>), TeamError> {
     let v = registry
         .get(name)
         .map_err(|e| TeamError::Tool(e.to_string()))?
@@ -158,7 +162,9 @@ pub async fn push(
     let credentials = super::auth::credentials_for(&reference.registry)?;
     let client = Client::new(reference, plain_http, credentials, true)?;
     let tag = reference.tag.clone().unwrap_or_else(|| DEFAULT_TAG.into());
-    client.push_blob(&config, "uploading the tool's record").await?;
+    client
+        .push_blob(&config, "uploading the tool's record")
+        .await?;
     client.push_blob(&code, "uploading the tool's code").await?;
     let created = crate::ledger::format_ms(crate::ledger::now_ms());
     let manifest = artifact::manifest(&config, &code, &record, &reference.to_string(), &created)?;
@@ -169,7 +175,10 @@ pub async fn push(
     let _ = registry.event(
         Some(name),
         Event::Published,
-        &format!("version {} as {pinned} (tag {tag}), signed by {signer}", record.version),
+        &format!(
+            "version {} as {pinned} (tag {tag}), signed by {signer}",
+            record.version
+        ),
     );
     Ok(Pushed {
         tool: name.to_string(),
@@ -194,8 +203,12 @@ pub async fn sign_manifest(
     let payload = sign::payload(&reference.docker_reference(), digest);
     let signature = key.sign(&payload)?;
     let empty = b"{}".to_vec();
-    client.push_blob(&empty, "uploading the signature's config").await?;
-    client.push_blob(&payload, "uploading the signature").await?;
+    client
+        .push_blob(&empty, "uploading the signature's config")
+        .await?;
+    client
+        .push_blob(&payload, "uploading the signature")
+        .await?;
     let parse = |d: String| {
         d.parse::<oci_spec::image::Digest>()
             .map_err(|e| TeamError::Io(format!("a digest: {e}")))
@@ -205,13 +218,20 @@ pub async fn sign_manifest(
         payload.len() as u64,
         parse(sha256_digest(&payload))?,
     );
-    layer.set_annotations(Some(HashMap::from([(SIG_ANNOTATION.to_string(), signature)])));
+    layer.set_annotations(Some(HashMap::from([(
+        SIG_ANNOTATION.to_string(),
+        signature,
+    )])));
     let subject = Descriptor::new(MediaType::ImageManifest, size, parse(digest.to_string())?);
     let manifest = oci_spec::image::ImageManifestBuilder::default()
         .schema_version(2u32)
         .media_type(MediaType::ImageManifest)
         .artifact_type(MediaType::Other(SIG_ARTIFACT.into()))
-        .config(Descriptor::new(MediaType::EmptyJSON, 2, parse(sha256_digest(&empty))?))
+        .config(Descriptor::new(
+            MediaType::EmptyJSON,
+            2,
+            parse(sha256_digest(&empty))?,
+        ))
         .layers(vec![layer])
         .subject(subject)
         .build()

@@ -53,15 +53,16 @@ pub fn tag_ok(s: &str) -> bool {
     !b.is_empty()
         && b.len() <= 128
         && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
 }
 
 /// Whether `s` is `sha256:` and 64 lowercase hex digits.
 pub fn digest_ok(s: &str) -> bool {
     s.strip_prefix("sha256:").is_some_and(|h| {
-        h.len() == 64 && h.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+        h.len() == 64
+            && h.bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
     })
 }
 
@@ -76,16 +77,22 @@ impl Reference {
             .ok_or_else(|| bad(given, "there is no repository after the host"))?;
         let registry = registry.to_ascii_lowercase();
         let host_ok = !registry.is_empty()
-            && registry
-                .bytes()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b':' | b'[' | b']'));
+            && registry.bytes().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b':' | b'[' | b']')
+            });
         if !host_ok {
-            return Err(bad(given, "the host is not a host name with an optional port"));
+            return Err(bad(
+                given,
+                "the host is not a host name with an optional port",
+            ));
         }
         let (path, digest) = match path.split_once('@') {
             Some((p, d)) => {
                 if !digest_ok(d) {
-                    return Err(bad(given, "the digest is not sha256: and 64 lowercase hex digits"));
+                    return Err(bad(
+                        given,
+                        "the digest is not sha256: and 64 lowercase hex digits",
+                    ));
                 }
                 (p, Some(d.to_string()))
             }
@@ -94,7 +101,10 @@ impl Reference {
         let (repository, tag) = match path.rsplit_once(':') {
             Some((r, t)) if !t.contains('/') => {
                 if !tag_ok(t) {
-                    return Err(bad(given, "the tag may hold only letters, digits, . _ and -"));
+                    return Err(bad(
+                        given,
+                        "the tag may hold only letters, digits, . _ and -",
+                    ));
                 }
                 (r, Some(t.to_string()))
             }

@@ -22,8 +22,8 @@ pub const COSIGN_TYPE: &str = "cosign container image signature";
 /// The DER prefix of a P-256 SubjectPublicKeyInfo: SEQUENCE, AlgorithmIdentifier
 /// (id-ecPublicKey, prime256v1), BIT STRING header; the 65-byte uncompressed point follows.
 const SPKI_P256_PREFIX: [u8; 26] = [
-    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08,
-    0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+    0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
+    0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
 ];
 
 /// This machine's signing key.
@@ -206,11 +206,20 @@ mod tests {
         assert_eq!(signed_digest(&p).as_deref(), Some(digest.as_str()));
         let sig = key.sign(&p).unwrap();
         assert!(public.verifies(&p, &sig));
-        let other = payload("127.0.0.1:5000/team/tools", &format!("sha256:{}", "c".repeat(64)));
+        let other = payload(
+            "127.0.0.1:5000/team/tools",
+            &format!("sha256:{}", "c".repeat(64)),
+        );
         assert!(!public.verifies(&other, &sig), "control: another payload");
         let (_, stranger) = SigningKey::generate().unwrap();
-        assert!(!stranger.public().verifies(&p, &sig), "control: another key");
-        assert!(PublicKey::from_pem("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----").is_err());
+        assert!(
+            !stranger.public().verifies(&p, &sig),
+            "control: another key"
+        );
+        assert!(
+            PublicKey::from_pem("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----")
+                .is_err()
+        );
     }
 
     /// A key and signature openssl made (`openssl ecparam -name prime256v1 -genkey`, `openssl
@@ -224,7 +233,10 @@ mod tests {
             -----END PUBLIC KEY-----\n";
         let sig = "MEYCIQDWsCnBMOxpD5N2hHJo1EV+hqfTYzhEdyi5IkE4JP0igAIhAMdvJ7Y0r6CzSou+ow2CwdhVTGLjSBlnq9b5pYqfS7qq";
         let key = PublicKey::from_pem(pem).unwrap();
-        let p = payload("127.0.0.1:5000/team/tools", &format!("sha256:{}", "b".repeat(64)));
+        let p = payload(
+            "127.0.0.1:5000/team/tools",
+            &format!("sha256:{}", "b".repeat(64)),
+        );
         assert!(key.verifies(&p, sig));
         let mut tampered = p.clone();
         tampered[20] ^= 1;

@@ -42,6 +42,7 @@ mod render;
 mod service;
 mod states;
 mod team;
+mod team_auth;
 mod unconfined;
 mod verdicts;
 

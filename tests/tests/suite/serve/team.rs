@@ -9,7 +9,7 @@
 
 use super::keys::SECRET;
 use super::{asking, ok, strict, yes};
-use autotool_tests::oci::{Registry, digest, unavailable};
+use autotool_tests::oci::{Registry, digest, fake, http, unavailable};
 use autotool_tests::serve::{ServeHome, Server};
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -70,7 +70,10 @@ fn must(home: &ServeHome, args: &[&str]) -> String {
 #[track_caller]
 fn refused(home: &ServeHome, args: &[&str]) -> String {
     let (ok, out, err) = run(home, args, &[]);
-    assert!(!ok, "autotool {args:?} was expected to be refused: {out}{err}");
+    assert!(
+        !ok,
+        "autotool {args:?} was expected to be refused: {out}{err}"
+    );
     err
 }
 
@@ -91,8 +94,14 @@ fn secret_forms() -> Vec<String> {
     let b64 = base64::engine::general_purpose::STANDARD.encode(SECRET);
     vec![
         SECRET.to_string(),
-        SECRET.replace('@', "%40").replace('/', "%2F").replace(' ', "%20"),
-        SECRET.replace('@', "%40").replace('/', "%2F").replace(' ', "+"),
+        SECRET
+            .replace('@', "%40")
+            .replace('/', "%2F")
+            .replace(' ', "%20"),
+        SECRET
+            .replace('@', "%40")
+            .replace('/', "%2F")
+            .replace(' ', "+"),
         SECRET.replace('/', "\\/"),
         b64.trim_end_matches('=').to_string(),
     ]
@@ -112,10 +121,16 @@ fn tool_dirs(home: &ServeHome) -> Vec<String> {
 
 /// A's artifact's manifest and config, as JSON, to craft others from.
 fn published(registry: &Registry, tag: &str) -> (Value, Value, Vec<u8>) {
-    let manifest: Value = serde_json::from_slice(&registry.get_manifest(REPO, tag).unwrap()).unwrap();
+    let manifest: Value =
+        serde_json::from_slice(&registry.get_manifest(REPO, tag).unwrap()).unwrap();
     let config_digest = manifest["config"]["digest"].as_str().unwrap();
     let (status, _, config) = registry
-        .request("GET", &format!("/v2/{REPO}/blobs/{config_digest}"), &[], &[])
+        .request(
+            "GET",
+            &format!("/v2/{REPO}/blobs/{config_digest}"),
+            &[],
+            &[],
+        )
         .unwrap();
     assert_eq!(status, 200);
     let code_digest = manifest["layers"][0]["digest"].as_str().unwrap();
@@ -165,7 +180,11 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     let mut server = serve.start(&a).unwrap();
     server.initialize_with(asking()).unwrap();
     create(&mut server, "weather", &weather("v1"));
-    create(&mut server, "leaky", &format!("# {SECRET}\n{}", weather("v1")));
+    create(
+        &mut server,
+        "leaky",
+        &format!("# {SECRET}\n{}", weather("v1")),
+    );
     drop(server);
     must(&a, &["trust", "init"]);
     let pem = must(&a, &["trust", "show"]);
@@ -177,16 +196,31 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     eprintln!("A pushed weather v1 as {digest1}");
 
     // The guard: a tool whose code holds a key's value is not pushed.
-    let leak = refused(&a, &["tools", "push", "leaky", &registry.reference(&format!("{REPO}:leaky"))]);
+    let leak = refused(
+        &a,
+        &[
+            "tools",
+            "push",
+            "leaky",
+            &registry.reference(&format!("{REPO}:leaky")),
+        ],
+    );
     assert!(leak.contains("would carry the value"), "{leak}");
     eprintln!("push of a tool holding a key value: {}", leak.trim());
     // No blob in the registry holds the key's value, in any encoding.
     let blobs = registry.blobs();
-    assert!(blobs.len() >= 4, "config, code, signature config and payload: {}", blobs.len());
+    assert!(
+        blobs.len() >= 4,
+        "config, code, signature config and payload: {}",
+        blobs.len()
+    );
     for blob in &blobs {
         let text = String::from_utf8_lossy(blob);
         for form in secret_forms() {
-            assert!(!text.contains(&form), "a pushed blob holds the key value as {form:?}");
+            assert!(
+                !text.contains(&form),
+                "a pushed blob holds the key value as {form:?}"
+            );
         }
     }
     // The layout: an OCI 1.1 artifact of its own type, its signature under cosign's tag.
@@ -198,7 +232,8 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     assert!(manifest["annotations"]["org.opencontainers.image.created"].is_string());
     assert_eq!(String::from_utf8_lossy(&code), weather("v1"));
     let sig_tag = digest1.replace(':', "-") + ".sig";
-    let sig: Value = serde_json::from_slice(&registry.get_manifest(REPO, &sig_tag).unwrap()).unwrap();
+    let sig: Value =
+        serde_json::from_slice(&registry.get_manifest(REPO, &sig_tag).unwrap()).unwrap();
     assert_eq!(sig["subject"]["digest"], digest1.as_str());
     assert!(sig["layers"][0]["annotations"]["dev.cosignproject.cosign/signature"].is_string());
 
@@ -215,10 +250,16 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     assert_eq!(pulled["signer"], "alice");
     assert_eq!(pulled["created"]["keys_granted"], json!([]));
     let notes = pulled["created"]["key_notes"].to_string();
-    assert!(notes.contains("autotool tools approve weather FAKE_API_KEY"), "{notes}");
+    assert!(
+        notes.contains("autotool tools approve weather FAKE_API_KEY"),
+        "{notes}"
+    );
     let shown = must(&b, &["tools", "show", "weather", "--json"]);
     assert!(shown.contains("probation"), "{shown}");
-    assert!(shown.contains("pulled") && shown.contains(&digest1) && shown.contains("alice"), "{shown}");
+    assert!(
+        shown.contains("pulled") && shown.contains(&digest1) && shown.contains("alice"),
+        "{shown}"
+    );
 
     // B's own host is asked for the key, then the call holds it.
     let mut server = serve.start(&b).unwrap();
@@ -230,9 +271,57 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     assert!(answer.contains("v1 sunny in Bergen (key held)"), "{answer}");
     assert_eq!(asked.len(), 1, "{asked:?}");
     let question = asked[0]["message"].as_str().unwrap_or_default().to_string();
-    assert!(question.contains("weather") && question.contains("FAKE_API_KEY"), "{question}");
+    assert!(
+        question.contains("weather") && question.contains("FAKE_API_KEY"),
+        "{question}"
+    );
     eprintln!("B was asked: {question}");
     drop(server);
+
+    // The OCI 1.1 referrers API, which distribution 2.8 lacks: a front that answers it and
+    // forwards the rest to the registry, hiding cosign's tag, so only that path can succeed.
+    let port = registry.port;
+    let sig_digest = digest(&registry.get_manifest(REPO, &sig_tag).unwrap());
+    let (d1, repo) = (digest1.clone(), REPO);
+    let (front, log) = fake(move |r| {
+        if r.path.starts_with(&format!("/v2/{repo}/referrers/{d1}")) {
+            let index = json!({
+                "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                               "digest": sig_digest, "size": 1,
+                               "artifactType": "application/vnd.dev.cosign.artifact.sig.v1+json"}],
+            });
+            let ct = (
+                "content-type".to_string(),
+                "application/vnd.oci.image.index.v1+json".to_string(),
+            );
+            return (200, vec![ct], index.to_string().into_bytes());
+        }
+        if r.path.ends_with(".sig") {
+            return (404, Vec::new(), b"{}".to_vec());
+        }
+        let accept = r.header("accept").unwrap_or("*/*").to_string();
+        http(port, None, &r.method, &r.path, &[("Accept", &accept)], &[]).unwrap_or((
+            502,
+            Vec::new(),
+            Vec::new(),
+        ))
+    });
+    let via = must(
+        &b,
+        &[
+            "tools",
+            "pull",
+            &format!("oci://127.0.0.1:{front}/{REPO}:v1"),
+        ],
+    );
+    assert!(
+        via.contains("signed by alice") && via.contains("already this code"),
+        "{via}"
+    );
+    let paths: Vec<String> = log.lock().unwrap().iter().map(|r| r.path.clone()).collect();
+    assert!(paths.iter().any(|p| p.contains("/referrers/")), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.ends_with(".sig")), "{paths:?}");
     let before = tool_dirs(&b);
 
     // Tampered: the manifest edited after signing, the signature copied along.
@@ -245,7 +334,14 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     registry
         .put_manifest(REPO, &(tampered.replace(':', "-") + ".sig"), &sig_bytes)
         .unwrap();
-    let why = refused(&b, &["tools", "pull", &registry.reference(&format!("{REPO}:tampered"))]);
+    let why = refused(
+        &b,
+        &[
+            "tools",
+            "pull",
+            &registry.reference(&format!("{REPO}:tampered")),
+        ],
+    );
     assert!(why.contains("no longer matches its signature"), "{why}");
     eprintln!("tampered: {}", why.trim());
 
@@ -257,7 +353,10 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
         .unwrap();
     let unsigned_ref = registry.reference(&format!("{REPO}:unsigned"));
     let why = refused(&b, &["tools", "pull", &unsigned_ref]);
-    assert!(why.contains("is not signed") && why.contains("--allow-unsigned"), "{why}");
+    assert!(
+        why.contains("is not signed") && why.contains("--allow-unsigned"),
+        "{why}"
+    );
     eprintln!("unsigned: {}", why.trim());
 
     // Signed by a key B does not trust.
@@ -268,7 +367,10 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     must(&b, &["trust", "remove", "alice"]);
     must(&b, &["trust", "add", "mallory", other.to_str().unwrap()]);
     let why = refused(&b, &["tools", "pull", &v1]);
-    assert!(why.contains("none by a publisher this machine trusts"), "{why}");
+    assert!(
+        why.contains("none by a publisher this machine trusts"),
+        "{why}"
+    );
     eprintln!("unknown key: {}", why.trim());
     must(&b, &["trust", "remove", "mallory"]);
     must(&b, &["trust", "add", "alice", pem_file.to_str().unwrap()]);
@@ -297,9 +399,16 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     eprintln!("wrong artifactType: {}", why.trim());
     let other_code = weather("evil");
     let why = hostile("mismatch", &config, other_code.as_bytes(), |_| {});
-    assert!(why.contains("is not the code its config describes"), "{why}");
+    assert!(
+        why.contains("is not the code its config describes"),
+        "{why}"
+    );
     eprintln!("layer not the config's: {}", why.trim());
-    assert_eq!(tool_dirs(&b), before, "a refused pull left something in B's home");
+    assert_eq!(
+        tool_dirs(&b),
+        before,
+        "a refused pull left something in B's home"
+    );
     let events = must(&b, &["tools", "show", "weather", "--json"]);
     assert!(!events.contains("evil"), "{events}");
 
@@ -314,7 +423,10 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     let v2 = registry.reference(&format!("{REPO}:v2"));
     must(&a, &["tools", "push", "weather", &v2]);
     let why = refused(&b, &["tools", "pull", &v2]);
-    assert!(why.contains("is pinned to") && why.contains(&digest1), "{why}");
+    assert!(
+        why.contains("is pinned to") && why.contains(&digest1),
+        "{why}"
+    );
     eprintln!("pinned: {}", why.trim());
     let replaced = must(&b, &["tools", "pull", &v2, "--unpin"]);
     assert!(replaced.contains("Pulled weather version 2"), "{replaced}");
