@@ -20,6 +20,7 @@
 pub mod artifact;
 pub mod auth;
 pub mod client;
+pub mod follow;
 pub mod pull;
 pub mod push;
 pub mod reference;

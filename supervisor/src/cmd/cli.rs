@@ -189,6 +189,16 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::team::TrustCmd,
     },
+    /// Follow a team library: serve pulls its new versions by itself.
+    ///
+    /// A followed oci://HOST/REPO[:TAG] is looked at by every `autotool serve` on this machine
+    /// every `follow_interval`; a new digest is pulled as `tools pull` would (signature, this
+    /// machine's verification, probation, consent asked here) and hosts are told.
+    #[cfg(feature = "team")]
+    Library {
+        #[command(subcommand)]
+        cmd: crate::cmd::team::LibraryCmd,
+    },
     /// Add, list, remove and limit the keys tools may be given.
     ///
     /// Values are read without echo from the terminal, or from stdin; never from the command
@@ -284,6 +294,9 @@ fn wants_json(cmd: &Cmd) -> bool {
         #[cfg(feature = "team")]
         Cmd::Trust {
             cmd: crate::cmd::team::TrustCmd::List { json },
+        }
+        | Cmd::Library {
+            cmd: crate::cmd::team::LibraryCmd::Status { json },
         } => *json,
         Cmd::Keys {
             cmd: KeysCmd::List { json },
@@ -458,6 +471,8 @@ pub fn main() -> ExitCode {
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
         #[cfg(feature = "team")]
         Cmd::Trust { cmd } => crate::cmd::team::trust(cmd, &mut stdout),
+        #[cfg(feature = "team")]
+        Cmd::Library { cmd } => crate::cmd::team::library(cmd, &mut stdout),
         Cmd::Runtime { cmd } => crate::cmd::runtime::main(cmd, &mut stdout),
         #[cfg(feature = "own-model")]
         Cmd::Run { task } => crate::cmd::run::main(&task, &mut stdout),

@@ -303,10 +303,39 @@ pub fn check_pin(home: &Home, tool: &str, digest: &str, unpin: bool) -> Result<(
     Ok(())
 }
 
-/// Pull `reference` into `library`: fetch and check, then this machine's gate.
+/// Pull `reference` into `library`: fetch and check, then this machine's gate. Pulled by
+/// digest, the tool is pinned to it.
 pub async fn pull(
     library: &Library,
     reference: &Reference,
+    options: PullOptions,
+) -> Result<Pulled, TeamError> {
+    pull_as(
+        library,
+        reference,
+        reference.to_string(),
+        reference.digest.is_some(),
+        options,
+    )
+    .await
+}
+
+/// A followed library's new digest (`reference`, by digest), recorded as coming from the
+/// followed tag `followed` and not pinned.
+pub async fn pull_followed(
+    library: &Library,
+    reference: &Reference,
+    followed: &str,
+    options: PullOptions,
+) -> Result<Pulled, TeamError> {
+    pull_as(library, reference, followed.to_string(), false, options).await
+}
+
+async fn pull_as(
+    library: &Library,
+    reference: &Reference,
+    shown: String,
+    pin: bool,
     options: PullOptions,
 ) -> Result<Pulled, TeamError> {
     let home = library.home.clone();
@@ -338,10 +367,10 @@ pub async fn pull(
         .map(|(k, h)| (k.to_string(), h.clone()))
         .collect();
     let origin = Origin {
-        reference: reference.to_string(),
+        reference: shown,
         digest: artifact.digest.clone(),
         signer: signer.clone(),
-        pinned: reference.digest.is_some(),
+        pinned: pin,
         version: 0,
         pulled_at: crate::ledger::format_ms(crate::ledger::now_ms()),
     };

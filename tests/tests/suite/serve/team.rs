@@ -430,4 +430,69 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     eprintln!("pinned: {}", why.trim());
     let replaced = must(&b, &["tools", "pull", &v2, "--unpin"]);
     assert!(replaced.contains("Pulled weather version 2"), "{replaced}");
+
+    // Following: B's serve looks at followed tags by itself and pulls what is new; a library
+    // that is down or refused is reported by `library status` and holds nothing up.
+    let v3 = registry.reference(&format!("{REPO}:v3"));
+    must(&b, &["library", "follow", &v3]);
+    must(&b, &["library", "follow", &unsigned_ref]);
+    must(&b, &["library", "follow", "oci://127.0.0.1:1/down/here"]);
+    let mut server = serve.start(&a).unwrap();
+    server.initialize_with(asking()).unwrap();
+    create(&mut server, "weather", &weather("v3"));
+    drop(server);
+    let pushed3: Value =
+        serde_json::from_str(&must(&a, &["tools", "push", "weather", &v3, "--json"])).unwrap();
+    let digest3 = pushed3["digest"].as_str().unwrap().to_string();
+    let mut server = serve
+        .clone()
+        .env("AUTOTOOL_FOLLOW_INTERVAL", "1s")
+        .start(&b)
+        .unwrap();
+    server.initialize_with(asking()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let status = loop {
+        let status: Value =
+            serde_json::from_str(&must(&b, &["library", "status", "--json"])).unwrap();
+        let list = status["following"].as_array().unwrap().clone();
+        let done = list.iter().all(|f| f["checked_at"].is_string())
+            && list.iter().any(|f| f["pulled"] == digest3.as_str());
+        if done || std::time::Instant::now() > deadline {
+            break list;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    eprintln!(
+        "library status: {}",
+        serde_json::to_string_pretty(&status).unwrap()
+    );
+    let by = |r: &str| status.iter().find(|f| f["reference"] == r).unwrap().clone();
+    assert_eq!(by(&v3)["pulled"], digest3.as_str(), "{status:?}");
+    assert!(by(&v3)["problem"].is_null(), "{status:?}");
+    let unsigned_status = by(&format!("{unsigned_ref}"));
+    assert!(
+        unsigned_status["problem"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is not signed"),
+        "{status:?}"
+    );
+    assert!(unsigned_status["reached_at"].is_string());
+    let down = by("oci://127.0.0.1:1/down/here:latest");
+    assert!(
+        down["reached_at"].is_null() && down["problem"].is_string(),
+        "{status:?}"
+    );
+    let (outcome, _) = server
+        .call_answering("weather__forecast", json!({"city": "Tromso"}), yes)
+        .unwrap();
+    let answer = ok(&outcome).text.clone();
+    assert!(answer.contains("v3 sunny in Tromso"), "{answer}");
+    drop(server);
+    let (okay, out, _) = run(
+        &b,
+        &["library", "unfollow", "oci://127.0.0.1:1/down/here"],
+        &[],
+    );
+    assert!(okay && out.contains("No longer following"), "{out}");
 }
