@@ -7,7 +7,7 @@
 //! from a registry is hostile input, bounded and checked by digest.
 //!
 //! Layout:
-//! - [`reference`]: `oci://HOST[:PORT]/REPO[:TAG|@sha256:…]`;
+//! - [`reference`][]: `oci://HOST[:PORT]/REPO[:TAG|@sha256:…]`;
 //! - [`auth`]: credentials as Docker keeps them, and `WWW-Authenticate` challenges;
 //! - [`client`]: the distribution API: manifests, blobs, uploads, referrers, auth, redirects;
 //! - [`artifact`]: the artifact's layout, built and checked;

@@ -297,10 +297,10 @@ pub type Log = std::sync::Arc<std::sync::Mutex<Vec<Seen>>>;
 
 /// A fake HTTP server on 127.0.0.1 answering each request with `answer` (one request per
 /// connection, at most 64 connections); its port and what it saw.
-pub fn fake(answer: impl Fn(&Seen) -> Answer + Send + 'static) -> (u16, Log) {
+pub fn fake(answer: impl Fn(&Seen) -> Answer + Send + 'static) -> Result<(u16, Log)> {
     use std::io::BufRead as _;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a fake server");
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a fake server")?;
+    let port = listener.local_addr()?.port();
     let log: Log = Default::default();
     let seen = log.clone();
     std::thread::spawn(move || {
@@ -359,5 +359,5 @@ pub fn fake(answer: impl Fn(&Seen) -> Answer + Send + 'static) -> (u16, Log) {
             let _ = stream.flush();
         }
     });
-    (port, log)
+    Ok((port, log))
 }

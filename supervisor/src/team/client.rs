@@ -248,7 +248,7 @@ impl Client {
                         next.scheme()
                     )));
                 }
-                if !self.same_origin(&next) && !(method == Method::GET || method == Method::HEAD) {
+                if !(self.same_origin(&next) || method == Method::GET || method == Method::HEAD) {
                     return Err(TeamError::Refused(format!(
                         "{what}: the registry redirected a {method} to another host ({}); \
                          refused, the credentials are never sent to another host",

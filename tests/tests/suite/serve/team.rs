@@ -306,7 +306,8 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
             Vec::new(),
             Vec::new(),
         ))
-    });
+    })
+    .unwrap();
     let via = must(
         &b,
         &[
@@ -469,7 +470,7 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     let by = |r: &str| status.iter().find(|f| f["reference"] == r).unwrap().clone();
     assert_eq!(by(&v3)["pulled"], digest3.as_str(), "{status:?}");
     assert!(by(&v3)["problem"].is_null(), "{status:?}");
-    let unsigned_status = by(&format!("{unsigned_ref}"));
+    let unsigned_status = by(&unsigned_ref);
     assert!(
         unsigned_status["problem"]
             .as_str()

@@ -107,7 +107,8 @@ fn credentials_come_from_the_docker_config_and_its_helpers() {
 #[test]
 fn bearer_tokens_are_fetched_redirects_drop_them_and_garbage_is_refused() {
     // The blob store a redirect points at: another origin, which must never see the token.
-    let (store, store_log) = fake(|_| (200, Vec::new(), b"<html>not a manifest{".to_vec()));
+    let (store, store_log) =
+        fake(|_| (200, Vec::new(), b"<html>not a manifest{".to_vec())).unwrap();
     let registry_port = std::sync::Arc::new(std::sync::OnceLock::<u16>::new());
     let own = registry_port.clone();
     let (port, log) = fake(move |r| {
@@ -127,7 +128,8 @@ fn bearer_tokens_are_fetched_redirects_drop_them_and_garbage_is_refused() {
         }
         let location = format!("http://127.0.0.1:{store}/elsewhere");
         (307, vec![("location".into(), location)], Vec::new())
-    });
+    })
+    .unwrap();
     registry_port.set(port).unwrap();
     let home = ServeHome::new().unwrap();
     let empty = tempfile::tempdir().unwrap();
