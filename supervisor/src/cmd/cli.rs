@@ -180,7 +180,7 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::tools::ToolsCmd,
     },
-    /// Make this machine's signing key, and keep the publishers whose tools it accepts.
+    /// Make this machine's signing key; keep the publishers it accepts.
     ///
     /// `tools push` signs with this machine's key; `tools pull` accepts a tool only when a
     /// publisher added here signed it (cosign's key-based format, ECDSA P-256).
@@ -289,8 +289,8 @@ fn wants_json(cmd: &Cmd) -> bool {
         } => *json,
         #[cfg(feature = "team")]
         Cmd::Tools {
-            cmd: ToolsCmd::Push { json, .. } | ToolsCmd::Pull { json, .. },
-        } => *json,
+            cmd: ToolsCmd::Team(t),
+        } => t.json(),
         #[cfg(feature = "team")]
         Cmd::Trust {
             cmd: crate::cmd::team::TrustCmd::List { json },

@@ -128,6 +128,87 @@ fn trust_in(trust: &Trust, cmd: TrustCmd, out: &mut impl Write) -> anyhow::Resul
     Ok(())
 }
 
+/// `autotool tools push|pull`, flattened into `autotool tools`.
+#[derive(Debug, Subcommand)]
+pub enum ToolsTeamCmd {
+    /// Publish a tool's current version to an OCI registry, signed.
+    ///
+    /// Signed with this machine's key (`autotool trust init`).
+    ///
+    /// REF is oci://HOST[:PORT]/REPO[:TAG] (tag `latest` by default). Prints the digest. Only
+    /// what verification recorded and the code travel: never key values, approvals or health.
+    Push {
+        /// The tool's name.
+        name: String,
+        /// oci://HOST[:PORT]/REPO[:TAG].
+        reference: String,
+        /// Speak plain HTTP to a registry that is not on loopback (loopback always is).
+        #[arg(long)]
+        plain_http: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fetch a tool from an OCI registry and verify it here.
+    ///
+    /// Its signature is checked against the publishers `autotool trust` keeps first.
+    ///
+    /// REF is oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]. The tool passes this machine's own
+    /// verification and starts on probation; the keys it declares are asked here. Pulled by
+    /// digest, it is pinned: a later pull of another digest does not replace it (`--unpin`).
+    Pull {
+        /// oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST].
+        reference: String,
+        /// Speak plain HTTP to a registry that is not on loopback (loopback always is).
+        #[arg(long)]
+        plain_http: bool,
+        /// Take it without a signature by a trusted publisher (nobody then vouches for it).
+        #[arg(long)]
+        allow_unsigned: bool,
+        /// Replace a tool pinned to another digest.
+        #[arg(long)]
+        unpin: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl ToolsTeamCmd {
+    /// Whether `--json` was asked for.
+    pub fn json(&self) -> bool {
+        match self {
+            ToolsTeamCmd::Push { json, .. } | ToolsTeamCmd::Pull { json, .. } => *json,
+        }
+    }
+}
+
+/// `autotool tools push|pull`.
+pub fn tools(cmd: ToolsTeamCmd, out: &mut impl Write) -> ExitCode {
+    match cmd {
+        ToolsTeamCmd::Push {
+            name,
+            reference,
+            plain_http,
+            json,
+        } => push(&name, &reference, plain_http, json, out),
+        ToolsTeamCmd::Pull {
+            reference,
+            plain_http,
+            allow_unsigned,
+            unpin,
+            json,
+        } => {
+            let options = PullOptions {
+                plain_http,
+                allow_unsigned,
+                unpin,
+            };
+            pull(&reference, options, json, out)
+        }
+    }
+}
+
 /// `autotool tools push NAME REF`.
 pub fn push(
     name: &str,
@@ -252,7 +333,10 @@ fn report(pulled: &Pulled, json: bool, out: &mut impl Write) -> anyhow::Result<(
 
 #[derive(Debug, Subcommand)]
 pub enum LibraryCmd {
-    /// Follow oci://HOST/REPO[:TAG] (tag `latest` by default): serve pulls its new versions.
+    /// Follow oci://HOST/REPO[:TAG]: serve pulls its new versions.
+    ///
+    /// Tag `latest` by default. Every running `autotool serve` looks at it every
+    /// `follow_interval` and pulls a new digest as `tools pull` would.
     Follow {
         /// oci://HOST[:PORT]/REPO[:TAG].
         reference: String,
@@ -265,7 +349,9 @@ pub enum LibraryCmd {
         /// oci://HOST[:PORT]/REPO[:TAG], as followed.
         reference: String,
     },
-    /// The libraries followed: when each was last reached, its digest, and what was refused.
+    /// Each followed library: when last reached, and what was refused.
+    ///
+    /// Also when it was last looked at, the digest its tag names and the digest pulled.
     Status {
         /// Print JSON.
         #[arg(long)]

@@ -16,45 +16,9 @@ const RECENT: u32 = 10;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ToolsCmd {
-    /// Publish a tool's current version to an OCI registry, signed with this machine's key.
-    ///
-    /// REF is oci://HOST[:PORT]/REPO[:TAG] (tag `latest` by default). Prints the digest. Only
-    /// what verification recorded and the code travel: never key values, approvals or health.
     #[cfg(feature = "team")]
-    Push {
-        /// The tool's name.
-        name: String,
-        /// oci://HOST[:PORT]/REPO[:TAG].
-        reference: String,
-        /// Speak plain HTTP to a registry that is not on loopback (loopback always is).
-        #[arg(long)]
-        plain_http: bool,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Fetch a tool from an OCI registry, check its signature, and verify it here.
-    ///
-    /// REF is oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]. The tool passes this machine's own
-    /// verification and starts on probation; the keys it declares are asked here. Pulled by
-    /// digest, it is pinned: a later pull of another digest does not replace it (`--unpin`).
-    #[cfg(feature = "team")]
-    Pull {
-        /// oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST].
-        reference: String,
-        /// Speak plain HTTP to a registry that is not on loopback (loopback always is).
-        #[arg(long)]
-        plain_http: bool,
-        /// Take it without a signature by a trusted publisher (nobody then vouches for it).
-        #[arg(long)]
-        allow_unsigned: bool,
-        /// Replace a tool pinned to another digest.
-        #[arg(long)]
-        unpin: bool,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    #[command(flatten)]
+    Team(super::team::ToolsTeamCmd),
     /// List the tools every agent on this machine can use.
     ///
     /// Each with its versions, functions, keys, calls, failures and the last error.
@@ -159,28 +123,8 @@ enum CliError {
 /// Run a `tools` subcommand against `$AUTOTOOL_HOME`, writing to `out`; errors go to stderr.
 pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
     #[cfg(feature = "team")]
-    match cmd {
-        ToolsCmd::Push {
-            name,
-            reference,
-            plain_http,
-            json,
-        } => return super::team::push(&name, &reference, plain_http, json, out),
-        ToolsCmd::Pull {
-            reference,
-            plain_http,
-            allow_unsigned,
-            unpin,
-            json,
-        } => {
-            let options = crate::team::pull::PullOptions {
-                plain_http,
-                allow_unsigned,
-                unpin,
-            };
-            return super::team::pull(&reference, options, json, out);
-        }
-        _ => {}
+    if let ToolsCmd::Team(cmd) = cmd {
+        return super::team::tools(cmd, out);
     }
     let result = Home::from_env()
         .map_err(CliError::from)
@@ -233,7 +177,7 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
         ToolsCmd::Rehab { name } => manual(&registry, &name, Manual::Rehab, out),
         // `run` takes these before a registry is opened here.
         #[cfg(feature = "team")]
-        ToolsCmd::Push { .. } | ToolsCmd::Pull { .. } => Ok(()),
+        ToolsCmd::Team(_) => Ok(()),
         ToolsCmd::Retire { name } => manual(&registry, &name, Manual::Retire, out),
         ToolsCmd::Revoke { name, key } => {
             let said = crate::consent::revoke_from_cli(&registry, &name, key.as_deref())?;
