@@ -253,9 +253,10 @@ pub fn pull(reference: &str, options: PullOptions, json: bool, out: &mut impl Wr
         let home = Home::from_env()?;
         let reference = Reference::parse(reference)?;
         if options.allow_unsigned {
-            tracing::warn!(
-                "--allow-unsigned: a missing or untrusted signature does not stop this pull; \
-                 nobody vouches for where the code comes from (it is still verified here)"
+            eprintln!(
+                "autotool tools pull: --allow-unsigned: a missing or untrusted signature does not \
+                 stop this pull; nobody vouches for where the code comes from (every other check \
+                 and this machine's verification still apply)"
             );
         }
         let config = crate::config::Inputs::from_process(Default::default())

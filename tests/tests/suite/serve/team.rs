@@ -496,4 +496,33 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
         &[],
     );
     assert!(okay && out.contains("No longer following"), "{out}");
+
+    // A baseline carried by an artifact is owed by its code: an obligation the code does not
+    // meet (a function a trusted version offered, gone) is refused by B's own verification;
+    // the same code without it is taken (control). (Calls of a tool declaring keys are not made
+    // by default, so an answer owed would be skipped, as for a local rewrite.)
+    let v9 = weather("v9");
+    let mut owed = config.clone();
+    owed["code_hash"] = json!(digest(v9.as_bytes()).trim_start_matches("sha256:"));
+    let plain = owed.clone();
+    owed["baseline"] = json!([{
+        "function": "hourly", "check": "smoke_test", "arguments": {"city": "Oslo"},
+        "answer": "cloudy in Oslo", "exact": true, "since_version": 1,
+    }]);
+    craft(&registry, "owed", &owed, v9.as_bytes(), |_| {});
+    let r = registry.reference(&format!("{REPO}:owed"));
+    let why = refused(&b, &["tools", "pull", &r, "--allow-unsigned"]);
+    assert!(
+        why.contains("cloudy in Oslo") || why.contains("baseline"),
+        "{why}"
+    );
+    eprintln!("carried baseline broken: {}", why.trim());
+    craft(&registry, "plain", &plain, v9.as_bytes(), |_| {});
+    let r = registry.reference(&format!("{REPO}:plain"));
+    let (okay, out, err) = run(&b, &["tools", "pull", &r, "--allow-unsigned"], &[]);
+    assert!(okay && out.contains("UNSIGNED"), "{out}{err}");
+    assert!(
+        err.contains("--allow-unsigned"),
+        "the waiver is not said: {err}"
+    );
 }
