@@ -47,12 +47,16 @@ pub(super) fn registry(basic: Option<(&str, &str)>) -> Option<Registry> {
     Some(Registry::start(basic).unwrap())
 }
 
-/// `autotool ARGS` on `home` with the signing key in a file and `FAKE_API_KEY` set: (success,
-/// stdout, stderr).
+/// `autotool ARGS` on `home` with the signing key in a file, `FAKE_API_KEY` set and no Docker
+/// config: (success, stdout, stderr).
 pub(super) fn run(home: &ServeHome, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    // No Docker config of the user running the tests is read (a `credsStore` there would be
+    // asked about 127.0.0.1); a test that wants one sets DOCKER_CONFIG itself.
+    let no_config = home.path().join("no-docker-config");
     let mut all: Vec<(&str, &std::ffi::OsStr)> = vec![
         ("AUTOTOOL_TRUST_KEY_FILE", "1".as_ref()),
         ("FAKE_API_KEY", SECRET.as_ref()),
+        ("DOCKER_CONFIG", no_config.as_os_str()),
     ];
     all.extend(env.iter().map(|(k, v)| (*k, std::ffi::OsStr::new(*v))));
     let (status, out, err) = home.cli_with(args, &all).unwrap();
