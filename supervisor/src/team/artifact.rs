@@ -22,6 +22,8 @@ pub const CODE_TYPE: &str = "application/vnd.autotool.tool.code.v1.python";
 pub const NAME_ANNOTATION: &str = "dev.autotool.tool.name";
 /// The most bytes of a config blob read.
 pub const CONFIG_LIMIT: u64 = 1 << 20;
+/// The longest description a pulled tool may carry, in bytes (it reaches every host's list).
+pub const DESCRIPTION_LIMIT: usize = 8 << 10;
 
 /// What verification recorded of a version: the config blob. Names only, never values; no
 /// approvals, grants, allowlists or health (those are earned on each machine).
@@ -197,6 +199,13 @@ pub fn parse_record(bytes: &[u8]) -> Result<(ToolRecord, ToolName), TeamError> {
             record.schema
         )));
     }
+    if record.description.len() > DESCRIPTION_LIMIT {
+        return Err(refused(format!(
+            "the tool's description is {} bytes, more than the {DESCRIPTION_LIMIT} bytes autotool \
+             accepts",
+            record.description.len()
+        )));
+    }
     let name = ToolName::parse(&record.name).map_err(|e| {
         refused(format!(
             "the artifact names its tool {:?}, which is not a tool name: {e}",
@@ -217,4 +226,70 @@ pub fn check_code(record: &ToolRecord, code: Vec<u8>) -> Result<String, TeamErro
         )));
     }
     String::from_utf8(code).map_err(|_| refused("the tool's code is not UTF-8 text".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn record() -> serde_json::Value {
+        serde_json::json!({
+            "schema": 1, "name": "weather", "version": 1, "code_hash": "ab", "pin": "",
+            "description": "d", "functions": [], "required_env": [], "runtime_mcp": "mcp==2.3.0",
+        })
+    }
+
+    #[test]
+    fn records_are_read_as_hostile_input() {
+        let ok = serde_json::to_vec(&record()).unwrap();
+        assert_eq!(parse_record(&ok).unwrap().1.as_str(), "weather");
+        for (field, value, says) in [
+            ("name", serde_json::json!("../x"), "is not a tool name"),
+            ("name", serde_json::json!("a/b"), "is not a tool name"),
+            ("schema", serde_json::json!(2), "format 2"),
+            (
+                "description",
+                serde_json::json!("x".repeat(DESCRIPTION_LIMIT + 1)),
+                "description is",
+            ),
+        ] {
+            let mut r = record();
+            r[field] = value;
+            let e = parse_record(&serde_json::to_vec(&r).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{field}: {e}");
+        }
+        assert!(parse_record(b"not json").is_err());
+        let code = b"print(1)\n".to_vec();
+        let (mut r, _) = parse_record(&ok).unwrap();
+        assert!(
+            check_code(&r, code.clone()).is_err(),
+            "control: another hash"
+        );
+        r.code_hash = crate::version::code_hash(&code);
+        assert_eq!(check_code(&r, code).unwrap(), "print(1)\n");
+    }
+
+    #[test]
+    fn manifests_are_checked_before_anything_they_name_is_fetched() {
+        let (r, _) = parse_record(&serde_json::to_vec(&record()).unwrap()).unwrap();
+        let built = manifest(b"{}", b"code", &r, "oci://h/r:t", "2026-12-02T00:00:00Z").unwrap();
+        let (config, layer, _) = parse_manifest(&built, 1 << 20).unwrap();
+        assert_eq!(config.size(), 2);
+        assert_eq!(layer.size(), 4);
+        let too_small = parse_manifest(&built, 3).unwrap_err().to_string();
+        assert!(too_small.contains("more than the 3 bytes"), "{too_small}");
+        let mut v: serde_json::Value = serde_json::from_slice(&built).unwrap();
+        v["artifactType"] = serde_json::json!("application/x-other");
+        let e = parse_manifest(&serde_json::to_vec(&v).unwrap(), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("not an autotool tool"), "{e}");
+        let mut v: serde_json::Value = serde_json::from_slice(&built).unwrap();
+        let layer = v["layers"][0].clone();
+        v["layers"] = serde_json::json!([layer.clone(), layer]);
+        let e = parse_manifest(&serde_json::to_vec(&v).unwrap(), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("2 layers"), "{e}");
+        assert!(parse_manifest(b"<html>", 1 << 20).is_err());
+    }
 }
