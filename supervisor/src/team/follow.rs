@@ -49,23 +49,30 @@ fn dir(home: &Home) -> PathBuf {
     home.root().join("team")
 }
 
+/// Hold `$AUTOTOOL_HOME/team/NAME` locked (`flock`) until the returned file is dropped.
+pub(super) fn lock(home: &Home, name: &str) -> Result<std::fs::File, TeamError> {
+    let dir = dir(home);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| TeamError::Io(format!("creating {}: {e}", dir.display())))?;
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| TeamError::Io(format!("opening {}: {e}", path.display())))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| TeamError::Io(format!("locking {}: {e}", path.display())))?;
+    Ok(file)
+}
+
 /// Run `f` on the followed list under the lock; the list is written back when `f` says so.
 fn with_list<T>(
     home: &Home,
     f: impl FnOnce(&mut Vec<Followed>) -> Result<(T, bool), TeamError>,
 ) -> Result<T, TeamError> {
+    let _lock = lock(home, "following.lock")?;
     let dir = dir(home);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| TeamError::Io(format!("creating {}: {e}", dir.display())))?;
-    let lock_path = dir.join("following.lock");
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| TeamError::Io(format!("opening {}: {e}", lock_path.display())))?;
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|e| TeamError::Io(format!("locking {}: {e}", lock_path.display())))?;
     let path = dir.join("following.json");
     let mut list: Vec<Followed> = match std::fs::read(&path) {
         Ok(b) => serde_json::from_slice(&b).map_err(|e| {

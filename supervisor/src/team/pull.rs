@@ -68,6 +68,7 @@ pub fn origins(home: &Home) -> BTreeMap<String, Origin> {
 }
 
 fn record_origin(home: &Home, tool: &str, origin: Origin) -> Result<(), TeamError> {
+    let _lock = super::follow::lock(home, "pulled.lock")?;
     let mut all = origins(home);
     all.insert(tool.to_string(), origin);
     let bytes = serde_json::to_vec_pretty(&all)
