@@ -184,6 +184,19 @@ impl Client {
         body: Option<(&str, Vec<u8>)>,
         what: &str,
     ) -> Result<reqwest::Response, TeamError> {
+        self.send_if(method, url, accept, body, None, what).await
+    }
+
+    /// [`Client::send`] with `If-None-Match: "<etag>"` when `etag` is given.
+    async fn send_if(
+        &self,
+        method: Method,
+        url: Url,
+        accept: Option<&str>,
+        body: Option<(&str, Vec<u8>)>,
+        etag: Option<&str>,
+        what: &str,
+    ) -> Result<reqwest::Response, TeamError> {
         let mut url = url;
         let mut challenged = false;
         let mut redirects = 0;
@@ -191,6 +204,9 @@ impl Client {
             let mut request = self.http.request(method.clone(), url.clone());
             if let Some(a) = accept {
                 request = request.header(ACCEPT, a);
+            }
+            if let Some(tag) = etag {
+                request = request.header(reqwest::header::IF_NONE_MATCH, format!("\"{tag}\""));
             }
             if let Some((content_type, bytes)) = &body {
                 request = request
@@ -221,7 +237,8 @@ impl Client {
                 self.answer_challenge(header.as_deref()).await?;
                 continue;
             }
-            if status.is_redirection() {
+            // 304 answers a conditional request; it is no redirect.
+            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
                 redirects += 1;
                 if redirects > MAX_REDIRECTS {
                     return Err(TeamError::Refused(format!(
@@ -422,18 +439,23 @@ impl Client {
         Ok((bytes, digest, media))
     }
 
-    /// The digest a tag points at now (a `HEAD`), or `None` when there is no such tag.
-    pub async fn head_manifest(&self, tag: &str) -> Result<Option<String>, TeamError> {
+    /// The digest a tag points at now (a `HEAD`, conditional on `known`, the digest seen last:
+    /// a `304 Not Modified` means it still is), or `None` when there is no such tag.
+    pub async fn head_manifest(
+        &self,
+        tag: &str,
+        known: Option<&str>,
+    ) -> Result<Option<String>, TeamError> {
         let what = format!("looking up {tag}");
+        let url = self.url(&format!("manifests/{tag}"))?;
         let resp = self
-            .send(
-                Method::HEAD,
-                self.url(&format!("manifests/{tag}"))?,
-                Some(OCI_MANIFEST),
-                None,
-                &what,
-            )
+            .send_if(Method::HEAD, url, Some(OCI_MANIFEST), None, known, &what)
             .await?;
+        if resp.status() == StatusCode::NOT_MODIFIED
+            && let Some(known) = known
+        {
+            return Ok(Some(known.to_string()));
+        }
         if resp.status() == StatusCode::NOT_FOUND {
             return Ok(None);
         }

@@ -1,6 +1,7 @@
 //! Followed libraries: `autotool library follow oci://HOST/REPO[:TAG]` keeps a repository's tag
 //! in `$AUTOTOOL_HOME/team/following.json`; `autotool serve` looks at each on an interval (the
-//! `follow_interval` setting) with a `HEAD` of the tag, and when its digest moved pulls it
+//! `follow_interval` setting) with a conditional `HEAD` of the tag (`If-None-Match` the digest
+//! seen last), and when its digest moved pulls it
 //! through [`super::pull`] (signature, hostile-input checks, this machine's gate); hosts hear of
 //! the new version as of any other (`list_changed`). Each round runs in its own task, every
 //! request bounded in time, so a registry that is down or slow never holds up serve or a call.
@@ -175,7 +176,7 @@ async fn look(library: &Library, f: &Followed) -> Look {
     let head = async {
         let credentials = super::auth::credentials_for(&reference.registry)?;
         let client = super::client::Client::new(&reference, f.plain_http, credentials, false)?;
-        client.head_manifest(&tag).await
+        client.head_manifest(&tag, f.digest.as_deref()).await
     };
     let digest = match head.await {
         Ok(Some(d)) => d,
