@@ -57,6 +57,8 @@ pub mod packages;
 pub mod pin;
 pub mod redact;
 pub mod registry;
+#[cfg(feature = "team")]
+pub mod team;
 pub mod tool;
 pub mod verify;
 pub mod version;

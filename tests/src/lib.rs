@@ -22,6 +22,7 @@ pub mod host;
 pub mod index;
 pub mod locate;
 pub mod mcp;
+pub mod oci;
 pub mod probe;
 pub mod serve;
 pub mod tool;

@@ -219,6 +219,25 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::tools::ToolsCmd,
     },
+    /// Make this machine's signing key; keep the publishers it accepts.
+    ///
+    /// `tools push` signs with this machine's key; `tools pull` accepts a tool only when a
+    /// publisher added here signed it (cosign's key-based format, ECDSA P-256).
+    #[cfg(feature = "team")]
+    Trust {
+        #[command(subcommand)]
+        cmd: crate::cmd::team::TrustCmd,
+    },
+    /// Follow a team library: serve pulls its new versions by itself.
+    ///
+    /// A followed oci://HOST/REPO[:TAG] is looked at by every `autotool serve` on this machine
+    /// every `follow_interval`; a new digest is pulled as `tools pull` would (signature, this
+    /// machine's verification, probation, consent asked here) and hosts are told.
+    #[cfg(feature = "team")]
+    Library {
+        #[command(subcommand)]
+        cmd: crate::cmd::team::LibraryCmd,
+    },
     /// Add, list, remove and limit the keys tools may be given.
     ///
     /// Values are read without echo from the terminal, or from stdin; never from the command
@@ -312,6 +331,17 @@ fn wants_json(cmd: &Cmd) -> bool {
         } => *json,
         Cmd::Tools {
             cmd: ToolsCmd::List { json } | ToolsCmd::Show { json, .. },
+        } => *json,
+        #[cfg(feature = "team")]
+        Cmd::Tools {
+            cmd: ToolsCmd::Team(t),
+        } => t.json(),
+        #[cfg(feature = "team")]
+        Cmd::Trust {
+            cmd: crate::cmd::team::TrustCmd::List { json },
+        }
+        | Cmd::Library {
+            cmd: crate::cmd::team::LibraryCmd::Status { json },
         } => *json,
         Cmd::Keys {
             cmd: KeysCmd::List { json },
@@ -516,6 +546,10 @@ pub fn main() -> ExitCode {
         } => super::setup::hosts(apps, dry_run, service, !no_runtime, &mut stdout),
         Cmd::Tools { cmd } => crate::cmd::tools::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
+        #[cfg(feature = "team")]
+        Cmd::Trust { cmd } => crate::cmd::team::trust(cmd, &mut stdout),
+        #[cfg(feature = "team")]
+        Cmd::Library { cmd } => crate::cmd::team::library(cmd, &mut stdout),
         Cmd::Runtime { cmd } => crate::cmd::runtime::main(cmd, &mut stdout),
         #[cfg(feature = "own-model")]
         Cmd::Run {

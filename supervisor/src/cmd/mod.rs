@@ -16,6 +16,8 @@ pub mod service;
 pub mod setup;
 #[cfg(feature = "own-model")]
 pub mod setup_model;
+#[cfg(feature = "team")]
+pub mod team;
 pub mod tools;
 
 pub use cli::fail;

@@ -115,6 +115,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
             }
         })
     };
+    let follower = start_following(&app);
     if let Transport::Http(options) = transport {
         let stop = tokio_util::sync::CancellationToken::new();
         let signals = {
@@ -133,6 +134,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         .await;
         signals.abort();
         watcher.abort();
+        stop_following(&follower);
         app.runtime.shutdown(Duration::from_secs(2)).await;
         app.pool.shutdown().await;
         return Ok(served?);
@@ -156,17 +158,48 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         }
         Err(e) => {
             watcher.abort();
+            stop_following(&follower);
             app.runtime.shutdown(Duration::from_secs(2)).await;
             app.pool.shutdown().await;
             return Err(e.into());
         }
     }
     watcher.abort();
+    stop_following(&follower);
     // A build still under way stops and removes what it made; the next serve starts it again.
     app.runtime.shutdown(Duration::from_secs(2)).await;
     app.pool.shutdown().await;
     let _ = tokio::time::timeout(Duration::from_secs(2), guard.writer_done).await;
     Ok(())
+}
+
+/// The task that looks at the followed team libraries every `follow_interval`
+/// ([`crate::team::follow`]), apart from the watcher so a slow registry never holds up a poll.
+fn start_following(app: &std::sync::Arc<Library>) -> Option<tokio::task::JoinHandle<()>> {
+    #[cfg(feature = "team")]
+    {
+        let app = app.clone();
+        let every = app.settings.follow_interval;
+        Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                crate::team::follow::round(&app).await;
+            }
+        }))
+    }
+    #[cfg(not(feature = "team"))]
+    {
+        let _ = app;
+        None
+    }
+}
+
+fn stop_following(follower: &Option<tokio::task::JoinHandle<()>>) {
+    if let Some(f) = follower {
+        f.abort();
+    }
 }
 
 /// SIGTERM (systemd stopping the service) or SIGINT (Ctrl-C).

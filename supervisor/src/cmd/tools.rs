@@ -17,6 +17,9 @@ const RECENT: u32 = 10;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ToolsCmd {
+    #[cfg(feature = "team")]
+    #[command(flatten)]
+    Team(super::team::ToolsTeamCmd),
     /// List the tools every agent on this machine can use.
     ///
     /// Each with its versions, functions, keys, calls, failures and the last error.
@@ -132,6 +135,15 @@ pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
         Err(e) => return super::fail("tools", &e.to_string()),
     };
     let mut shown = RedactingWriter::new(&mut *out, &redactor);
+    #[cfg(feature = "team")]
+    if let ToolsCmd::Team(cmd) = cmd {
+        // A pulled tool's record was written by someone else: shown through the same redactor.
+        let code = super::team::tools(cmd, &mut shown);
+        return match shown.finish() {
+            Ok(_) => code,
+            Err(e) => super::fail("tools", &e.to_string()),
+        };
+    }
     let result = run_in(&home, cmd, &mut shown);
     let written = shown.finish().map(drop).map_err(CliError::from);
     match result.and(written) {
@@ -187,6 +199,9 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             json,
         } => baseline(&registry, &name, drop, why.as_deref(), json, out),
         ToolsCmd::Rehab { name } => manual(&registry, &name, Manual::Rehab, out),
+        // `run` takes these before a registry is opened here.
+        #[cfg(feature = "team")]
+        ToolsCmd::Team(_) => Ok(()),
         ToolsCmd::Retire { name } => manual(&registry, &name, Manual::Retire, out),
         ToolsCmd::Revoke { name, key } => {
             let said = crate::consent::revoke_from_cli(&registry, &name, key.as_deref())?;

@@ -153,6 +153,18 @@ pub static SETTINGS: &[Setting] = &[
         show: |v| show_duration(v.serve.poll_interval),
     },
     Setting {
+        name: "follow_interval",
+        flag: None,
+        env: "AUTOTOOL_FOLLOW_INTERVAL",
+        key: Some("follow_interval"),
+        description: "how often serve looks for new versions in the team libraries it follows",
+        apply: |v, raw, _| {
+            v.serve.follow_interval = duration(raw, Duration::from_secs(1))?;
+            Ok(None)
+        },
+        show: |v| show_duration(v.serve.follow_interval),
+    },
+    Setting {
         name: "list_limit",
         flag: None,
         env: "AUTOTOOL_LIST_LIMIT",

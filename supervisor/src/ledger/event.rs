@@ -37,11 +37,18 @@ pub enum Event {
     BaselineGrew,
     /// The user dropped an obligation from a tool's baseline.
     ObligationDropped,
+    /// A version was published to a registry (`autotool tools push`).
+    Published,
+    /// A version pulled from a registry passed this machine's gate: where from, its digest
+    /// and its signer.
+    Pulled,
+    /// An artifact from a registry was refused (signature, hostile content, pin).
+    PullRefused,
 }
 
 impl Event {
     /// Every kind.
-    pub const ALL: [Event; 21] = [
+    pub const ALL: [Event; 24] = [
         Event::Created,
         Event::Verified,
         Event::VerificationFailed,
@@ -63,6 +70,9 @@ impl Event {
         Event::ToolStopped,
         Event::BaselineGrew,
         Event::ObligationDropped,
+        Event::Published,
+        Event::Pulled,
+        Event::PullRefused,
     ];
 
     /// The word stored in `events.kind`.
@@ -89,6 +99,9 @@ impl Event {
             Event::ToolStopped => "tool_stopped",
             Event::BaselineGrew => "baseline_grew",
             Event::ObligationDropped => "obligation_dropped",
+            Event::Published => "published",
+            Event::Pulled => "pulled",
+            Event::PullRefused => "pull_refused",
         }
     }
 }

@@ -38,6 +38,9 @@ pub struct Prepared {
     /// Its `REQUIRED_PACKAGES`, resolved ([`Library::resolve_packages`]); `None` before that,
     /// or when it declares none.
     pub packages: Option<crate::packages::PackageSet>,
+    /// Obligations the version owes besides this machine's baseline of the tool: those a
+    /// pulled artifact carries from its publisher's trusted versions.
+    pub carried_baseline: Vec<crate::verify::Obligation>,
 }
 
 impl Prepared {
@@ -123,6 +126,7 @@ impl Library {
             declared,
             declarations_read,
             packages: None,
+            carried_baseline: Vec::new(),
         })
     }
 
@@ -179,7 +183,11 @@ impl Library {
             .then(|| prepared.declared.clone());
         request.redactor = secrets.redactor().cloned();
         request.baseline = match self.registry.ledger().baseline(name.as_str(), false) {
-            Ok(rows) => rows.into_iter().map(|r| r.obligation).collect(),
+            Ok(rows) => rows
+                .into_iter()
+                .map(|r| r.obligation)
+                .chain(prepared.carried_baseline.iter().cloned())
+                .collect(),
             Err(e) => {
                 let _ = self.registry.discard(staged);
                 return Err(CreateError::Baseline(e.to_string()));

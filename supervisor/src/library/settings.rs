@@ -21,6 +21,8 @@ pub struct Settings {
     pub max_code_bytes: usize,
     /// How often the registry is checked for changes made by other processes.
     pub poll_interval: Duration,
+    /// How often serve looks at the team libraries it follows (`autotool library follow`).
+    pub follow_interval: Duration,
     /// The launcher to use (else found by `launcher::locate`).
     pub launcher: Option<PathBuf>,
     pub limits: Limits,
@@ -53,6 +55,7 @@ impl Default for Settings {
             max_output_bytes: 256 << 10,
             max_code_bytes: 256 << 10,
             poll_interval: Duration::from_millis(500),
+            follow_interval: Duration::from_secs(300),
             launcher: None,
             limits: Limits::default(),
             allow_all_keys: false,

@@ -46,6 +46,8 @@ mod protocol;
 mod render;
 mod service;
 mod states;
+mod team;
+mod team_auth;
 mod unconfined;
 mod verdicts;
 

@@ -1,0 +1,439 @@
+//! `autotool trust …`, `autotool tools push|pull` and `autotool library …`: the team library's
+//! verbs ([`crate::team`]).
+
+use crate::home::Home;
+use crate::library::Library;
+use crate::team::pull::{PullOptions, Pulled};
+use crate::team::reference::Reference;
+use crate::team::trust::{KeyPlace, Trust};
+use clap::Subcommand;
+use std::io::Write;
+use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum TrustCmd {
+    /// Make this machine's signing key (what `tools push` signs with).
+    ///
+    /// An ECDSA P-256 key, cosign's format: the private half in the OS keychain, or in
+    /// $AUTOTOOL_HOME/trust/signing-key (0600) where no keychain is reachable (or with
+    /// AUTOTOOL_TRUST_KEY_FILE=1). `trust show` prints the public half for your team.
+    Init {
+        /// Replace an existing key (signatures made with the old one no longer count as yours).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print this machine's public key as a PEM block (give it to your team).
+    Show,
+    /// Accept tools signed by a publisher's key.
+    ///
+    /// FILE is the PEM block the publisher's `autotool trust show` printed (or a cosign.pub);
+    /// `-` reads it from stdin.
+    Add {
+        /// A name for the publisher: lowercase letters, digits, . _ -.
+        name: String,
+        /// The publisher's public key (PEM), or `-` for stdin.
+        file: String,
+    },
+    /// List the publishers this machine accepts, with their keys' fingerprints.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop accepting a publisher's signatures (tools already pulled stay).
+    Remove {
+        /// The publisher's name.
+        name: String,
+    },
+}
+
+/// `autotool trust …`.
+pub fn trust(cmd: TrustCmd, out: &mut impl Write) -> ExitCode {
+    let result = Home::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|home| trust_in(&Trust::of(&home), cmd, out).map_err(|e| e.to_string()));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => super::fail("trust", &e),
+    }
+}
+
+fn trust_in(trust: &Trust, cmd: TrustCmd, out: &mut impl Write) -> anyhow::Result<()> {
+    match cmd {
+        TrustCmd::Init { force } => {
+            let (key, place) = trust.init(force)?;
+            let kept = match place {
+                KeyPlace::Keychain => "its private half is in the OS keychain",
+                KeyPlace::File => {
+                    "no OS keychain is reachable here (or AUTOTOOL_TRUST_KEY_FILE=1): its \
+                     private half is in $AUTOTOOL_HOME/trust/signing-key (0600); anyone who can \
+                     read that file can sign as you"
+                }
+            };
+            writeln!(
+                out,
+                "Made this machine's signing key {}; {kept}.\nGive your team the public key \
+                 (`autotool trust show`); they accept it with `autotool trust add NAME FILE`.",
+                key.fingerprint()
+            )?;
+        }
+        TrustCmd::Show => write!(out, "{}", trust.public()?.to_pem())?,
+        TrustCmd::Add { name, file } => {
+            let text = if file == "-" {
+                let mut s = String::new();
+                std::io::Read::read_to_string(
+                    &mut std::io::Read::take(std::io::stdin(), 64 << 10),
+                    &mut s,
+                )?;
+                s
+            } else {
+                std::fs::read_to_string(&file)
+                    .map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?
+            };
+            let key = trust.add(&name, &text)?;
+            writeln!(
+                out,
+                "Tools signed by {name} ({}) can now be pulled here; each is still verified \
+                 here, starts on probation and asks for its keys.",
+                key.fingerprint()
+            )?;
+        }
+        TrustCmd::List { json } => {
+            let publishers = trust.publishers()?;
+            if json {
+                let list: Vec<_> = publishers
+                    .iter()
+                    .map(|(n, k)| serde_json::json!({"name": n, "fingerprint": k.fingerprint()}))
+                    .collect();
+                writeln!(out, "{}", serde_json::json!({"publishers": list}))?;
+            } else if publishers.is_empty() {
+                writeln!(
+                    out,
+                    "No publisher is trusted here yet (`autotool trust add NAME FILE`)."
+                )?;
+            } else {
+                for (n, k) in publishers {
+                    writeln!(out, "{n}  {}", k.fingerprint())?;
+                }
+            }
+        }
+        TrustCmd::Remove { name } => {
+            if trust.remove(&name)? {
+                writeln!(out, "Signatures by {name} are no longer accepted here.")?;
+            } else {
+                writeln!(out, "{name} was not a trusted publisher.")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `autotool tools push|pull`, flattened into `autotool tools`.
+#[derive(Debug, Subcommand)]
+pub enum ToolsTeamCmd {
+    /// Publish a tool's current version to an OCI registry, signed.
+    ///
+    /// Signed with this machine's key (`autotool trust init`).
+    ///
+    /// REF is oci://HOST[:PORT]/REPO[:TAG] (tag `latest` by default). Prints the digest. Only
+    /// what verification recorded and the code travel: never key values, approvals or health.
+    Push {
+        /// The tool's name.
+        name: String,
+        /// oci://HOST[:PORT]/REPO[:TAG].
+        reference: String,
+        /// Speak plain HTTP to a registry that is not on loopback (loopback always is).
+        #[arg(long)]
+        plain_http: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fetch a tool from an OCI registry and verify it here.
+    ///
+    /// Its signature is checked against the publishers `autotool trust` keeps first.
+    ///
+    /// REF is oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST]. The tool passes this machine's own
+    /// verification and starts on probation; the keys it declares are asked here. Pulled by
+    /// digest, it is pinned: a later pull of another digest does not replace it (`--unpin`).
+    Pull {
+        /// oci://HOST[:PORT]/REPO[:TAG|@sha256:DIGEST].
+        reference: String,
+        /// Speak plain HTTP to a registry that is not on loopback (loopback always is).
+        #[arg(long)]
+        plain_http: bool,
+        /// Take it without a signature by a trusted publisher (nobody then vouches for it).
+        #[arg(long)]
+        allow_unsigned: bool,
+        /// Replace a tool pinned to another digest.
+        #[arg(long)]
+        unpin: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl ToolsTeamCmd {
+    /// Whether `--json` was asked for.
+    pub fn json(&self) -> bool {
+        match self {
+            ToolsTeamCmd::Push { json, .. } | ToolsTeamCmd::Pull { json, .. } => *json,
+        }
+    }
+}
+
+/// `autotool tools push|pull`.
+pub fn tools(cmd: ToolsTeamCmd, out: &mut impl Write) -> ExitCode {
+    match cmd {
+        ToolsTeamCmd::Push {
+            name,
+            reference,
+            plain_http,
+            json,
+        } => push(&name, &reference, plain_http, json, out),
+        ToolsTeamCmd::Pull {
+            reference,
+            plain_http,
+            allow_unsigned,
+            unpin,
+            json,
+        } => {
+            let options = PullOptions {
+                plain_http,
+                allow_unsigned,
+                unpin,
+            };
+            pull(&reference, options, json, out)
+        }
+    }
+}
+
+/// `autotool tools push NAME REF`.
+pub fn push(
+    name: &str,
+    reference: &str,
+    plain_http: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> ExitCode {
+    let work = async {
+        let home = Home::from_env()?;
+        let reference = Reference::parse(reference)?;
+        let pushed = crate::team::push::push(&home, name, &reference, plain_http).await?;
+        if json {
+            writeln!(
+                out,
+                "{}",
+                serde_json::json!({
+                    "tool": pushed.tool, "version": pushed.version, "digest": pushed.digest,
+                    "reference": pushed.pinned, "tag": pushed.tag, "signer": pushed.signer,
+                })
+            )?;
+        } else {
+            writeln!(
+                out,
+                "Pushed {} version {} to {} (tag {}), signed by {}.\n{}",
+                pushed.tool,
+                pushed.version,
+                pushed.pinned,
+                pushed.tag,
+                pushed.signer,
+                pushed.digest
+            )?;
+        }
+        anyhow::Ok(())
+    };
+    super::cli::block_on("tools push", work)
+}
+
+/// `autotool tools pull REF`.
+pub fn pull(reference: &str, options: PullOptions, json: bool, out: &mut impl Write) -> ExitCode {
+    let work = async {
+        let home = Home::from_env()?;
+        let reference = Reference::parse(reference)?;
+        if options.allow_unsigned {
+            eprintln!(
+                "autotool tools pull: --allow-unsigned: a missing or untrusted signature does not \
+                 stop this pull; nobody vouches for where the code comes from (every other check \
+                 and this machine's verification still apply)"
+            );
+        }
+        let config = crate::config::Inputs::from_process(Default::default())
+            .and_then(|inputs| crate::config::resolve(&inputs))
+            .map_err(|problems| anyhow::anyhow!("{problems}"))?;
+        let library = Library::new(config.settings(), home)?;
+        library.runtime.start();
+        let pulled = crate::team::pull::pull(&library, &reference, options).await;
+        library
+            .runtime
+            .shutdown(std::time::Duration::from_secs(2))
+            .await;
+        library.pool.shutdown().await;
+        let pulled = pulled?;
+        report(&pulled, json, out)?;
+        anyhow::Ok(())
+    };
+    super::cli::block_on("tools pull", work)
+}
+
+fn report(pulled: &Pulled, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let signer = pulled.signer.as_deref();
+    if json {
+        let created = pulled.created.as_ref().map(|c| {
+            serde_json::json!({
+                "tool": c.tool.to_string(), "version": c.version,
+                "required_env": c.required_env.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "keys_granted": c.keys_granted.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "key_notes": c.key_notes,
+            })
+        });
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({
+                "digest": pulled.digest, "signer": signer, "created": created,
+                "unchanged": pulled.unchanged, "publisher_hosts": pulled.key_hosts,
+            })
+        )?;
+        return Ok(());
+    }
+    let signed = match signer {
+        Some(s) => format!("signed by {s}"),
+        None => "UNSIGNED (--allow-unsigned)".into(),
+    };
+    if let Some(why) = &pulled.unchanged {
+        writeln!(out, "{} ({signed}): {why}; nothing to do.", pulled.digest)?;
+        return Ok(());
+    }
+    let Some(c) = &pulled.created else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "Pulled {} version {} from {} ({signed}); verified here, on probation.",
+        c.tool, c.version, pulled.digest
+    )?;
+    for (mounted, _) in &c.functions {
+        writeln!(out, "  {mounted}")?;
+    }
+    for note in &c.key_notes {
+        writeln!(out, "Asked here: {note}")?;
+    }
+    for (key, hosts) in &pulled.key_hosts {
+        writeln!(
+            out,
+            "Its publisher let {key} reach only {}; approvals and allowlists do not travel: \
+             `autotool keys allow {key} {}` sets the same here.",
+            hosts.join(", "),
+            hosts.join(" ")
+        )?;
+    }
+    Ok(())
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LibraryCmd {
+    /// Follow oci://HOST/REPO[:TAG]: serve pulls its new versions.
+    ///
+    /// Tag `latest` by default. Every running `autotool serve` looks at it every
+    /// `follow_interval` and pulls a new digest as `tools pull` would.
+    Follow {
+        /// oci://HOST[:PORT]/REPO[:TAG].
+        reference: String,
+        /// Speak plain HTTP to a registry that is not on loopback (loopback always is).
+        #[arg(long)]
+        plain_http: bool,
+    },
+    /// Stop following a library (tools pulled from it stay).
+    Unfollow {
+        /// oci://HOST[:PORT]/REPO[:TAG], as followed.
+        reference: String,
+    },
+    /// Each followed library: when last reached, and what was refused.
+    ///
+    /// Also when it was last looked at, the digest its tag names and the digest pulled.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `autotool library …`.
+pub fn library(cmd: LibraryCmd, out: &mut impl Write) -> ExitCode {
+    use crate::team::follow;
+    let result = (|| -> anyhow::Result<()> {
+        let home = Home::from_env()?;
+        match cmd {
+            LibraryCmd::Follow {
+                reference,
+                plain_http,
+            } => {
+                let r = Reference::parse(&reference)?;
+                let shown = follow::canonical(&r)?;
+                if follow::follow(&home, &r, plain_http)? {
+                    writeln!(
+                        out,
+                        "Following {shown}: every running `autotool serve` looks at it within \
+                         the `follow_interval` and pulls what is new (signed by a publisher you \
+                         trust, verified here)."
+                    )?;
+                } else {
+                    writeln!(
+                        out,
+                        "{shown} was already followed; what it refused is tried again next round."
+                    )?;
+                }
+            }
+            LibraryCmd::Unfollow { reference } => {
+                let r = Reference::parse(&reference)?;
+                let shown = follow::canonical(&r)?;
+                if follow::unfollow(&home, &r)? {
+                    writeln!(
+                        out,
+                        "No longer following {shown}; tools pulled from it stay."
+                    )?;
+                } else {
+                    writeln!(out, "{shown} was not followed.")?;
+                }
+            }
+            LibraryCmd::Status { json } => {
+                let list = follow::status(&home)?;
+                if json {
+                    writeln!(out, "{}", serde_json::json!({"following": list}))?;
+                } else if list.is_empty() {
+                    writeln!(
+                        out,
+                        "No library is followed (`autotool library follow oci://…`)."
+                    )?;
+                } else {
+                    for f in list {
+                        writeln!(out, "{}", f.reference)?;
+                        let never = "never".to_string();
+                        writeln!(
+                            out,
+                            "  last reached: {}; last looked: {}",
+                            f.reached_at.as_ref().unwrap_or(&never),
+                            f.checked_at.as_ref().unwrap_or(&never)
+                        )?;
+                        if let Some(d) = &f.digest {
+                            writeln!(out, "  serves: {d}")?;
+                        }
+                        if let Some(d) = &f.pulled {
+                            writeln!(out, "  pulled: {d}")?;
+                        }
+                        if let Some(p) = &f.problem {
+                            writeln!(out, "  problem: {p}")?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => super::fail("library", &format!("{e:#}")),
+    }
+}

@@ -1,0 +1,288 @@
+//! Followed libraries: `autotool library follow oci://HOST/REPO[:TAG]` keeps a repository's tag
+//! in `$AUTOTOOL_HOME/team/following.json`; `autotool serve` looks at each on an interval (the
+//! `follow_interval` setting) with a conditional `HEAD` of the tag (`If-None-Match` the digest
+//! seen last), and when its digest moved pulls it
+//! through [`super::pull`] (signature, hostile-input checks, this machine's gate); hosts hear of
+//! the new version as of any other (`list_changed`). Each round runs in its own task, every
+//! request bounded in time, so a registry that is down or slow never holds up serve or a call.
+//! `library status` says when each was last reached, what it serves, and what was refused and
+//! why. Reads and writes of the file hold `team/following.lock`, so the CLI and every serve
+//! sharing the home never lose each other's changes.
+
+use super::TeamError;
+use super::pull::PullOptions;
+use super::reference::{DEFAULT_TAG, Reference};
+use super::trust::write_atomic;
+use crate::home::Home;
+use crate::library::Library;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long one look at one followed library may take, pull and verification included.
+pub const ROUND_BOUND: Duration = Duration::from_secs(300);
+
+/// One followed library and what the last looks found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Followed {
+    /// `oci://host/repo:tag`.
+    pub reference: String,
+    #[serde(default)]
+    pub plain_http: bool,
+    pub added_at: String,
+    /// When it was last looked at, and last answered.
+    #[serde(default)]
+    pub checked_at: Option<String>,
+    #[serde(default)]
+    pub reached_at: Option<String>,
+    /// The digest its tag named when last reached.
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// The digest last pulled (or found already here).
+    #[serde(default)]
+    pub pulled: Option<String>,
+    /// What the last look could not do, and why.
+    #[serde(default)]
+    pub problem: Option<String>,
+}
+
+fn dir(home: &Home) -> PathBuf {
+    home.root().join("team")
+}
+
+/// Hold `$AUTOTOOL_HOME/team/NAME` locked (`flock`) until the returned file is dropped.
+pub(super) fn lock(home: &Home, name: &str) -> Result<std::fs::File, TeamError> {
+    let dir = dir(home);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| TeamError::Io(format!("creating {}: {e}", dir.display())))?;
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| TeamError::Io(format!("opening {}: {e}", path.display())))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| TeamError::Io(format!("locking {}: {e}", path.display())))?;
+    Ok(file)
+}
+
+/// Run `f` on the followed list under the lock; the list is written back when `f` says so.
+fn with_list<T>(
+    home: &Home,
+    f: impl FnOnce(&mut Vec<Followed>) -> Result<(T, bool), TeamError>,
+) -> Result<T, TeamError> {
+    let _lock = lock(home, "following.lock")?;
+    let dir = dir(home);
+    let path = dir.join("following.json");
+    let mut list: Vec<Followed> = match std::fs::read(&path) {
+        Ok(b) => serde_json::from_slice(&b).map_err(|e| {
+            TeamError::Io(format!(
+                "{} does not parse ({e}); fix or remove it",
+                path.display()
+            ))
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(TeamError::Io(format!("reading {}: {e}", path.display()))),
+    };
+    let (out, write) = f(&mut list)?;
+    if write {
+        let bytes = serde_json::to_vec_pretty(&list)
+            .map_err(|e| TeamError::Io(format!("writing {}: {e}", path.display())))?;
+        write_atomic(&path, &bytes, 0o644)?;
+    }
+    Ok(out)
+}
+
+/// `oci://host/repo:tag`, the tag `latest` when none is given; a digest is refused (a digest
+/// never moves: pull it instead).
+pub fn canonical(reference: &Reference) -> Result<String, TeamError> {
+    if reference.digest.is_some() {
+        return Err(TeamError::Reference(
+            "a digest never changes, so there is nothing to follow; `autotool tools pull` it, \
+             or follow a tag"
+                .into(),
+        ));
+    }
+    let tag = reference.tag.as_deref().unwrap_or(DEFAULT_TAG);
+    Ok(format!(
+        "oci://{}/{}:{tag}",
+        reference.registry, reference.repository
+    ))
+}
+
+/// Follow `reference`; whether it was new. Following it again clears what was refused, so
+/// the next round tries it again.
+pub fn follow(home: &Home, reference: &Reference, plain_http: bool) -> Result<bool, TeamError> {
+    let canonical = canonical(reference)?;
+    with_list(home, |list| {
+        if let Some(f) = list.iter_mut().find(|f| f.reference == canonical) {
+            f.problem = None;
+            f.digest = None;
+            f.plain_http = plain_http;
+            return Ok((false, true));
+        }
+        list.push(Followed {
+            reference: canonical.clone(),
+            plain_http,
+            added_at: crate::ledger::format_ms(crate::ledger::now_ms()),
+            checked_at: None,
+            reached_at: None,
+            digest: None,
+            pulled: None,
+            problem: None,
+        });
+        Ok((true, true))
+    })
+}
+
+/// Stop following `reference`; whether it was followed.
+pub fn unfollow(home: &Home, reference: &Reference) -> Result<bool, TeamError> {
+    let canonical = canonical(reference)?;
+    with_list(home, |list| {
+        let before = list.len();
+        list.retain(|f| f.reference != canonical);
+        let removed = list.len() != before;
+        Ok((removed, removed))
+    })
+}
+
+/// The followed libraries and what the last looks found.
+pub fn status(home: &Home) -> Result<Vec<Followed>, TeamError> {
+    with_list(home, |list| Ok((list.clone(), false)))
+}
+
+/// What one look found.
+#[derive(Debug, Clone, Default)]
+struct Look {
+    reached: bool,
+    digest: Option<String>,
+    pulled: Option<String>,
+    problem: Option<String>,
+}
+
+/// Look at one followed library: the tag's digest, and a pull when it moved.
+async fn look(library: &Library, f: &Followed) -> Look {
+    let reference = match Reference::parse(&f.reference) {
+        Ok(r) => r,
+        Err(e) => {
+            return Look {
+                problem: Some(e.to_string()),
+                ..Look::default()
+            };
+        }
+    };
+    let tag = reference.tag.clone().unwrap_or_else(|| DEFAULT_TAG.into());
+    let head = async {
+        let credentials = super::auth::credentials_for(&reference.registry)?;
+        let client = super::client::Client::new(&reference, f.plain_http, credentials, false)?;
+        client.head_manifest(&tag, f.digest.as_deref()).await
+    };
+    let digest = match head.await {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            return Look {
+                reached: true,
+                problem: Some(format!("the registry has no tag {tag} in this repository")),
+                ..Look::default()
+            };
+        }
+        Err(e) => {
+            return Look {
+                problem: Some(e.to_string()),
+                ..Look::default()
+            };
+        }
+    };
+    // The same digest refused last time is not fetched again every round (nor another refusal
+    // recorded): it is tried again when the tag moves, or when `library follow` is run again.
+    if f.digest.as_deref() == Some(digest.as_str()) && f.problem.is_some() {
+        return Look {
+            reached: true,
+            digest: Some(digest),
+            pulled: f.pulled.clone(),
+            problem: f.problem.clone(),
+        };
+    }
+    if f.pulled.as_deref() == Some(digest.as_str()) {
+        return Look {
+            reached: true,
+            digest: Some(digest.clone()),
+            pulled: Some(digest),
+            problem: None,
+        };
+    }
+    let pinned = Reference {
+        digest: Some(digest.clone()),
+        tag: None,
+        ..reference
+    };
+    let options = PullOptions {
+        plain_http: f.plain_http,
+        allow_unsigned: false,
+        unpin: false,
+    };
+    // Pulled by the digest just seen, so a tag moved meanwhile is not taken unseen; recorded
+    // as not pinned (following moves with the tag).
+    match super::pull::pull_followed(library, &pinned, &f.reference, options).await {
+        Ok(_) => Look {
+            reached: true,
+            digest: Some(digest.clone()),
+            pulled: Some(digest),
+            problem: None,
+        },
+        Err(e) => Look {
+            reached: true,
+            digest: Some(digest),
+            pulled: f.pulled.clone(),
+            problem: Some(library.secrets().redact(&e.to_string())),
+        },
+    }
+}
+
+/// One round over every followed library (each bounded by [`ROUND_BOUND`]). Returns how many
+/// were looked at.
+pub async fn round(library: &Library) -> usize {
+    let list = match status(&library.home) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("reading the followed libraries: {e}");
+            return 0;
+        }
+    };
+    for f in &list {
+        let found = match tokio::time::timeout(ROUND_BOUND, look(library, f)).await {
+            Ok(l) => l,
+            Err(_) => Look {
+                problem: Some(format!(
+                    "no answer within {}s; tried again next round",
+                    ROUND_BOUND.as_secs()
+                )),
+                ..Look::default()
+            },
+        };
+        if let Some(p) = &found.problem {
+            tracing::warn!(library = %f.reference, "following: {p}");
+        }
+        let now = crate::ledger::format_ms(crate::ledger::now_ms());
+        let saved = with_list(&library.home, |list| {
+            let Some(entry) = list.iter_mut().find(|e| e.reference == f.reference) else {
+                return Ok(((), false));
+            };
+            entry.checked_at = Some(now.clone());
+            if found.reached {
+                entry.reached_at = Some(now.clone());
+                entry.digest = found.digest.clone();
+            }
+            if found.pulled.is_some() {
+                entry.pulled = found.pulled.clone();
+            }
+            entry.problem = found.problem.clone();
+            Ok(((), true))
+        });
+        if let Err(e) = saved {
+            tracing::warn!("recording what following found: {e}");
+        }
+    }
+    list.len()
+}
