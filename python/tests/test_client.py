@@ -153,3 +153,40 @@ async def test_a_message_after_the_session_closed_is_dropped() -> None:
         assert "BrokenResourceError" in repr(failed.value)
     async with autotool.connect(binary=sys.executable, args=[LATE_SERVER], mode="legacy", quiet=True) as client:
         assert client.protocol_version == "2025-11-25"
+
+
+SLOW_UV = Path(__file__).resolve().parents[2] / "tests" / "tools" / "runtime" / "slow-uv"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_first_create_on_a_fresh_home_waits_for_the_runtime(
+    mode: str, monkeypatch: pytest.MonkeyPatch, home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """No runtime yet: serve builds it in the background (a uv that takes 6 s to install, offline)
+    and holds the first `create_tool` 3.5 s, then answers "not yet, call again in N ms" with
+    that hint in `_meta`. `call_tool` waits as told, showing serve's progress, and returns the
+    created tool; with `wait=0` the refusal itself comes back, with its hint."""
+    uv = Path(os.environ.get("AUTOTOOL_TEST_UV", "/opt/autotool-test-uv/bin/uv"))
+    if not os.path.isfile(uv):  # noqa: ASYNC240 - one stat before anything starts
+        pytest.fail(f"no test uv at {uv}: set AUTOTOOL_TEST_UV (sudo .ci/test installs it)")
+    monkeypatch.delenv("AUTOTOOL_RUNTIME")
+    monkeypatch.setenv("AUTOTOOL_UV", str(SLOW_UV))
+    monkeypatch.setenv("AUTOTOOL_TEST_UV", str(uv))
+    # The Python the test runtime was made from, whose packages slow-uv copies.
+    runtime = Path(os.environ.get("AUTOTOOL_TEST_RUNTIME", "/opt/autotool-test-runtime"))
+    monkeypatch.setenv("AUTOTOOL_PYTHON", str((runtime / "bin" / "python3").resolve()))
+    async with autotool.connect(mode=mode, wait=0, quiet=True) as client:  # type: ignore[arg-type]
+        refused = await client.call_tool("create_tool", {"name": "adder", "code": fakes.ADDER_TOOL})
+        assert autotool.is_error(refused), autotool.result_text(refused)
+        assert "call create_tool again" in autotool.result_text(refused)
+        assert autotool.client.reason(refused) == "runtime-building"
+        after = autotool.client.retry_after(refused)
+        assert after is not None and 0 < after <= 5, refused
+    async with autotool.connect(mode=mode) as client:  # type: ignore[arg-type]
+        created = await client.call_tool("create_tool", {"name": "adder", "code": fakes.ADDER_TOOL})
+        assert not autotool.is_error(created), autotool.result_text(created)
+        assert autotool.result_text(await client.call_tool("adder__add", {"a": 2, "b": 40})) == "42"
+    said = capfd.readouterr().err
+    assert "create_tool did not run yet (runtime-building); calling again in" in said, said
+    assert "preparing the tool runtime: step" in said, said
+    assert os.path.isfile(home / "runtime" / "autotool-runtime.txt")  # noqa: ASYNC240

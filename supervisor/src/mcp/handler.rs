@@ -326,7 +326,7 @@ impl AutotoolServer {
             )
             .await
             .err()
-            .map(render::error_result)
+            .map(|refused| render::not_ready(&refused))
     }
 }
 

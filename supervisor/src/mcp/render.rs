@@ -160,6 +160,22 @@ pub fn error_result(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![text(message)])
 }
 
+/// A call that did not run because the tool runtime is not ready: the text for the model, and
+/// in `_meta` when to call again and why, for programs (`io.autotool/retryAfterMs`,
+/// `io.autotool/reason`; docs/serve.md).
+pub fn not_ready(refused: &crate::tool::runtime::prepare::NotReady) -> CallToolResult {
+    use crate::tool::runtime::prepare::{META_REASON, META_RETRY_AFTER_MS};
+    let mut meta = serde_json::Map::new();
+    meta.insert(META_REASON.into(), json!(refused.reason));
+    if let Some(after) = refused.retry_after {
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        meta.insert(META_RETRY_AFTER_MS.into(), json!(ms));
+    }
+    let mut result = error_result(refused.message.clone());
+    result.meta = Some(rmcp::model::MetaObject(meta));
+    result
+}
+
 /// What the agent is told of a tool it created.
 pub fn created(c: &Created, list_limit: usize) -> CallToolResult {
     let mounted: Vec<Value> = c
