@@ -214,15 +214,26 @@ pub fn created(c: &Created, list_limit: usize) -> CallToolResult {
         )
     };
     let name = &c.tool;
-    let mut result = CallToolResult::success(vec![
-        text(format!(
+    if c.unchanged {
+        summary["unchanged"] = json!(true);
+    }
+    let said = if c.unchanged {
+        format!(
+            "Unchanged: {name} v{} is already mounted with exactly this code and description, so \
+             no new version was made ({}). Call it as before, or with run_tool {{\"tool\": \
+             \"{name}\", \"function\": …, \"arguments\": {{…}}}}.",
+            c.version,
+            names.join(", ")
+        )
+    } else {
+        format!(
             "Created {name} v{}: mounted {}. {listed_now}; any host can call them right away \
              with run_tool {{\"tool\": \"{name}\", \"function\": …, \"arguments\": {{…}}}}.",
             c.version,
             names.join(", ")
-        )),
-        text(summary.to_string()),
-    ]);
+        )
+    };
+    let mut result = CallToolResult::success(vec![text(said), text(summary.to_string())]);
     for note in &c.key_notes {
         result.content.push(text(note.clone()));
     }
