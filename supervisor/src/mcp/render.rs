@@ -161,17 +161,27 @@ pub fn error_result(message: impl Into<String>) -> CallToolResult {
 }
 
 /// A call that did not run because the tool runtime is not ready: the text for the model, and
-/// in `_meta` when to call again and why, for programs (`io.autotool/retryAfterMs`,
-/// `io.autotool/reason`; docs/serve.md).
+/// in `_meta` when to call again and why (docs/serve.md).
 pub fn not_ready(refused: &crate::tool::runtime::prepare::NotReady) -> CallToolResult {
+    retry_later(refused.message.clone(), refused.reason, refused.retry_after)
+}
+
+/// An `isError` answer saying the call did not run to its end yet: `message` for the model,
+/// and for programs `_meta` `io.autotool/reason` (`reason`) and, when calling again soon is the
+/// answer, `io.autotool/retryAfterMs`.
+pub fn retry_later(
+    message: String,
+    reason: &str,
+    retry_after: Option<std::time::Duration>,
+) -> CallToolResult {
     use crate::tool::runtime::prepare::{META_REASON, META_RETRY_AFTER_MS};
     let mut meta = serde_json::Map::new();
-    meta.insert(META_REASON.into(), json!(refused.reason));
-    if let Some(after) = refused.retry_after {
+    meta.insert(META_REASON.into(), json!(reason));
+    if let Some(after) = retry_after {
         let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
         meta.insert(META_RETRY_AFTER_MS.into(), json!(ms));
     }
-    let mut result = error_result(refused.message.clone());
+    let mut result = error_result(message);
     result.meta = Some(rmcp::model::MetaObject(meta));
     result
 }
