@@ -197,10 +197,13 @@ SLOW_ADDER = "import time\n\ntime.sleep(6)  # longer than serve holds a call\n" 
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_slow_verification_is_answered_within_the_hold_and_joined_again(mode: str) -> None:
+async def test_a_slow_verification_is_answered_within_the_hold_and_joined_again(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A tool that takes 6 s to start: the first `create_tool` is answered within serve's 3.5 s
     hold (plus a margin) saying verification continues, with `_meta` for programs; the same
     call again joins that verification (not a second one) and returns the mounted tool."""
+    monkeypatch.delenv("AUTOTOOL_CREATE_HOLD")
     async with autotool.connect(mode=mode, wait=0, quiet=True) as client:  # type: ignore[arg-type]
         arguments = {"name": "adder", "code": SLOW_ADDER, "verify": "quick"}
         started = anyio.current_time()
