@@ -45,6 +45,9 @@ impl TestHome {
             ("AUTOTOOL_HOME".into(), self.path().display().to_string()),
             ("AUTOTOOL_RUNTIME".into(), s.runtime.display().to_string()),
             ("AUTOTOOL_LAUNCHER".into(), s.launcher.display().to_string()),
+            // create_tool answers with its outcome however long verification takes (the
+            // first-run tests, on a newcomer's environment, keep serve's 3.5 s hold).
+            ("AUTOTOOL_CREATE_HOLD".into(), "0".into()),
             (
                 "AUTOTOOL_LOG".into(),
                 std::env::var("AUTOTOOL_LOG").unwrap_or_else(|_| "info".into()),

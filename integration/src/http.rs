@@ -128,6 +128,18 @@ impl HttpServe {
             Duration::from_secs(30),
         )
     }
+
+    /// A DELETE of `/mcp` with `headers` (the end of a session: `Mcp-Session-Id`).
+    pub fn delete(&self, headers: &[(&str, &str)]) -> Result<Response> {
+        request(
+            &self.target,
+            "DELETE",
+            "/mcp",
+            headers,
+            None,
+            Duration::from_secs(30),
+        )
+    }
 }
 
 /// `autotool serve --transport http --listen LISTEN ARGS…` on `home`, not waited for: for

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+import anyio
 import mcp.types as types
 import pytest
 
@@ -153,3 +154,82 @@ async def test_a_message_after_the_session_closed_is_dropped() -> None:
         assert "BrokenResourceError" in repr(failed.value)
     async with autotool.connect(binary=sys.executable, args=[LATE_SERVER], mode="legacy", quiet=True) as client:
         assert client.protocol_version == "2025-11-25"
+
+
+SLOW_UV = Path(__file__).resolve().parents[2] / "tests" / "tools" / "runtime" / "slow-uv"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_first_create_on_a_fresh_home_waits_for_the_runtime(
+    mode: str, monkeypatch: pytest.MonkeyPatch, home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """No runtime yet: serve builds it in the background (a uv that takes 6 s to install, offline)
+    and holds the first `create_tool` 3.5 s, then answers "not yet, call again in N ms" with
+    that hint in `_meta`. `call_tool` waits as told, showing serve's progress, and returns the
+    created tool; with `wait=0` the refusal itself comes back, with its hint."""
+    uv = Path(os.environ.get("AUTOTOOL_TEST_UV", "/opt/autotool-test-uv/bin/uv"))
+    if not os.path.isfile(uv):  # noqa: ASYNC240 - one stat before anything starts
+        pytest.fail(f"no test uv at {uv}: set AUTOTOOL_TEST_UV (sudo .ci/test installs it)")
+    monkeypatch.delenv("AUTOTOOL_RUNTIME")
+    monkeypatch.setenv("AUTOTOOL_UV", str(SLOW_UV))
+    monkeypatch.setenv("AUTOTOOL_TEST_UV", str(uv))
+    # The Python the test runtime was made from, whose packages slow-uv copies.
+    runtime = Path(os.environ.get("AUTOTOOL_TEST_RUNTIME", "/opt/autotool-test-runtime"))
+    monkeypatch.setenv("AUTOTOOL_PYTHON", str((runtime / "bin" / "python3").resolve()))
+    async with autotool.connect(mode=mode, wait=0, quiet=True) as client:  # type: ignore[arg-type]
+        refused = await client.call_tool("create_tool", {"name": "adder", "code": fakes.ADDER_TOOL})
+        assert autotool.is_error(refused), autotool.result_text(refused)
+        assert "call create_tool again" in autotool.result_text(refused)
+        assert autotool.client.reason(refused) == "runtime-building"
+        after = autotool.client.retry_after(refused)
+        assert after is not None and 0 < after <= 5, refused
+    async with autotool.connect(mode=mode) as client:  # type: ignore[arg-type]
+        created = await client.call_tool("create_tool", {"name": "adder", "code": fakes.ADDER_TOOL})
+        assert not autotool.is_error(created), autotool.result_text(created)
+        assert autotool.result_text(await client.call_tool("adder__add", {"a": 2, "b": 40})) == "42"
+    said = capfd.readouterr().err
+    assert "create_tool did not run yet (runtime-building); calling again in" in said, said
+    assert "preparing the tool runtime: step" in said, said
+    assert os.path.isfile(home / "runtime" / "autotool-runtime.txt")  # noqa: ASYNC240
+
+
+SLOW_ADDER = "import time\n\ntime.sleep(6)  # longer than serve holds a call\n" + fakes.ADDER_TOOL
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_slow_verification_is_answered_within_the_hold_and_joined_again(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool that takes 6 s to start: the first `create_tool` is answered within serve's 3.5 s
+    hold (plus a margin) saying verification continues, with `_meta` for programs; the same
+    call again joins that verification (not a second one) and returns the mounted tool."""
+    monkeypatch.delenv("AUTOTOOL_CREATE_HOLD")
+    async with autotool.connect(mode=mode, wait=0, quiet=True) as client:  # type: ignore[arg-type]
+        arguments = {"name": "adder", "code": SLOW_ADDER, "verify": "quick"}
+        started = anyio.current_time()
+        first = await client.call_tool("create_tool", arguments)
+        answered = anyio.current_time() - started
+        assert answered < 3.5 + 1.5, answered
+        said = autotool.result_text(first)
+        assert autotool.is_error(first), said
+        assert "still being verified" in said and "Nothing has failed" in said, said
+        assert "the tool list changes" in said, said
+        assert autotool.client.reason(first) == "verification-continues"
+        assert autotool.client.retry_after(first) == 2.0
+        # Called again (as a program that reads `_meta` does): each answer is the same
+        # verification, its time so far counted from the first call, until its outcome.
+        again = await client.call_tool("create_tool", arguments)
+        for _ in range(10):
+            if autotool.client.reason(again) != "verification-continues":
+                break
+            so_far = float(autotool.result_text(again).split("(")[1].split(" s so far")[0])
+            assert so_far >= anyio.current_time() - started - 1.0, autotool.result_text(again)
+            again = await client.call_tool("create_tool", arguments)
+        assert not autotool.is_error(again), autotool.result_text(again)
+        assert autotool.result_text(again).startswith("Created adder v1"), autotool.result_text(again)
+        assert autotool.result_text(await client.call_tool("adder__add", {"a": 2, "b": 40})) == "42"
+        # The package on its own: called again as `_meta` says, it just waits.
+    async with autotool.connect(mode=mode, quiet=True) as client:  # type: ignore[arg-type]
+        arguments = {"name": "slow_adder", "code": SLOW_ADDER.replace('"adder"', '"slow_adder"')}
+        created = await client.call_tool("create_tool", arguments)
+        assert not autotool.is_error(created), autotool.result_text(created)

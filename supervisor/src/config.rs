@@ -270,6 +270,21 @@ impl fmt::Display for Problems {
 
 impl std::error::Error for Problems {}
 
+impl Problems {
+    /// Whether a flag's value is among the problems: the command line itself is wrong.
+    pub fn from_command_line(&self) -> bool {
+        self.0.iter().any(|p| {
+            matches!(
+                p,
+                Problem::Value {
+                    layer: Layer::Flag,
+                    ..
+                }
+            )
+        })
+    }
+}
+
 /// One value the file gives: its text and line.
 #[derive(Debug, Clone)]
 struct FileValue {

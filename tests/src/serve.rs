@@ -271,6 +271,9 @@ impl Serve {
         command
             .env("AUTOTOOL_HOME", home.path())
             .env("AUTOTOOL_RUNTIME", &runtime.venv)
+            // A create_tool is answered with its outcome however long verification takes (the
+            // tests of the hold set it back with `.env`).
+            .env("AUTOTOOL_CREATE_HOLD", "0")
             .env_remove("AUTOTOOL_SANDBOX")
             .env_remove("AUTOTOOL_CONSENT")
             .stdin(Stdio::piped())

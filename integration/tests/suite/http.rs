@@ -334,6 +334,20 @@ fn http_refuses_missing_and_wrong_tokens_foreign_hosts_and_origins() {
         "control: initialize with the token succeeds",
         &good,
     );
+    // The end of that session: 200, as the Python SDK (and the spec's "may respond") expect;
+    // rmcp answers 202, which the SDK reports as a failure on every close.
+    let session = good
+        .header("mcp-session-id")
+        .unwrap_or_default()
+        .to_string();
+    let ended = serve
+        .delete(&[("Authorization", &bearer), ("Mcp-Session-Id", &session)])
+        .unwrap();
+    c.check(
+        !session.is_empty() && ended.status == 200,
+        "DELETE of a session is answered 200",
+        &ended,
+    );
     let local_origin = format!("http://localhost:{port}");
     let good_origin = post(
         "token, local Origin",

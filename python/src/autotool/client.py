@@ -49,6 +49,19 @@ DEFAULT_TIMEOUT = 900.0
 """Seconds one request may wait for its answer: above serve's own bounds (a call's 60 s, a
 consent question's 600 s, a create's verification), so serve times out first and says why."""
 
+DEFAULT_WAIT = 300.0
+"""Seconds `call_tool` keeps calling again while serve says "not yet, call again" (the tools'
+runtime being built the first time, about 5-30 s; a verification still running): well above a
+first build with pip on a loaded machine, so a program on a fresh home simply waits."""
+
+RETRY_AFTER_MS = "io.autotool/retryAfterMs"
+"""The `_meta` key of an answer that says the call did not run yet and when to make it again
+(milliseconds); serve's refusals while the runtime is prepared carry it (docs/serve.md)."""
+
+REASON = "io.autotool/reason"
+"""The `_meta` key naming why a call did not run yet (`runtime-building`, `runtime-ready`,
+`runtime-failed`, `verification-continues`)."""
+
 MAX_LIST_PAGES = 100
 """Pages of `tools/list` read at most: a server that never ends its list cannot hang a caller."""
 
@@ -88,6 +101,7 @@ class ServeOptions(TypedDict, total=False):
     quiet: bool
     mode: Mode
     timeout: float | None
+    wait: float
 
 
 class ConnectOptions(ServeOptions, total=False):
@@ -196,10 +210,20 @@ async def _pump(source: Any, sink: Any) -> None:
 class Client:
     """A running `autotool serve`, from `connect()`."""
 
-    def __init__(self, sdk: Any, protocol_version: str, asked: list[str]) -> None:
+    def __init__(
+        self,
+        sdk: Any,
+        protocol_version: str,
+        asked: list[str],
+        *,
+        wait: float = DEFAULT_WAIT,
+        progress: TextIO | None = None,
+    ) -> None:
         # `mcp.Client` (SDK 2.x) or `mcp.ClientSession` (1.x); their methods differ.
         self._sdk = sdk
         self._asked = asked
+        self._wait = wait
+        self._progress = progress
         self.protocol_version = protocol_version
         """The protocol revision agreed on (`2026-07-28`, `2025-11-25`, ...)."""
 
@@ -227,9 +251,56 @@ class Client:
     async def call_tool(self, name: str, arguments: Mapping[str, object] | str | None = None) -> types.CallToolResult:
         """Call `name` with `arguments` (a mapping, or the JSON object text a model wrote). A
         tool's own failure is a result whose `isError` is set, with the reason in its text; a
-        consent question on the way goes to `on_consent` first."""
-        result = await self._sdk.call_tool(name, _arguments(arguments))
-        return cast(types.CallToolResult, result)
+        consent question on the way goes to `on_consent` first.
+
+        When serve answers that the call did not run yet and says when to make it again (the
+        tools' runtime is still being built on a fresh home: `_meta` carries
+        `io.autotool/retryAfterMs`), the call is made again after that long, for at most
+        `wait` seconds in all (`connect(wait=...)`); serve's progress (each step of the build)
+        goes to stderr meanwhile unless `quiet`. The last answer is returned as it is."""
+        args = _arguments(arguments)
+        deadline = anyio.current_time() + self._wait
+        while True:
+            result = cast(
+                types.CallToolResult,
+                await self._sdk.call_tool(name, args, progress_callback=self._on_progress),
+            )
+            after = retry_after(result)
+            if after is None or anyio.current_time() + after > deadline:
+                return result
+            self._say(f"{name} did not run yet ({reason(result)}); calling again in {after:.1f} s")
+            await anyio.sleep(after)
+
+    async def _on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        del progress, total
+        if message:
+            self._say(message)
+
+    def _say(self, line: str) -> None:
+        logger.info("%s", line)
+        if self._progress is not None:
+            print(f"autotool: {line}", file=self._progress, flush=True)
+
+
+def _meta(result: object) -> dict[str, Any]:
+    meta = _wire(result).get("_meta")
+    return cast(dict[str, Any], meta) if isinstance(meta, dict) else {}
+
+
+def retry_after(result: object) -> float | None:
+    """Seconds to wait before calling again, when `result` is serve's "did not run yet, call
+    again" (`_meta["io.autotool/retryAfterMs"]`, on an `isError` result); `None` otherwise."""
+    wire = _wire(result)
+    ms = _meta(wire).get(RETRY_AFTER_MS)
+    if not wire.get("isError") or isinstance(ms, bool) or not isinstance(ms, int | float) or ms < 0:
+        return None
+    return min(float(ms), 60_000.0) / 1000.0
+
+
+def reason(result: object) -> str:
+    """Why serve did not run a call yet (`_meta["io.autotool/reason"]`), or `""`."""
+    said = _meta(result).get(REASON)
+    return said if isinstance(said, str) else ""
 
 
 @asynccontextmanager
@@ -243,6 +314,7 @@ async def connect(
     quiet: bool = False,
     mode: Mode = "auto",
     timeout: float | None = DEFAULT_TIMEOUT,  # noqa: ASYNC109 - bounds each request, as the SDK's option does
+    wait: float = DEFAULT_WAIT,
 ) -> AsyncIterator[Client]:
     """Start `autotool serve` over stdio and yield a `Client` for it; it stops on exit.
 
@@ -257,6 +329,8 @@ async def connect(
     - `mode`: `"auto"` speaks the newest revision both sides know (SDK 2.x: 2026-07-28);
       `"legacy"` the 2025-11-25 handshake. SDK 1.x speaks 2025-11-25 whatever the mode.
     - `timeout`: seconds a request may wait for its answer (`None`: no bound).
+    - `wait`: seconds `Client.call_tool` keeps calling again while serve answers "not yet, call
+      again in N ms" (the tools' runtime built on a fresh home); `0` returns that answer as it is.
     """
     program = os.fspath(binary) if binary is not None else autotool_binary()
     if shutil.which(program) is None:
@@ -306,4 +380,4 @@ async def connect(
             )
             initialized = await sdk.initialize()
             version = str(_wire(initialized).get("protocolVersion", ""))
-        yield Client(sdk, version, asked)
+        yield Client(sdk, version, asked, wait=wait, progress=None if quiet else sys.stderr)

@@ -378,6 +378,28 @@ pub fn fail(command: &str, message: &str) -> ExitCode {
     ExitCode::FAILURE
 }
 
+/// The (sub)command a command line names, as far as it names known ones (`tools show`), for
+/// an error about the rest of it; empty when it names none.
+fn subcommand_named(args: impl IntoIterator<Item = String>) -> String {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut path: Vec<String> = Vec::new();
+    for arg in args {
+        if arg.starts_with('-') {
+            continue;
+        }
+        match cmd.find_subcommand(&arg) {
+            Some(sub) => {
+                path.push(sub.get_name().to_string());
+                let next = sub.clone();
+                cmd = next;
+            }
+            None => break,
+        }
+    }
+    path.join(" ")
+}
+
 /// Parse the command line; a refused one exits 2 (its message as JSON with `--json`).
 fn parse() -> Result<Cli, ExitCode> {
     match Cli::try_parse() {
@@ -396,8 +418,9 @@ fn parse() -> Result<Cli, ExitCode> {
                 let rendered = e.to_string();
                 let first = rendered.lines().next().unwrap_or("").trim();
                 let message = first.strip_prefix("error: ").unwrap_or(first);
+                let named = subcommand_named(std::env::args().skip(1));
                 let mut stdout = std::io::stdout().lock();
-                let _ = writeln!(stdout, "{}", error_json("", message, 2));
+                let _ = writeln!(stdout, "{}", error_json(&named, message, 2));
                 return Err(ExitCode::from(2));
             }
             // clap prints usage errors to stderr and exits 2, help and version to stdout and 0.
@@ -446,7 +469,13 @@ pub fn main() -> ExitCode {
             Ok(c) => c,
             Err(problems) => {
                 eprintln!("autotool serve: {problems}");
-                return ExitCode::FAILURE;
+                // A bad flag value is a wrong command line (2, as clap's own refusals); a bad
+                // setting in the environment or config.toml is a failure to start (1).
+                return if problems.from_command_line() {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::FAILURE
+                };
             }
         };
         let transport = if transport == "http" {
@@ -618,6 +647,19 @@ pub(crate) fn block_on<T>(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn a_refused_command_line_is_named_by_the_subcommands_it_gives() {
+        let named = |line: &str| subcommand_named(line.split_whitespace().map(String::from));
+        assert_eq!(named("tools show --json --bogus"), "tools show");
+        assert_eq!(named("--json serve --call-timeout abc"), "serve");
+        assert_eq!(named("runtime status --json extra"), "runtime status");
+        assert_eq!(named("nonsense --json"), "");
+        assert_eq!(
+            error_json(&named("tools list --json --bogus"), "m", 2),
+            r#"{"error":{"command":"autotool tools list","exit_code":2,"message":"m"}}"#
+        );
+    }
 
     /// Every command and subcommand: (path, about, long_about).
     fn commands() -> Vec<(String, String, Option<String>)> {

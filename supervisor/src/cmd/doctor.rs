@@ -272,20 +272,32 @@ fn runtime_check() -> (Check, Option<TrialOn>) {
     }
 }
 
-/// Whether the OS keychain answers: `keys add` stores there; without it keys come from the
-/// environment or the opt-in file.
+/// Whether the OS keychain takes a key: `keys add` stores there; without it keys come from the
+/// environment or the opt-in file. A key is stored, read back and removed (a Secret Service
+/// whose default collection is locked answers, but refuses to store).
 fn keychain_check(home: &crate::home::Home) -> Check {
     let store = crate::credentials::KeyStore::open(home);
-    match store.probe_keychain() {
+    keychain_verdict(store.probe_keychain_store())
+}
+
+fn keychain_verdict(probed: Result<(), crate::credentials::CredError>) -> Check {
+    match probed {
         Ok(()) => Check::new(
             "keychain",
             Status::Ok,
-            "the OS keychain (Secret Service) answers",
+            "the OS keychain (Secret Service) stores keys (a test entry was stored and removed)",
         ),
+        Err(e @ crate::credentials::CredError::KeychainLocked { .. }) => Check::new(
+            "keychain",
+            Status::Warn,
+            "it answers but refuses to store a key (locked): `autotool keys add` would fail; keys \
+             can come only from serve's environment or the opt-in file",
+        )
+        .fix(e.to_string()),
         Err(e) => Check::new(
             "keychain",
             Status::Warn,
-            "not reachable: keys can come only from serve's environment or the opt-in file",
+            "not usable: keys can come only from serve's environment or the opt-in file",
         )
         .fix(e.to_string()),
     }
@@ -575,5 +587,29 @@ pub fn main(json: bool, out: &mut dyn std::io::Write) -> std::process::ExitCode 
         std::process::ExitCode::FAILURE
     } else {
         std::process::ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::credentials::{Keychain, MemoryKeychain};
+
+    #[test]
+    fn a_keychain_that_answers_but_will_not_store_is_a_warning_naming_the_lock() {
+        let ok = keychain_verdict(MemoryKeychain::new().probe_store().map_err(Into::into));
+        assert_eq!(ok.status, Status::Ok, "{}", ok.detail);
+        let locked = keychain_verdict(MemoryKeychain::locked().probe_store().map_err(Into::into));
+        assert_eq!(locked.status, Status::Warn);
+        assert!(
+            locked.detail.contains("refuses to store"),
+            "{}",
+            locked.detail
+        );
+        assert!(
+            locked.fix.as_deref().is_some_and(|f| f.contains("unlock")),
+            "{:?}",
+            locked.fix
+        );
     }
 }

@@ -93,6 +93,19 @@ pub static SETTINGS: &[Setting] = &[
         show: |v| show_duration(v.serve.idle_timeout),
     },
     Setting {
+        name: "create_hold",
+        flag: None,
+        env: "AUTOTOOL_CREATE_HOLD",
+        key: Some("create_hold"),
+        description: "how long create_tool waits for its verification before answering that it \
+                      continues (0: until it ends)",
+        apply: |v, raw, _| {
+            v.serve.create_hold = duration(raw, Duration::ZERO)?;
+            Ok(None)
+        },
+        show: |v| show_duration(v.serve.create_hold),
+    },
+    Setting {
         name: "max_output_bytes",
         flag: Some("--max-output-bytes"),
         env: "AUTOTOOL_MAX_OUTPUT_BYTES",

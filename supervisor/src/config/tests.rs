@@ -524,3 +524,16 @@ fn render_and_json_show_every_setting_with_its_layer() {
         })
     );
 }
+
+#[test]
+fn only_a_bad_flag_is_a_wrong_command_line() {
+    let bad = |flags: &[(&str, &str)], env: &[(&str, &str)]| {
+        Problems(problems(flags, env, None)).from_command_line()
+    };
+    assert!(bad(&[("call_timeout", "abc")], &[]));
+    assert!(bad(
+        &[("call_timeout", "abc")],
+        &[("AUTOTOOL_LIST_LIMIT", "-1")]
+    ));
+    assert!(!bad(&[], &[("AUTOTOOL_CALL_TIMEOUT", "abc")]));
+}

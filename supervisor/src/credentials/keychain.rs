@@ -42,6 +42,38 @@ pub trait Keychain: Send + Sync + std::fmt::Debug {
     fn probe(&self) -> Result<(), KeychainError> {
         Ok(())
     }
+    /// Whether a key can really be stored, read back and removed (`doctor`): a reachable
+    /// Secret Service whose default collection is locked answers [`Keychain::probe`] but
+    /// refuses `keys add`. Uses an entry of its own, with a name no key can have, and removes
+    /// it again.
+    fn probe_store(&self) -> Result<(), KeychainError> {
+        self.probe()?;
+        let name = format!(
+            "autotool-doctor-probe-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        );
+        let value = b"autotool doctor: safe to delete";
+        self.set(&name, value)?;
+        let read = self.get(&name);
+        let removed = self.delete(&name);
+        match read? {
+            Some(s) if s.expose() == value => {}
+            _ => {
+                return Err(KeychainError::Failed(
+                    "a key stored there could not be read back".into(),
+                ));
+            }
+        }
+        match removed? {
+            true => Ok(()),
+            false => Err(KeychainError::Failed(
+                "a key stored there was gone before it was removed".into(),
+            )),
+        }
+    }
 }
 
 /// The OS keychain through `keyring`: service [`SERVICE`], user = the key name.
@@ -118,6 +150,7 @@ fn keychain_error(e: keyring::Error) -> KeychainError {
 pub struct MemoryKeychain {
     items: Mutex<BTreeMap<String, Vec<u8>>>,
     unavailable: bool,
+    locked: bool,
 }
 
 impl MemoryKeychain {
@@ -131,6 +164,24 @@ impl MemoryKeychain {
             unavailable: true,
             ..MemoryKeychain::default()
         }
+    }
+
+    /// One that answers but refuses to store, as a Secret Service whose default collection is
+    /// locked does.
+    pub fn locked() -> MemoryKeychain {
+        MemoryKeychain {
+            locked: true,
+            ..MemoryKeychain::default()
+        }
+    }
+
+    /// The items there now.
+    pub fn len(&self) -> usize {
+        self.items.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn items(&self) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, Vec<u8>>>, KeychainError> {
@@ -149,6 +200,11 @@ impl Keychain for MemoryKeychain {
     }
 
     fn set(&self, name: &str, value: &[u8]) -> Result<(), KeychainError> {
+        if self.locked {
+            return Err(KeychainError::Locked(
+                "the default collection is locked (test keychain)".to_owned(),
+            ));
+        }
         self.items()?.insert(name.to_owned(), value.to_vec());
         Ok(())
     }
@@ -159,5 +215,28 @@ impl Keychain for MemoryKeychain {
 
     fn probe(&self) -> Result<(), KeychainError> {
         self.items().map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storing_is_probed_not_only_reaching_and_nothing_is_left_behind() {
+        let open = MemoryKeychain::new();
+        assert!(open.probe_store().is_ok());
+        assert!(open.is_empty(), "the probe entry was left behind");
+        // A locked collection answers the plain probe but refuses to store.
+        let locked = MemoryKeychain::locked();
+        assert!(locked.probe().is_ok());
+        assert!(matches!(
+            locked.probe_store(),
+            Err(KeychainError::Locked(_))
+        ));
+        assert!(matches!(
+            MemoryKeychain::unavailable().probe_store(),
+            Err(KeychainError::Unavailable(_))
+        ));
     }
 }

@@ -122,6 +122,12 @@ impl KeyStore {
         Ok(self.keychain.probe()?)
     }
 
+    /// Whether a key can really be stored in the OS keychain and removed again (`doctor`):
+    /// see [`super::Keychain::probe_store`].
+    pub fn probe_keychain_store(&self) -> Result<(), CredError> {
+        Ok(self.keychain.probe_store()?)
+    }
+
     /// The environment this store reads.
     pub fn env(&self) -> &EnvSource {
         &self.env

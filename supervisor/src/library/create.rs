@@ -78,6 +78,9 @@ pub struct Created {
     pub listed: bool,
     /// Its packages, as installed: `feedparser 6.0.11, sgmllib3k 1.0.0`.
     pub packages: Option<String>,
+    /// The code and description were byte-identical to the mounted version's: no new version
+    /// was made, and this is that version as it was verified.
+    pub unchanged: bool,
 }
 
 /// Why a tool was not created. `Display` is the text for the agent (redact before it reaches
@@ -145,6 +148,9 @@ impl Library {
         mut prepared: Prepared,
         grants: super::Grants,
     ) -> Result<Created, CreateError> {
+        if let Some(same) = self.unchanged(&prepared, &grants) {
+            return Ok(same);
+        }
         let python = self.runtime().await.map_err(CreateError::Runtime)?;
         let name = prepared.request.name.clone();
         self.resolve_packages(&mut prepared).await?;
@@ -281,6 +287,50 @@ impl Library {
             verdicts,
             trigger_check,
             packages: prepared.packages.as_ref().map(|p| p.lock.describe()),
+            unchanged: false,
+        })
+    }
+
+    /// The mounted version of the tool, when the request is byte for byte what it was made from
+    /// (code and description) and it is listed: created again, it would only be a copy. What
+    /// verification found then is read back from the ledger.
+    fn unchanged(&self, prepared: &Prepared, grants: &super::Grants) -> Option<Created> {
+        let name = &prepared.request.name;
+        let current = self.mounted(name.as_str())?;
+        if current.code_hash != prepared.code_hash
+            || current.description != prepared.request.description
+            || !current.state.listed()
+        {
+            return None;
+        }
+        let verdicts = self
+            .registry
+            .ledger()
+            .verdicts(name.as_str(), current.version)
+            .unwrap_or_default();
+        let functions = current
+            .functions
+            .specs()
+            .into_iter()
+            .filter_map(|f| {
+                let function = FunctionName::parse(&f.name).ok()?;
+                Some((MountedName::join(name, &function).ok()?, f.clone()))
+            })
+            .collect();
+        tracing::info!(tool = %name, version = current.version, "create_tool: unchanged");
+        Some(Created {
+            listed: self.snapshot().shown.contains(name),
+            tool: name.clone(),
+            version: current.version,
+            functions,
+            required_env: current.required_env.clone(),
+            keys_granted: grants.keys.keys().cloned().collect(),
+            key_notes: self.key_notes(prepared.subject(), &grants.keys),
+            robustness: format!("unchanged: verified when v{} was created", current.version),
+            verdicts,
+            trigger_check: serde_json::json!({"skipped": "unchanged code"}),
+            packages: current.packages.as_ref().map(|p| p.lock.describe()),
+            unchanged: true,
         })
     }
 }

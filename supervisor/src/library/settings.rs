@@ -15,6 +15,9 @@ pub struct Settings {
     pub call_timeout: Duration,
     /// A tool process unused this long is stopped.
     pub idle_timeout: Duration,
+    /// How long a `create_tool` is held for its verification before it is answered that
+    /// verification continues (zero: held until verification ends).
+    pub create_hold: Duration,
     /// Bytes of text a result may carry before it is truncated.
     pub max_output_bytes: usize,
     /// Largest `code` accepted by `create_tool`.
@@ -52,6 +55,7 @@ impl Default for Settings {
             sandbox: SandboxMode::Strict,
             call_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(600),
+            create_hold: crate::tool::runtime::prepare::HOLD,
             max_output_bytes: 256 << 10,
             max_code_bytes: 256 << 10,
             poll_interval: Duration::from_millis(500),

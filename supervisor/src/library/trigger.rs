@@ -42,10 +42,7 @@ impl Library {
         use crate::own_model::trigger::{self, Listed};
         let model = self.own_model.current();
         let Some(provider) = model.provider() else {
-            return skipped(
-                tool,
-                format!("autotool has no model of its own ({})", model.why_not()),
-            );
+            return skipped(tool, no_model(model.why_not()));
         };
         let snapshot = self.snapshot();
         let listed: Vec<Listed> = snapshot
@@ -101,6 +98,18 @@ impl Library {
     }
 }
 
+/// Why the check is skipped, from why there is no model: said once, whether or not the reason
+/// already opens with it (a missing `.env` does; a bad setting in it does not).
+#[cfg_attr(not(feature = "own-model"), allow(dead_code))]
+fn no_model(why_not: &str) -> String {
+    const NONE: &str = "autotool has no model of its own";
+    if why_not.starts_with(NONE) {
+        why_not.to_string()
+    } else {
+        format!("{NONE} ({why_not})")
+    }
+}
+
 fn skipped(tool: &ToolName, why: String) -> (Verdict, Value) {
     let _ = tool;
     (
@@ -113,4 +122,19 @@ fn skipped(tool: &ToolName, why: String) -> (Verdict, Value) {
         },
         json!({"skipped": why}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_model;
+
+    #[test]
+    fn why_there_is_no_model_is_said_once() {
+        let missing = "autotool has no model of its own: /h/.env does not exist. Put …";
+        assert_eq!(no_model(missing), missing);
+        assert_eq!(
+            no_model("/h/.env: OPENAI_LLM is set without OPENAI_BASE_URL"),
+            "autotool has no model of its own (/h/.env: OPENAI_LLM is set without OPENAI_BASE_URL)"
+        );
+    }
 }

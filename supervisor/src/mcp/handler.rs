@@ -44,6 +44,8 @@ pub struct Surface {
     pub library: Arc<Library>,
     /// The tool list of the snapshot revision it was built for.
     list: RwLock<Option<(u64, Arc<Vec<Tool>>)>>,
+    /// `create_tool` verifications, which outlive the calls that began them.
+    verifying: super::verifying::Verifying,
 }
 
 impl Surface {
@@ -51,6 +53,7 @@ impl Surface {
         Arc::new(Surface {
             library,
             list: RwLock::new(None),
+            verifying: Default::default(),
         })
     }
 
@@ -158,6 +161,7 @@ impl AutotoolServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let held_from = tokio::time::Instant::now();
         let library = self.library();
         let args = request.arguments.clone().unwrap_or_default();
         let parsed = match Request::parse(&request.name, &args, library.synthesize_offered()) {
@@ -228,13 +232,7 @@ impl AutotoolServer {
         let cap = library.settings.max_output_bytes;
         let result: CallToolResult = match parsed {
             Request::Create(_) => match prepared {
-                Some(p) => match match grants {
-                    Some(g) => library.create_with(p, g).await,
-                    None => library.create(p).await,
-                } {
-                    Ok(created) => render::created(&created, library.settings.list_limit),
-                    Err(e) => render::create_failed(&e),
-                },
+                Some(p) => self.create(p, grants, held_from, &context).await,
                 None => render::error_result("create_tool: nothing to create"),
             },
             Request::Run {
@@ -279,6 +277,73 @@ impl AutotoolServer {
 }
 
 impl AutotoolServer {
+    /// Verify and mount `prepared` on a task of its own (or join the same request's
+    /// verification under way), holding the call until `held_from` +
+    /// [`crate::tool::runtime::prepare::HOLD`] with a progress notification each second; then,
+    /// if it is still running, answer that verification continues.
+    async fn create(
+        &self,
+        prepared: crate::library::Prepared,
+        grants: Option<crate::library::Grants>,
+        held_from: tokio::time::Instant,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        use super::verifying::{Key, continues};
+        let key = Key {
+            tool: prepared.request.name.to_string(),
+            code_hash: prepared.code_hash.clone(),
+            description: prepared.request.description.clone(),
+        };
+        let library = self.surface.library.clone();
+        let joined = self.surface.verifying.join_or_start(key, async move {
+            let list_limit = library.settings.list_limit;
+            match match grants {
+                Some(g) => library.create_with(prepared, g).await,
+                None => library.create(prepared).await,
+            } {
+                Ok(created) => render::created(&created, list_limit),
+                Err(e) => render::create_failed(&e),
+            }
+        });
+        let tool = joined.key.tool.clone();
+        if joined.joined {
+            tracing::info!(%tool, "create_tool: joined the verification under way");
+        }
+        let token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let mut sent = 0u32;
+        let tick = |running: std::time::Duration| {
+            let Some(token) = token.clone() else {
+                return;
+            };
+            sent += 1;
+            let mut params = rmcp::model::ProgressNotificationParam::new(token, f64::from(sent));
+            params.message = Some(format!("verifying {tool}: {} s so far", running.as_secs()));
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                if let Err(e) = peer.notify_progress(params).await {
+                    tracing::debug!("progress not delivered: {e}");
+                }
+            });
+        };
+        // At least a moment to wait, even when consent took the call past its hold; a hold
+        // of zero waits for the end (bounded by verification's own timeouts).
+        let hold = match self.library().settings.create_hold {
+            std::time::Duration::ZERO => std::time::Duration::from_secs(24 * 3600),
+            hold => hold,
+        };
+        let deadline = (held_from + hold)
+            .max(tokio::time::Instant::now() + std::time::Duration::from_millis(500));
+        let started = joined.started;
+        match self.surface.verifying.hold(joined, deadline, tick).await {
+            Some(outcome) => outcome,
+            None => {
+                tracing::info!(%tool, "create_tool: verification continues after the hold");
+                continues(&tool, started.elapsed())
+            }
+        }
+    }
+
     /// Hold a call of `name` until the tool runtime is ready, at most
     /// [`crate::tool::runtime::prepare::HOLD`], sending a host that gave a `progressToken` a
     /// progress notification at each step; `Some` is the answer when it is not ready by then
@@ -326,7 +391,7 @@ impl AutotoolServer {
             )
             .await
             .err()
-            .map(render::error_result)
+            .map(|refused| render::not_ready(&refused))
     }
 }
 

@@ -61,12 +61,9 @@ pub enum HttpError {
     NoAuthOnTcp { at: String },
     #[error("--no-auth is never accepted with --allow-remote")]
     NoAuthRemote,
-    #[error("cannot listen on {at}: {source}")]
-    Listen {
-        at: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The reason is in the message, not a `source` too: the error chain would say it twice.
+    #[error("cannot listen on {at}: {why}")]
+    Listen { at: String, why: std::io::Error },
     /// The token file, the socket's directory or its mode.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -264,6 +261,16 @@ impl std::fmt::Display for Principal {
     }
 }
 
+/// The answer to a DELETE that ended a session: 200 rather than rmcp's 202, which the Python
+/// SDK (accepting 200 and 204) reports as "Session termination failed" on every close. Other
+/// answers (404 for an unknown session, 405) pass as they are.
+fn session_ended<B>(mut response: Response<B>) -> Response<B> {
+    if response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
+}
+
 /// Serve `surface` over HTTP until `stop` is cancelled. `ready` is called with each address
 /// it listens on, once all are bound.
 pub async fn serve(
@@ -305,7 +312,13 @@ pub async fn serve(
                     format!("autotool serves MCP at {MCP_PATH}\n"),
                 ));
             }
-            mcp.call(req).await
+            let deleting = req.method() == http::Method::DELETE;
+            let answer = mcp.call(req).await;
+            Ok(match answer {
+                Ok(r) if deleting => session_ended(r),
+                Ok(r) => r,
+                Err(never) => match never {},
+            })
         }
     };
     let service = hyper::service::service_fn(handle);
@@ -338,12 +351,13 @@ const OWN_LISTENER: &str = "autotool serve --transport http";
 async fn bind(listen: &Listen) -> Result<Bound, HttpError> {
     match listen {
         Listen::Tcp(addr) => {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| HttpError::Listen {
-                    at: addr.to_string(),
-                    source,
-                })?;
+            let listener =
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|why| HttpError::Listen {
+                        at: addr.to_string(),
+                        why,
+                    })?;
             let port = listener.local_addr()?.port();
             let own = crate::egress::register_own_listener_as(port, OWN_LISTENER);
             Ok(Bound::Tcp(listener, own))
@@ -359,9 +373,9 @@ async fn bind(listen: &Listen) -> Result<Bound, HttpError> {
                 std::fs::remove_file(path)?;
             }
             let listener =
-                tokio::net::UnixListener::bind(path).map_err(|source| HttpError::Listen {
+                tokio::net::UnixListener::bind(path).map_err(|why| HttpError::Listen {
                     at: path.display().to_string(),
-                    source,
+                    why,
                 })?;
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
             Ok(Bound::Unix(listener, path.clone()))
@@ -540,6 +554,33 @@ mod tests {
                 .get(header::WWW_AUTHENTICATE)
                 .map(|v| v.as_bytes()),
             Some(&b"Bearer realm=\"autotool\""[..])
+        );
+    }
+
+    #[tokio::test]
+    async fn an_address_in_use_is_said_once() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = Listen::Tcp(taken.local_addr().unwrap());
+        let Err(e) = bind(&at).await else {
+            panic!("bound a port in use");
+        };
+        let said = format!("{:#}", anyhow::Error::from(e));
+        assert!(said.starts_with("cannot listen on 127.0.0.1:"), "{said}");
+        assert_eq!(said.matches("in use").count(), 1, "{said}");
+    }
+
+    #[test]
+    fn an_ended_session_is_answered_200_and_other_answers_pass() {
+        let answer = |status| {
+            let mut r = Response::new(());
+            *r.status_mut() = status;
+            session_ended(r).status()
+        };
+        assert_eq!(answer(StatusCode::ACCEPTED), StatusCode::OK);
+        assert_eq!(answer(StatusCode::NOT_FOUND), StatusCode::NOT_FOUND);
+        assert_eq!(
+            answer(StatusCode::METHOD_NOT_ALLOWED),
+            StatusCode::METHOD_NOT_ALLOWED
         );
     }
 

@@ -9,6 +9,8 @@
 //! - [`render`]: the one render step, typed results → what the host receives: redact every
 //!   string, then cap. [`Rendered`] wraps the server so that every answer it sends passes it;
 //! - [`synthesize`]: `synthesize_tool`, on autotool's own model;
+//! - [`verifying`]: a `create_tool` whose verification outlasts its hold, joined by the same
+//!   request again;
 //! - [`stdio`], [`http`]: the transports.
 
 pub mod consent;
@@ -20,6 +22,7 @@ pub mod request;
 pub mod stdio;
 #[cfg(feature = "own-model")]
 pub mod synthesize;
+pub mod verifying;
 
 use handler::{AutotoolServer, Surface};
 use render::Renderer;

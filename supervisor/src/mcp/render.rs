@@ -173,6 +173,32 @@ pub fn error_result(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![text(message)])
 }
 
+/// A call that did not run because the tool runtime is not ready: the text for the model, and
+/// in `_meta` when to call again and why (docs/serve.md).
+pub fn not_ready(refused: &crate::tool::runtime::prepare::NotReady) -> CallToolResult {
+    retry_later(refused.message.clone(), refused.reason, refused.retry_after)
+}
+
+/// An `isError` answer saying the call did not run to its end yet: `message` for the model,
+/// and for programs `_meta` `io.autotool/reason` (`reason`) and, when calling again soon is the
+/// answer, `io.autotool/retryAfterMs`.
+pub fn retry_later(
+    message: String,
+    reason: &str,
+    retry_after: Option<std::time::Duration>,
+) -> CallToolResult {
+    use crate::tool::runtime::prepare::{META_REASON, META_RETRY_AFTER_MS};
+    let mut meta = serde_json::Map::new();
+    meta.insert(META_REASON.into(), json!(reason));
+    if let Some(after) = retry_after {
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        meta.insert(META_RETRY_AFTER_MS.into(), json!(ms));
+    }
+    let mut result = error_result(message);
+    result.meta = Some(rmcp::model::MetaObject(meta));
+    result
+}
+
 /// What the agent is told of a tool it created.
 pub fn created(c: &Created, list_limit: usize) -> CallToolResult {
     let mounted: Vec<Value> = c
@@ -211,15 +237,26 @@ pub fn created(c: &Created, list_limit: usize) -> CallToolResult {
         )
     };
     let name = &c.tool;
-    let mut result = CallToolResult::success(vec![
-        text(format!(
+    if c.unchanged {
+        summary["unchanged"] = json!(true);
+    }
+    let said = if c.unchanged {
+        format!(
+            "Unchanged: {name} v{} is already mounted with exactly this code and description, so \
+             no new version was made ({}). Call it as before, or with run_tool {{\"tool\": \
+             \"{name}\", \"function\": …, \"arguments\": {{…}}}}.",
+            c.version,
+            names.join(", ")
+        )
+    } else {
+        format!(
             "Created {name} v{}: mounted {}. {listed_now}; any host can call them right away \
              with run_tool {{\"tool\": \"{name}\", \"function\": …, \"arguments\": {{…}}}}.",
             c.version,
             names.join(", ")
-        )),
-        text(summary.to_string()),
-    ]);
+        )
+    };
+    let mut result = CallToolResult::success(vec![text(said), text(summary.to_string())]);
     for note in &c.key_notes {
         result.content.push(text(note.clone()));
     }

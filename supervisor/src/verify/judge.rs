@@ -115,7 +115,8 @@ pub(super) async fn after_probes(
             })
             .collect();
         let arguments = verdicts::arguments_of(&tool.input_schema);
-        if let Some(v) = verdicts::non_degenerate(&tool.name, &arguments, &answers) {
+        let side_effect = verdicts::declares_side_effect(tool.annotations.as_ref());
+        if let Some(v) = verdicts::non_degenerate(&tool.name, &arguments, &answers, side_effect) {
             verdicts.push(v);
         }
         let first = made.iter().find_map(|(i, a)| {

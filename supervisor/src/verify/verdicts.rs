@@ -6,6 +6,10 @@
 //!   cases, garbage included) in which every argument took at least two values answers nothing:
 //!   it fails. A function without arguments is not judged; nor is one whose probes left an
 //!   argument at one value (the answer may hang on it), or that was probed with fewer inputs.
+//!   An acknowledgement is not degenerate: a function that declares a side effect (its MCP
+//!   annotations say `readOnlyHint: false` or `destructiveHint: true`) may answer `"sent"` to
+//!   everything; and a constant answer to well-formed inputs that still refuses garbage (an
+//!   error to an edge case) differs across the inputs, so it passes as it is.
 //! - [`Check::Deterministic`]: the same arguments twice must give the same answer, for a tool
 //!   that holds no keys and reached no network while it was verified (a confined tool whose
 //!   egress proxy saw no connection). A function listed in `NONDETERMINISTIC` (a clock,
@@ -273,12 +277,24 @@ pub fn arguments_of(input_schema: &JsonObject) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether a function's MCP annotations declare a side effect (`readOnlyHint: false` or
+/// `destructiveHint: true`, said explicitly): then one answer to everything is an
+/// acknowledgement (`"sent"`, `"ok"`), not a degenerate function.
+pub fn declares_side_effect(annotations: Option<&Value>) -> bool {
+    annotations.is_some_and(|a| {
+        a.get("readOnlyHint") == Some(&Value::Bool(false))
+            || a.get("destructiveHint") == Some(&Value::Bool(true))
+    })
+}
+
 /// The [`Check::NonDegenerate`] verdict on `function`, which takes `arguments`, from its
-/// `answers` (arguments, answer); `None` when it takes no arguments.
+/// `answers` (arguments, answer); `None` when it takes no arguments. `side_effect`: it
+/// declares one ([`declares_side_effect`]), so a constant answer is an acknowledgement.
 pub fn non_degenerate(
     function: &str,
     arguments: &[String],
     answers: &[(&JsonObject, &Answer)],
+    side_effect: bool,
 ) -> Option<Verdict> {
     if arguments.is_empty() {
         return None;
@@ -327,11 +343,25 @@ pub fn non_degenerate(
     }
     let (_, first) = answers.first()?;
     let constant = !first.is_error && answers.iter().all(|(_, a)| a.same(first));
-    Some(if constant {
+    Some(if constant && side_effect {
+        verdict(
+            Outcome::Passed,
+            format!(
+                "an acknowledgement: it declares a side effect and answered {} to each of {} \
+                 distinct inputs",
+                first.shown(),
+                inputs.len()
+            ),
+        )
+    } else if constant {
         verdict(
             Outcome::Failed,
             format!(
-                "it answered {} to each of {} distinct inputs, well-formed and garbage alike",
+                "it answered {} to each of {} distinct inputs, well-formed and garbage alike. \
+                 If that answer acknowledges an action (a message sent, a light switched), \
+                 declare the side effect: @mcp.tool(annotations=ToolAnnotations(\
+                 readOnlyHint=False)) (from mcp.types import ToolAnnotations); a function that \
+                 refuses bad input (raise ToolError) is not judged constant either",
                 first.shown(),
                 inputs.len()
             ),
@@ -481,7 +511,7 @@ mod tests {
         let same = ok(json!("sunny"));
         let q = ["q".to_string()];
         let answers: Vec<_> = inputs.iter().map(|a| (a, &same)).collect();
-        let v = non_degenerate("forecast", &q, &answers).unwrap();
+        let v = non_degenerate("forecast", &q, &answers, false).unwrap();
         assert_eq!(v.outcome, Outcome::Failed, "{v}");
         assert!(
             v.detail.contains("\"sunny\"") && v.detail.contains("3 distinct"),
@@ -493,7 +523,9 @@ mod tests {
         let mut answers = answers;
         answers[2].1 = &other;
         assert_eq!(
-            non_degenerate("forecast", &q, &answers).unwrap().outcome,
+            non_degenerate("forecast", &q, &answers, false)
+                .unwrap()
+                .outcome,
             Outcome::Passed
         );
 
@@ -505,7 +537,7 @@ mod tests {
         };
         let errors: Vec<_> = inputs.iter().map(|a| (a, &error)).collect();
         assert_eq!(
-            non_degenerate("f", &q, &errors).unwrap().outcome,
+            non_degenerate("f", &q, &errors, false).unwrap().outcome,
             Outcome::Passed
         );
         let repeated = [
@@ -514,14 +546,14 @@ mod tests {
             (&inputs[1], &same),
         ];
         assert_eq!(
-            non_degenerate("f", &q, &repeated).unwrap().outcome,
+            non_degenerate("f", &q, &repeated, false).unwrap().outcome,
             Outcome::Skipped
         );
-        assert_eq!(non_degenerate("f", &[], &answers), None);
+        assert_eq!(non_degenerate("f", &[], &answers, false), None);
         // An argument the probes never varied leaves the verdict unjudged: the answer may hang
         // on it (`len(items)` with items always empty).
         let both = ["q".to_string(), "items".to_string()];
-        let v = non_degenerate("f", &both, &answers).unwrap();
+        let v = non_degenerate("f", &both, &answers, false).unwrap();
         assert_eq!(v.outcome, Outcome::Skipped, "{v}");
         assert!(v.detail.contains("did not vary items"), "{v}");
     }

@@ -24,6 +24,31 @@ pub const HOLD: Duration = Duration::from_millis(3500);
 /// is left of the client's timeout too.
 pub const RUN_BY: Duration = Duration::from_millis(2000);
 
+/// The `_meta` key of a refusal that says how many milliseconds to wait before calling again
+/// (a number; `0`: call again now). Absent when calling again soon would not help.
+pub const META_RETRY_AFTER_MS: &str = "io.autotool/retryAfterMs";
+/// The `_meta` key of a refusal that says why the call did not run, one of the `REASON_*`
+/// strings.
+pub const META_REASON: &str = "io.autotool/reason";
+/// The runtime is being built: call again after `retryAfterMs`.
+pub const REASON_BUILDING: &str = "runtime-building";
+/// The runtime became ready late in the hold: call again now (`retryAfterMs` 0).
+pub const REASON_READY: &str = "runtime-ready";
+/// The runtime could not be built; the next call tries again (no `retryAfterMs`: a program
+/// should not loop on it).
+pub const REASON_FAILED: &str = "runtime-failed";
+
+/// A call that did not run because the runtime was not ready: the text for the model, and what
+/// a program needs to call again on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReady {
+    pub message: String,
+    /// One of the `REASON_*` strings.
+    pub reason: &'static str,
+    /// When to call again, if calling again soon is the answer.
+    pub retry_after: Option<Duration>,
+}
+
 /// What preparing is: by default [`super::ensure_runtime_until`] on the preparer's directory.
 pub type Work = Box<dyn Fn(&mut dyn Progress, &Cancel) -> Result<Python, String> + Send + Sync>;
 
@@ -253,20 +278,29 @@ impl Preparer {
         bound: Duration,
         run_by: Duration,
         mut progress: impl FnMut(&State),
-    ) -> Result<(), String> {
+    ) -> Result<(), NotReady> {
         let t0 = Instant::now();
         match self.wait(Some(bound), |s| progress(s)).await {
             Ok(_) if t0.elapsed() <= run_by => Ok(()),
-            Ok(_) => Err(format!(
-                "{what} did not run yet: the Python runtime tools run on became ready just now \
-                 (after {:.1} s). Call {what} again with the same arguments now.",
-                t0.elapsed().as_secs_f64()
-            )),
-            Err(State::Failed(why)) => Err(format!(
-                "{what} cannot run yet: the Python runtime tools run on could not be prepared: \
-                 {why}\nIt is tried again on the next call; `autotool runtime install` shows the \
-                 whole build, and `autotool doctor` what this machine lacks."
-            )),
+            Ok(_) => Err(NotReady {
+                message: format!(
+                    "{what} did not run yet: the Python runtime tools run on became ready just \
+                     now (after {:.1} s). Call {what} again with the same arguments now.",
+                    t0.elapsed().as_secs_f64()
+                ),
+                reason: REASON_READY,
+                retry_after: Some(Duration::ZERO),
+            }),
+            Err(State::Failed(why)) => Err(NotReady {
+                message: format!(
+                    "{what} cannot run yet: the Python runtime tools run on could not be \
+                     prepared: {why}\nIt is tried again on the next call; `autotool runtime \
+                     install` shows the whole build, and `autotool doctor` what this machine \
+                     lacks."
+                ),
+                reason: REASON_FAILED,
+                retry_after: None,
+            }),
             Err(state) => {
                 let elapsed = match &state {
                     State::Preparing { since, .. } => since.elapsed().as_secs(),
@@ -274,13 +308,18 @@ impl Preparer {
                 };
                 // A first build takes about 5-10 s; a rebuild with a warm cache 1-3 s.
                 let again = 8u64.saturating_sub(elapsed).clamp(2, 5);
-                Err(format!(
-                    "{what} did not run yet: autotool is {} ({elapsed} s so far; the first build \
-                     on a machine takes about 5-10 s, and happens once). Nothing is wrong with \
-                     the request: call {what} again with the same arguments in about {again} \
-                     seconds. (`autotool runtime install` prepares the runtime ahead of time.)",
-                    lowercase_first(&state.describe()),
-                ))
+                Err(NotReady {
+                    message: format!(
+                        "{what} did not run yet: autotool is {} ({elapsed} s so far; the first \
+                         build on a machine takes about 5-10 s, and happens once). Nothing is \
+                         wrong with the request: call {what} again with the same arguments in \
+                         about {again} seconds. (`autotool runtime install` prepares the runtime \
+                         ahead of time.)",
+                        lowercase_first(&state.describe()),
+                    ),
+                    reason: REASON_BUILDING,
+                    retry_after: Some(Duration::from_secs(again)),
+                })
             }
         }
     }
@@ -377,15 +416,21 @@ mod tests {
         let held = t0.elapsed();
         assert!(held >= Duration::from_millis(300), "{held:?}");
         assert!(held < Duration::from_secs(3), "{held:?}");
+        assert_eq!(answer.reason, REASON_BUILDING);
+        let again = answer.retry_after.unwrap();
+        let answer = answer.message;
         assert!(answer.contains("call create_tool again"), "{answer}");
-        assert!(answer.contains("in about"), "{answer}");
+        assert!(
+            answer.contains(&format!("in about {} seconds", again.as_secs())),
+            "{answer}"
+        );
         assert!(answer.contains("step 2 of 2, installing"), "{answer}");
         assert!(seen.iter().any(|s| s.contains("step 2 of 2")), "{seen:?}");
         // Once ready, a call goes through at once; preparation ran once.
         let _ = release.send(Ok(()));
         p.hold("create_tool", Duration::from_secs(10), RUN_BY, |_| {})
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{}", e.message));
         assert_eq!(runs.load(Ordering::SeqCst), 1);
         assert!(matches!(p.state(), State::Ready(_)));
     }
@@ -407,6 +452,9 @@ mod tests {
             )
             .await
             .unwrap_err();
+        assert_eq!(answer.reason, REASON_READY);
+        assert_eq!(answer.retry_after, Some(Duration::ZERO));
+        let answer = answer.message;
         assert!(answer.contains("became ready just now"), "{answer}");
         assert!(
             answer.contains("again with the same arguments now"),
@@ -424,12 +472,14 @@ mod tests {
             .hold("create_tool", Duration::from_secs(10), RUN_BY, |_| {})
             .await
             .unwrap_err();
+        assert_eq!((answer.reason, answer.retry_after), (REASON_FAILED, None));
+        let answer = answer.message;
         assert!(answer.contains("PyPI is unreachable"), "{answer}");
         assert!(answer.contains("tried again on the next call"), "{answer}");
         let _ = release.send(Ok(()));
         p.hold("create_tool", Duration::from_secs(10), RUN_BY, |_| {})
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{}", e.message));
         assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 

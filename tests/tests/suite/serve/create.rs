@@ -410,3 +410,54 @@ fn a_function_that_crashes_on_edge_input_fails_at_robustness_unless_quick() {
     );
     finish(server);
 }
+
+#[test]
+fn the_same_code_again_is_unchanged_not_a_new_version() {
+    let Some(serve) = strict() else { return };
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve, &home);
+    let first = create_healthy(&mut server);
+    let version = first.structured.as_ref().map(|s| s["version"].clone());
+    let code = fixture(HEALTHY_FILE).unwrap();
+    let again = |server: &mut Server, description: &str| {
+        server
+            .call_result(
+                "create_tool",
+                json!({
+                    "name": HEALTHY,
+                    "code": code,
+                    "description": description,
+                    "smoke_test": {"function": "add", "arguments": {"a": 1, "b": 2}},
+                    "verify": "quick",
+                }),
+            )
+            .unwrap()
+    };
+    let t0 = Instant::now();
+    let same = again(&mut server, "a well-behaved tool");
+    assert!(!same.is_error, "{}", same.text);
+    assert!(
+        same.text.starts_with("Unchanged: healthy v1"),
+        "{}",
+        same.text
+    );
+    let said = same.structured.clone().unwrap_or_default();
+    assert_eq!(Some(said["version"].clone()), version, "{}", same.text);
+    assert_eq!(said["unchanged"], json!(true), "{}", same.text);
+    assert!(said["functions"].as_array().is_some_and(|f| !f.is_empty()));
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let versions = std::fs::read_dir(home.path().join("tools").join(HEALTHY))
+        .unwrap()
+        .count();
+    assert_eq!(versions, 1, "only v1 on disk");
+    // Control: another description is another version.
+    let other = again(&mut server, "a well-behaved tool, described anew");
+    assert!(!other.is_error, "{}", other.text);
+    assert!(
+        other.text.starts_with("Created healthy v2"),
+        "{}",
+        other.text
+    );
+    assert_serves(&mut server, true, "two creates of healthy");
+    finish(server);
+}

@@ -110,6 +110,43 @@ fn a_constant_answer_to_every_input_is_refused() {
 }
 
 #[test]
+fn an_acknowledgement_with_a_declared_side_effect_is_created() {
+    let Some(serve) = strict() else { return };
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve, &home);
+
+    // notify(msg) -> "sent", undeclared: refused as constant, told how to declare it.
+    let undeclared = tool("notifier", "", "notify(msg: str) -> str", "return 'sent'");
+    let (failed, text, _) = create(&mut server, "notifier", &undeclared);
+    assert!(failed, "an undeclared constant answer was mounted: {text}");
+    assert!(
+        text.contains("verdict non_degenerate failed for notify") && text.contains("readOnlyHint"),
+        "{text}"
+    );
+
+    // The same function declaring its side effect is an acknowledgement.
+    let declared = undeclared
+        .replace(
+            "from mcp.server.mcpserver import MCPServer\n",
+            "from mcp.server.mcpserver import MCPServer\nfrom mcp.types import ToolAnnotations\n",
+        )
+        .replace(
+            "@mcp.tool()",
+            "@mcp.tool(annotations=ToolAnnotations(readOnlyHint=False))",
+        );
+    assert_ne!(declared, undeclared);
+    let (failed, text, structured) = create(&mut server, "notifier", &declared);
+    assert!(!failed, "{text}");
+    assert!(
+        verdicts(&structured).contains(&"notify: non_degenerate passed".to_string()),
+        "{:?}",
+        verdicts(&structured)
+    );
+    assert!(text.contains("an acknowledgement"), "{text}");
+    finish(server);
+}
+
+#[test]
 fn a_different_answer_to_the_same_call_is_refused_unless_declared() {
     let Some(serve) = strict() else { return };
     let home = ServeHome::new().unwrap();
