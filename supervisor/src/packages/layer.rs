@@ -11,6 +11,7 @@
 use super::resolve::{message, run};
 use super::{Limits, PackagesError, SITE_DIR, Source, io};
 use crate::tool::runtime::Python;
+use crate::tool::runtime::build::Private;
 use autotool_policy::packages::Lock;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -143,6 +144,7 @@ pub(super) async fn build(
     address: &str,
     lock: &Lock,
     limits: Limits,
+    private: &Private,
 ) -> Result<(), PackagesError> {
     std::fs::create_dir_all(layers).map_err(io("creating", layers))?;
     let _held = self::lock(layers, address, limits.timeout).await?;
@@ -188,6 +190,7 @@ pub(super) async fn build(
         uv,
         &args,
         &source,
+        private,
         limits.timeout,
         "installing the packages",
         Some(&watch),
