@@ -11,6 +11,8 @@
 //! - `misbehaving`: mounted tools that crash, hang past the call timeout, break the protocol
 //!   mid-call, flood stderr or return too much;
 //! - `demo`: `autotool demo` shows every step it promises;
+//! - `installs`: configuration, caches, a home and a ruff other local users plant are never
+//!   used by what autotool installs with (uv, pip, ruff);
 //! - `keys`: a key, its allowlist and redaction end to end; no key without consent;
 //! - `consent`: consent per tool × key in both eras, re-asking, `tools approve/revoke`;
 //! - `library`: `search_tools` ranking by health, the list limit, pinning (a file changed on
@@ -31,6 +33,7 @@ mod arguments;
 mod consent;
 mod create;
 mod demo;
+mod installs;
 mod keys;
 mod library;
 mod lifecycle;
