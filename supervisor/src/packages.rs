@@ -20,6 +20,7 @@
 pub mod index;
 mod layer;
 mod resolve;
+mod wheels;
 
 use crate::tool::runtime::Python;
 use crate::tool::runtime::build::Private;

@@ -43,25 +43,34 @@ pub(super) async fn run(
     let cwd = private
         .workdir()
         .map_err(io("making a working directory in", &private.work))?;
-    let mut cmd = tokio::process::Command::from(crate::tool::runtime::build::uv_command(
-        uv,
-        cwd.path(),
-        private,
-        source,
-    ));
-    cmd.args(args)
-        .stdin(Stdio::null())
+    let mut cmd = crate::tool::runtime::build::uv_command(uv, cwd.path(), private, source);
+    cmd.args(args);
+    run_command(cmd, timeout, what, watch).await
+}
+
+/// Run `cmd` (uv, or pip, as `crate::tool::runtime::build` makes them) within `timeout`,
+/// keeping [`OUTPUT_CAP`] of each stream; `watch` is called twice a second while it runs.
+pub(super) async fn run_command(
+    cmd: std::process::Command,
+    timeout: Duration,
+    what: &'static str,
+    watch: Option<Watch<'_>>,
+) -> Result<Output, PackagesError> {
+    let program = PathBuf::from(cmd.get_program());
+    let uv = program.as_path();
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(io("running uv at", uv))?;
+    let mut child = cmd.spawn().map_err(io("running", uv))?;
     let out_task = tokio::spawn(read_capped(child.stdout.take()));
     let err_task = tokio::spawn(read_capped(child.stderr.take()));
     let deadline = Instant::now() + timeout;
     let status = loop {
         let tick = tokio::time::sleep(Duration::from_millis(500));
         tokio::select! {
-            status = child.wait() => break status.map_err(io("waiting for uv at", uv))?,
+            status = child.wait() => break status.map_err(io("waiting for", uv))?,
             () = tick => {
                 if Instant::now() >= deadline {
                     let _ = child.kill().await;

@@ -26,7 +26,7 @@
 mod isolate;
 mod steps;
 
-pub(crate) use isolate::{Private, pip_install, uv_command};
+pub(crate) use isolate::{Private, pip_command, pip_install, uv_command};
 
 use super::{Event, Progress, Python, RuntimeError, resolve};
 use crate::packages::Source;
@@ -102,6 +102,23 @@ pub(crate) fn uv(python: &Path, parent: &Path, private: &Private) -> Result<Path
         Ok(uv) => Ok(uv),
         Err(GetUv::Failed(why)) => Err(why),
         Err(GetUv::Cancelled) => Err("stopped".into()),
+    }
+}
+
+/// How to run pip with `python` (a runtime's interpreter): from the pip wheel its Python ships
+/// for `ensurepip` (or Debian's `/usr/share/python-wheels`), else its own `pip` module.
+pub(crate) fn pip_for(python: &Path) -> Vec<std::ffi::OsString> {
+    let wheel = Command::new(python)
+        .env_clear()
+        .args(["-I", "-c", FIND_PIP_WHEEL])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|w| !w.is_empty());
+    match wheel {
+        Some(w) => vec![format!("{w}/pip").into()],
+        None => vec!["-m".into(), "pip".into()],
     }
 }
 

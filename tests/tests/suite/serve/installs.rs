@@ -417,3 +417,106 @@ fn a_ruff_another_user_could_change_is_never_run() {
     let (said, stderr) = create_on(&runtime, &home);
     assert!(marker.exists(), "the control did not run ruff: {said}\n{stderr}");
 }
+
+/// Bytes of the regular files under `dir` now (what cannot be read is skipped: files come and
+/// go while uv runs).
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    total
+}
+
+/// The most bytes under `dir` seen while `body` runs, sampled every 2 ms.
+fn peak_while<T>(dir: &Path, body: impl FnOnce() -> T) -> (T, u64) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (dir, stop) = (dir.to_path_buf(), stop.clone());
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !stop.load(Ordering::SeqCst) {
+                peak = peak.max(bytes_under(&dir));
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            peak.max(bytes_under(&dir))
+        })
+    };
+    let out = body();
+    stop.store(true, Ordering::SeqCst);
+    (out, sampler.join().unwrap())
+}
+
+const MIB: u64 = 1 << 20;
+/// How much a refused install may still write beyond the limit: the compressed wheels (the bomb
+/// is about 64 KiB), pip's and uv's bookkeeping, the ledger's growth.
+const MARGIN: u64 = MIB;
+
+#[test]
+fn a_zip_bomb_is_refused_before_it_is_unpacked() {
+    let index = users_index();
+    let bomb = Wheel::bomb("bombpkg", "1.0", 64);
+    assert!(bomb.bytes.len() < 512 << 10, "{}", bomb.bytes.len());
+    index.add_wheel("bombpkg", &bomb);
+    let home = ServeHome::new().unwrap();
+    let Some(serve) = strict() else {
+        return;
+    };
+    let serve = serve
+        .env("AUTOTOOL_UV", &locate::uv().unwrap().to_string_lossy())
+        .env("UV_DEFAULT_INDEX", &index.url())
+        .env("AUTOTOOL_PACKAGES_LIMIT", "8m");
+    let mut server = serve.start(&home).unwrap();
+    server.initialize_with(super::asking()).unwrap();
+    let code = TOOL.replace("\"feedish==1.0\"", "\"bombpkg\"");
+    let before = bytes_under(home.path());
+    let ((outcome, asked), peak) = peak_while(home.path(), || {
+        server
+            .call_answering(
+                "create_tool",
+                json!({"name": "bombed", "code": code, "verify": "quick"}),
+                yes,
+            )
+            .unwrap()
+    });
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let r = super::refused(&outcome);
+    assert!(r.text.contains("more than 8 MiB"), "{}", r.text);
+    let grew = peak.saturating_sub(before);
+    eprintln!("zip bomb of 64 MiB against an 8 MiB limit: the home grew by at most {grew} bytes");
+    assert!(grew <= 8 * MIB + MARGIN, "the home grew by {grew} bytes");
+    assert!(index.downloads() >= 1, "the bomb was never fetched");
+    finish(server);
+
+    // The control: uv, as autotool used to run it on the layer, writes the whole bomb (into
+    // its cache and the target) before anything could look.
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("t");
+    let (out, peak) = peak_while(work.path(), || {
+        Command::new(locate::uv().unwrap())
+            .args(["pip", "install", "--no-config", "--quiet", "--target"])
+            .arg(&target)
+            .arg("--python")
+            .arg(locate::runtime().unwrap().python)
+            .args(["--index-url", &index.url(), "--link-mode", "copy", "bombpkg"])
+            .env("UV_CACHE_DIR", work.path().join("cache"))
+            .env_remove("UV_DEFAULT_INDEX")
+            .output()
+            .unwrap()
+    });
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("the control wrote {peak} bytes");
+    assert!(peak >= 64 * MIB, "the control wrote only {peak} bytes");
+}

@@ -131,6 +131,17 @@ pub(crate) fn pip_install(
     private: &Private,
     source: &Source,
 ) -> Command {
+    pip_command(python, pip, "install", private, source)
+}
+
+/// [`pip_install`] for another of pip's commands that fetch packages (`download`).
+pub(crate) fn pip_command(
+    python: &Path,
+    pip: &[std::ffi::OsString],
+    command: &str,
+    private: &Private,
+    source: &Source,
+) -> Command {
     let mut c = base(python, &private.work, private);
     c.env("PIP_CONFIG_FILE", "/dev/null")
         .env("PYTHONNOUSERSITE", "1")
@@ -140,7 +151,7 @@ pub(crate) fn pip_install(
         .arg("--cache-dir")
         .arg(private.cache.join("pip"))
         .args([
-            "install",
+            command,
             "--disable-pip-version-check",
             "--no-input",
             "--progress-bar",
