@@ -132,8 +132,7 @@ impl Packages {
         let private = self.private()?;
         let uv = self.uv(python, &private).await?;
         let source = Source::current();
-        let present =
-            resolve::present(&uv, python, &source, &private, self.limits.timeout).await?;
+        let present = resolve::present(&uv, python, &source, &private, self.limits.timeout).await?;
         let lock = resolve::compile(
             &uv,
             python,
@@ -206,8 +205,8 @@ impl Packages {
         tokio::task::spawn_blocking(move || {
             crate::tool::runtime::build::uv(&interpreter, &parent, &private)
         })
-            .await
-            .map_err(|e| PackagesError::NoUv(e.to_string()))?
-            .map_err(PackagesError::NoUv)
+        .await
+        .map_err(|e| PackagesError::NoUv(e.to_string()))?
+        .map_err(PackagesError::NoUv)
     }
 }

@@ -69,7 +69,10 @@ impl Wheel {
         let module = format!("{}/__init__.py", wheel_name(name));
         let files = vec![
             (module, b"".to_vec()),
-            (format!("{}/zeros.bin", wheel_name(name)), vec![0u8; mib << 20]),
+            (
+                format!("{}/zeros.bin", wheel_name(name)),
+                vec![0u8; mib << 20],
+            ),
         ];
         build_wheel(name, version, "py3-none-any", true, &files, &[], true)
     }

@@ -175,9 +175,10 @@ pub(super) async fn build(
         std::fs::create_dir_all(d).map_err(io("creating", d))?;
     }
     let interpreter = python.interpreter.clone();
-    let pip = tokio::task::spawn_blocking(move || crate::tool::runtime::build::pip_for(&interpreter))
-        .await
-        .unwrap_or_default();
+    let pip =
+        tokio::task::spawn_blocking(move || crate::tool::runtime::build::pip_for(&interpreter))
+            .await
+            .unwrap_or_default();
     let mut download = crate::tool::runtime::build::pip_command(
         &python.interpreter,
         &pip,
@@ -187,11 +188,23 @@ pub(super) async fn build(
     );
     download
         .env("TMPDIR", &tmp)
-        .args(["--no-cache-dir", "--no-deps", "--require-hashes", "--quiet", "--dest"])
+        .args([
+            "--no-cache-dir",
+            "--no-deps",
+            "--require-hashes",
+            "--quiet",
+            "--dest",
+        ])
         .arg(&wheels)
         .arg("-r")
         .arg(&lock_file);
-    let out = run_command(download, limits.timeout, "fetching the packages", Some(&watch)).await?;
+    let out = run_command(
+        download,
+        limits.timeout,
+        "fetching the packages",
+        Some(&watch),
+    )
+    .await?;
     if !out.success {
         return Err(PackagesError::Install(message(&source, &out.stderr)));
     }

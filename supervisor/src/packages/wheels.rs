@@ -93,9 +93,7 @@ pub(super) fn measure(
             if read != declared {
                 return Err(bad(
                     &wheel,
-                    format!(
-                        "{name} declares {declared} bytes but holds {read}"
-                    ),
+                    format!("{name} declares {declared} bytes but holds {read}"),
                 ));
             }
             m.bytes += read;
@@ -126,7 +124,11 @@ mod tests {
     fn a_bomb_is_refused_having_inflated_no_more_than_the_limit() {
         let dir = tempfile::tempdir().unwrap();
         // 64 MiB of zeros deflate to about 64 KiB.
-        wheel(dir.path(), "bomb-1.0-py3-none-any.whl", &[("bomb/z", 64 << 20)]);
+        wheel(
+            dir.path(),
+            "bomb-1.0-py3-none-any.whl",
+            &[("bomb/z", 64 << 20)],
+        );
         let on_disk = std::fs::metadata(dir.path().join("bomb-1.0-py3-none-any.whl"))
             .unwrap()
             .len();
@@ -150,7 +152,11 @@ mod tests {
     #[test]
     fn sizes_add_up_across_wheels_and_files_are_counted() {
         let dir = tempfile::tempdir().unwrap();
-        wheel(dir.path(), "a-1-py3-none-any.whl", &[("a/x", 3000), ("a/y", 3000)]);
+        wheel(
+            dir.path(),
+            "a-1-py3-none-any.whl",
+            &[("a/x", 3000), ("a/y", 3000)],
+        );
         wheel(dir.path(), "b-1-py3-none-any.whl", &[("b/x", 3000)]);
         std::fs::write(dir.path().join("notes.txt"), "not a wheel").unwrap();
         assert_eq!(measure(dir.path(), 9000, 10).unwrap().bytes, 9000);

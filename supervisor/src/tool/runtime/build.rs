@@ -541,7 +541,9 @@ fn with_index_hint(e: RuntimeError, installer: &Installer) -> RuntimeError {
                 Installer::Uv(_) => {
                     "uv needs to reach PyPI, or the index the user's settings name (UV_DEFAULT_INDEX, PIP_INDEX_URL, their own uv.toml or pip.conf)"
                 }
-                _ => "pip needs to reach PyPI, or the index the user's settings name (PIP_INDEX_URL, their own pip.conf)",
+                _ => {
+                    "pip needs to reach PyPI, or the index the user's settings name (PIP_INDEX_URL, their own pip.conf)"
+                }
             };
             RuntimeError::Create {
                 dir,

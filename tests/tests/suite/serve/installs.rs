@@ -266,18 +266,28 @@ fn configuration_and_caches_other_users_plant_are_never_read() {
         &["pip", "install", "--target", &target_arg, "feedish==1.0"],
         &[],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let installed = std::fs::read_to_string(target.join("feedish/__init__.py")).unwrap();
     assert!(installed.contains("planted"), "{installed}");
     assert!(marker.exists(), "the control did not run the build script");
-    assert!(plant.cache_entries() > 0, "the control did not use the planted cache");
+    assert!(
+        plant.cache_entries() > 0,
+        "the control did not use the planted cache"
+    );
     // A uv.toml in the temp dir, one in XDG_CONFIG_DIRS, one in UV_CONFIG_FILE: each sends
     // resolution to the planter's index.
     let outside = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir_in(plant.root.path()).unwrap();
     for (cwd, env) in [
         (elsewhere.path(), vec![]),
-        (outside.path(), vec![("XDG_CONFIG_DIRS", plant.xdg.as_path())]),
+        (
+            outside.path(),
+            vec![("XDG_CONFIG_DIRS", plant.xdg.as_path())],
+        ),
         (
             outside.path(),
             vec![("UV_CONFIG_FILE", plant.config_file.as_path())],
@@ -298,7 +308,10 @@ fn configuration_and_caches_other_users_plant_are_never_read() {
 fn cli_fails_with(home: &ServeHome, says: &str) {
     let (status, out, err) = home.cli(&["tools", "list"]).unwrap();
     assert!(!status.success(), "{out}{err}");
-    assert!(err.contains("is not safe to use") && err.contains(says), "{err}");
+    assert!(
+        err.contains("is not safe to use") && err.contains(says),
+        "{err}"
+    );
     let (_, out, _) = home.cli(&["doctor", "--json"]).unwrap();
     let report: Value = serde_json::from_str(&out).unwrap();
     let check = report["checks"]
@@ -395,8 +408,7 @@ fn a_ruff_another_user_could_change_is_never_run() {
     // The planter's ruff: as root, a file of nobody's; otherwise a directory everyone may
     // write, in which anyone could have put it.
     if is_root() {
-        std::os::unix::fs::chown(runtime.join("bin/ruff"), Some(PLANTER), Some(PLANTER))
-            .unwrap();
+        std::os::unix::fs::chown(runtime.join("bin/ruff"), Some(PLANTER), Some(PLANTER)).unwrap();
     } else {
         chmod(&runtime.join("bin"), 0o777);
     }
@@ -415,7 +427,10 @@ fn a_ruff_another_user_could_change_is_never_run() {
         chmod(&runtime.join("bin"), 0o755);
     }
     let (said, stderr) = create_on(&runtime, &home);
-    assert!(marker.exists(), "the control did not run ruff: {said}\n{stderr}");
+    assert!(
+        marker.exists(),
+        "the control did not run ruff: {said}\n{stderr}"
+    );
 }
 
 /// Bytes of the regular files under `dir` now (what cannot be read is skipped: files come and
@@ -510,13 +525,23 @@ fn a_zip_bomb_is_refused_before_it_is_unpacked() {
             .arg(&target)
             .arg("--python")
             .arg(locate::runtime().unwrap().python)
-            .args(["--index-url", &index.url(), "--link-mode", "copy", "bombpkg"])
+            .args([
+                "--index-url",
+                &index.url(),
+                "--link-mode",
+                "copy",
+                "bombpkg",
+            ])
             .env("UV_CACHE_DIR", work.path().join("cache"))
             .env_remove("UV_DEFAULT_INDEX")
             .output()
             .unwrap()
     });
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     eprintln!("the control wrote {peak} bytes");
     assert!(peak >= 64 * MIB, "the control wrote only {peak} bytes");
 }

@@ -80,7 +80,9 @@ impl Private {
 
     /// A fresh working directory for one run, removed when dropped.
     pub(crate) fn workdir(&self) -> std::io::Result<tempfile::TempDir> {
-        tempfile::Builder::new().prefix("run-").tempdir_in(&self.work)
+        tempfile::Builder::new()
+            .prefix("run-")
+            .tempdir_in(&self.work)
     }
 }
 
@@ -204,7 +206,10 @@ mod tests {
             &home.path().join("cache/uv").to_string_lossy()
         ));
         assert!(has("TMPDIR", &home.path().join("work").to_string_lossy()));
-        assert_eq!(c.get_current_dir(), Some(home.path().join("work").as_path()));
+        assert_eq!(
+            c.get_current_dir(),
+            Some(home.path().join("work").as_path())
+        );
         // Nothing else of uv's or pip's: the environment is cleared first (a cleared
         // environment is what `get_envs` cannot show, so the set of names is pinned).
         for (k, _) in &env {
@@ -249,14 +254,15 @@ mod tests {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         let text = args.join(" ");
-        assert!(text.starts_with("-I -m pip --isolated --cache-dir "), "{text}");
+        assert!(
+            text.starts_with("-I -m pip --isolated --cache-dir "),
+            "{text}"
+        );
         assert!(
             text.ends_with("install --disable-pip-version-check --no-input --progress-bar off --only-binary :all: --index-url http://127.0.0.1:1/simple"),
             "{text}"
         );
-        assert!(
-            env_of(&c).contains(&("PIP_CONFIG_FILE".into(), Some("/dev/null".into())))
-        );
+        assert!(env_of(&c).contains(&("PIP_CONFIG_FILE".into(), Some("/dev/null".into()))));
     }
 
     #[test]
