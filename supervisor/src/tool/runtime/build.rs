@@ -108,15 +108,7 @@ pub(crate) fn uv(python: &Path, parent: &Path, private: &Private) -> Result<Path
 /// How to run pip with `python` (a runtime's interpreter): from the pip wheel its Python ships
 /// for `ensurepip` (or Debian's `/usr/share/python-wheels`), else its own `pip` module.
 pub(crate) fn pip_for(python: &Path) -> Vec<std::ffi::OsString> {
-    let wheel = Command::new(python)
-        .env_clear()
-        .args(["-I", "-c", FIND_PIP_WHEEL])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|w| !w.is_empty());
-    match wheel {
+    match pip_wheel(python) {
         Some(w) => vec![format!("{w}/pip").into()],
         None => vec!["-m".into(), "pip".into()],
     }

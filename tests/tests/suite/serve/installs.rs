@@ -312,15 +312,20 @@ fn cli_fails_with(home: &ServeHome, says: &str) {
         err.contains("is not safe to use") && err.contains(says),
         "{err}"
     );
+    assert_eq!(doctor_on_home(home)["status"], "fail");
+}
+
+/// `autotool doctor`'s check of the home.
+fn doctor_on_home(home: &ServeHome) -> Value {
     let (_, out, _) = home.cli(&["doctor", "--json"]).unwrap();
     let report: Value = serde_json::from_str(&out).unwrap();
-    let check = report["checks"]
+    report["checks"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == "home")
-        .unwrap_or_else(|| panic!("{out}"));
-    assert_eq!(check["status"], "fail", "{check}");
+        .unwrap_or_else(|| panic!("{out}"))
+        .clone()
 }
 
 #[test]
@@ -335,14 +340,7 @@ fn a_home_other_users_could_replace_is_refused() {
     chmod(open.path(), 0o1777);
     let (status, out, err) = home.cli(&["tools", "list"]).unwrap();
     assert!(status.success(), "{out}{err}");
-    let (_, out, _) = home.cli(&["doctor", "--json"]).unwrap();
-    let report: Value = serde_json::from_str(&out).unwrap();
-    let check = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "home")
-        .unwrap_or_else(|| panic!("{out}"));
+    let check = doctor_on_home(&home);
     assert_eq!(check["status"], "ok", "{check}");
     // A home another user made (and so owns) is refused too; only root can give one away.
     if is_root() {

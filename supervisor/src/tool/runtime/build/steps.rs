@@ -55,6 +55,18 @@ except Exception:\n    pass\n\
 found += sorted(glob.glob('/usr/share/python-wheels/pip-*.whl'))\n\
 print(found[-1] if found else '')\n";
 
+/// The pip wheel `python` ships for `ensurepip` (or Debian's), found by [`FIND_PIP_WHEEL`].
+pub(super) fn pip_wheel(python: &Path) -> Option<String> {
+    Command::new(python)
+        .env_clear()
+        .args(["-I", "-c", FIND_PIP_WHEEL])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|w| !w.is_empty())
+}
+
 /// autotool's uv: `$AUTOTOOL_UV`, else its own pinned copy, fetched with pip the first time.
 pub(super) fn get_uv(
     python: &Path,
@@ -94,14 +106,7 @@ pub(super) fn get_uv(
         .tempdir_in(&holder)
         .map_err(|e| GetUv::Failed(format!("cannot write in {}: {e}", holder.display())))?;
     let source = Source::current();
-    let wheel = Command::new(python)
-        .env_clear()
-        .args(["-I", "-c", FIND_PIP_WHEEL])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|w| !w.is_empty());
+    let wheel = pip_wheel(python);
     let from: Vec<std::ffi::OsString> = match &wheel {
         Some(w) => {
             progress.event(Event::Detail(format!(
