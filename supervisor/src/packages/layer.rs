@@ -206,7 +206,18 @@ pub(super) async fn build(
     )
     .await?;
     if !out.success {
-        return Err(PackagesError::Install(message(&source, &out.stderr)));
+        let said = message(&source, &out.stderr);
+        return Err(PackagesError::Install(
+            if said.contains("No module named pip") {
+                format!(
+                    "{said}\n(autotool fetches the wheels with the pip wheel the runtime's Python ships \
+                 for ensurepip, and this one has none: on Debian or Ubuntu `sudo apt install \
+                 python3-pip-whl`)"
+                )
+            } else {
+                said
+            },
+        ));
     }
     // Then their real unpacked size, counted without writing anything; over the limit, uv
     // never sees them.
