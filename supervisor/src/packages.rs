@@ -15,9 +15,8 @@
 //!   `$AUTOTOOL_HOME/layers/<hash>`, shared by every tool whose set needs the same files, bounded
 //!   in size ([`Limits::layer_bytes`]) and time ([`Limits::timeout`]).
 //! - [`Packages::collect`]: layers no version of a live tool names are removed.
-//! - [`index`]: where packages come from (the user's uv or pip configuration).
+//! - [`crate::index`]: where packages come from (the user's uv or pip configuration).
 
-pub mod index;
 mod layer;
 mod resolve;
 mod wheels;
@@ -29,8 +28,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use crate::index::Source;
 pub use crate::version::PackageSet;
-pub use index::Source;
 
 /// Where the installed packages of a layer are, inside `layers/<hash>/`.
 pub const SITE_DIR: &str = "site";

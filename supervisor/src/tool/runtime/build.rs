@@ -29,7 +29,7 @@ mod steps;
 pub(crate) use isolate::{Private, pip_command, pip_install, uv_command};
 
 use super::{Event, Progress, Python, RuntimeError, resolve};
-use crate::packages::Source;
+use crate::index::Source;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;

@@ -19,7 +19,7 @@
 //!   settings (and the consent question names).
 
 use crate::home::{Untrusted, private_dir};
-use crate::packages::Source;
+use crate::index::Source;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

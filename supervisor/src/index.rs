@@ -1,5 +1,6 @@
-//! Where a tool's packages come from: the index the user's own configuration names, never one a
-//! tool names (a requirement may not carry a URL; see `autotool_policy::packages`).
+//! Where a tool's packages (and the runtime's) come from: the index the user's own configuration
+//! names, never one a tool names (a requirement may not carry a URL; see
+//! `autotool_policy::packages`), never one another local user planted.
 //!
 //! uv and pip read no settings of their own accord (see `crate::tool::runtime::build`'s
 //! `isolate`): autotool reads the user's index settings here and passes the index to them
