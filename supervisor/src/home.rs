@@ -157,8 +157,10 @@ impl Home {
             path: self.root.clone(),
             why: u.to_string(),
         };
-        if let Some(parent) = self.root.parent() {
-            check_container(parent).map_err(unsafe_)?;
+        // The nearest directory above the home that exists: what is missing below it, autotool
+        // creates (0700).
+        if let Some(above) = self.root.ancestors().skip(1).find(|p| p.exists()) {
+            check_container(above).map_err(unsafe_)?;
         }
         match fs::symlink_metadata(&self.root) {
             Ok(meta) => {
@@ -321,4 +323,54 @@ pub fn ensure_dir(path: &Path, mode: u32) -> Result<(), HomeError> {
         fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io_err)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_home_is_refused_below_a_directory_others_may_write_unless_it_is_sticky() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        // Not made yet, two levels down: the nearest existing directory is what counts.
+        let home = Home::at(open.join("a/b/home"));
+        let e = home.ensure().unwrap_err();
+        assert!(e.to_string().contains("writable by other users"), "{e}");
+        assert!(!open.join("a").exists());
+        // The control: with the sticky bit, as /tmp, it is made.
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        home.ensure().unwrap();
+        let mode = fs::metadata(home.root()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, ROOT_MODE);
+        home.check_place().unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o700)).unwrap();
+    }
+
+    #[test]
+    fn a_file_others_may_write_or_below_such_a_directory_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("uv.toml");
+        fs::write(&file, "").unwrap();
+        check_owned(&file).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(check_owned(&file).is_err());
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(check_owned(&file).is_err());
+        // A sticky directory above is fine: others cannot replace what is this user's.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o1777)).unwrap();
+        check_owned(&file).unwrap();
+        // A symlink leads where it leads: the place it points to is checked too.
+        let open = tempfile::tempdir().unwrap();
+        fs::set_permissions(open.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        fs::write(open.path().join("real.toml"), "").unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(open.path().join("real.toml"), &link).unwrap();
+        assert!(check_owned(&link).is_err());
+    }
 }
