@@ -17,7 +17,7 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Mode of the home root.
@@ -37,6 +37,11 @@ pub enum HomeError {
          set AUTOTOOL_HOME to a directory"
     )]
     NoHome,
+    #[error(
+        "the autotool home {path:?} is not safe to use: {why}; pick a home only you can change \
+         (the default ~/.autotool, or set AUTOTOOL_HOME)"
+    )]
+    Unsafe { path: PathBuf, why: String },
     #[error("cannot prepare {path:?}: {source}; check that it is a directory you may write")]
     Io {
         path: PathBuf,
@@ -124,6 +129,7 @@ impl Home {
     /// a warning if others may write to it), `tools/` and `runtime/` 0755, `logs/` 0700. Safe
     /// to call from several processes at once.
     pub fn ensure(&self) -> Result<(), HomeError> {
+        self.check_place()?;
         match fs::metadata(&self.root) {
             Ok(meta) => {
                 if meta.permissions().mode() & 0o022 != 0 {
@@ -141,6 +147,148 @@ impl Home {
         ensure_dir(&self.log_dir(), LOG_DIR_MODE)?;
         Ok(())
     }
+
+    /// Refuse a home another user could change: one that belongs to someone else, or one below
+    /// a directory others may write without the sticky bit (they could rename the home away and
+    /// put their own in its place). A home under `/tmp` (sticky) is allowed once it is this
+    /// user's own.
+    pub fn check_place(&self) -> Result<(), HomeError> {
+        let unsafe_ = |u: Untrusted| HomeError::Unsafe {
+            path: self.root.clone(),
+            why: u.to_string(),
+        };
+        // The nearest directory above the home that exists: what is missing below it, autotool
+        // creates (0700).
+        if let Some(above) = self.root.ancestors().skip(1).find(|p| p.exists()) {
+            check_container(above).map_err(unsafe_)?;
+        }
+        match fs::symlink_metadata(&self.root) {
+            Ok(meta) => {
+                let me = rustix::process::geteuid().as_raw();
+                if meta.file_type().is_symlink() {
+                    check_owned(&self.root).map_err(unsafe_)?;
+                } else if meta.uid() != me {
+                    return Err(unsafe_(Untrusted {
+                        path: self.root.clone(),
+                        why: format!("it belongs to uid {}, not to you (uid {me})", meta.uid()),
+                    }));
+                }
+                Ok(())
+            }
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// `work/` (0700): the working directories of the uv processes autotool runs, so none of
+    /// them starts below a directory other users can write.
+    pub fn work_dir(&self) -> PathBuf {
+        self.root.join("work")
+    }
+
+    /// `cache/` (0700): uv's and pip's caches, autotool's alone (`cache/uv`, `cache/pip`).
+    pub fn cache_dir(&self) -> PathBuf {
+        self.root.join("cache")
+    }
+}
+
+/// Why a path could be changed by someone other than this user (or root).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path:?} {why}")]
+pub struct Untrusted {
+    pub path: PathBuf,
+    pub why: String,
+}
+
+/// Whether `path` and every directory above it can be changed only by this user or root: each
+/// (and each symlink on the way, and the place it leads to) belongs to the effective user or
+/// to root, and none is writable by group or others, except a directory with the sticky bit
+/// (as `/tmp`), where others may add entries but not rename or remove this user's.
+///
+/// Root counts as trusted: it owns the machine (and autotool's own binary) anyway; what is
+/// kept out is every other local user.
+pub fn check_owned(path: &Path) -> Result<(), Untrusted> {
+    check_chain(path, false)
+}
+
+/// [`check_owned`] for a directory that holds something of this user's: a sticky directory
+/// others may write (as `/tmp`) is fine there too, since they cannot rename or remove what is
+/// this user's in it.
+pub fn check_container(dir: &Path) -> Result<(), Untrusted> {
+    check_chain(dir, true)
+}
+
+fn check_chain(path: &Path, sticky_last: bool) -> Result<(), Untrusted> {
+    let me = rustix::process::geteuid().as_raw();
+    let absolute = std::path::absolute(path).map_err(|e| Untrusted {
+        path: path.to_path_buf(),
+        why: format!("cannot be located: {e}"),
+    })?;
+    let real = fs::canonicalize(&absolute).map_err(|e| Untrusted {
+        path: path.to_path_buf(),
+        why: format!("cannot be resolved: {e}"),
+    })?;
+    for chain in [&absolute, &real] {
+        let mut at = PathBuf::new();
+        for part in chain.components() {
+            at.push(part);
+            let meta = fs::symlink_metadata(&at).map_err(|e| Untrusted {
+                path: at.clone(),
+                why: format!("cannot be read: {e}"),
+            })?;
+            let uid = meta.uid();
+            if uid != me && uid != 0 {
+                return Err(Untrusted {
+                    path: at.clone(),
+                    why: format!("belongs to uid {uid}, neither you (uid {me}) nor root"),
+                });
+            }
+            if meta.file_type().is_symlink() {
+                continue;
+            }
+            let mode = meta.mode() & 0o7777;
+            let sticky = meta.is_dir() && mode & 0o1000 != 0;
+            let last = at == *chain && !sticky_last;
+            // A sticky directory protects the entries in it, not itself as the target.
+            if mode & 0o022 != 0 && (last || !sticky) {
+                return Err(Untrusted {
+                    path: at.clone(),
+                    why: format!("is writable by other users (mode {mode:o})"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Create `path` as a directory only this user may use (0700, missing parents too), or check
+/// that the one there is: owned by this user, not writable by others, and below directories
+/// only this user or root can change ([`check_owned`]).
+pub fn private_dir(path: &Path) -> Result<(), Untrusted> {
+    let fail = |why: String| Untrusted {
+        path: path.to_path_buf(),
+        why,
+    };
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| fail(format!("cannot be created: {e}")))?;
+    let meta = fs::symlink_metadata(path).map_err(|e| fail(format!("cannot be read: {e}")))?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() {
+        return Err(fail("is not a directory".into()));
+    }
+    if meta.uid() != me {
+        return Err(fail(format!(
+            "belongs to uid {}, not to you (uid {me})",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+            .map_err(|e| fail(format!("cannot be made private: {e}")))?;
+    }
+    check_owned(path)
 }
 
 /// Create `path` (and missing parents) and give it exactly `mode`, whatever the umask.
@@ -175,4 +323,54 @@ pub fn ensure_dir(path: &Path, mode: u32) -> Result<(), HomeError> {
         fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io_err)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_home_is_refused_below_a_directory_others_may_write_unless_it_is_sticky() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        // Not made yet, two levels down: the nearest existing directory is what counts.
+        let home = Home::at(open.join("a/b/home"));
+        let e = home.ensure().unwrap_err();
+        assert!(e.to_string().contains("writable by other users"), "{e}");
+        assert!(!open.join("a").exists());
+        // The control: with the sticky bit, as /tmp, it is made.
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        home.ensure().unwrap();
+        let mode = fs::metadata(home.root()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, ROOT_MODE);
+        home.check_place().unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o700)).unwrap();
+    }
+
+    #[test]
+    fn a_file_others_may_write_or_below_such_a_directory_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("uv.toml");
+        fs::write(&file, "").unwrap();
+        check_owned(&file).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(check_owned(&file).is_err());
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(check_owned(&file).is_err());
+        // A sticky directory above is fine: others cannot replace what is this user's.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o1777)).unwrap();
+        check_owned(&file).unwrap();
+        // A symlink leads where it leads: the place it points to is checked too.
+        let open = tempfile::tempdir().unwrap();
+        fs::set_permissions(open.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        fs::write(open.path().join("real.toml"), "").unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        let link = dir.path().join("link.toml");
+        std::os::unix::fs::symlink(open.path().join("real.toml"), &link).unwrap();
+        assert!(check_owned(&link).is_err());
+    }
 }

@@ -14,8 +14,8 @@
 //!   `tools/list`, smoke test, robustness probes;
 //! - [`tool`]: a tool process spoken to as an MCP client ([`tool::process`]), the warm pool, the
 //!   launcher that confines each one, and the Python runtime;
-//! - [`packages`]: what a tool declares in `REQUIRED_PACKAGES`, resolved and locked with uv,
-//!   installed into shared read-only layers;
+//! - [`packages`] (and [`index`], where they come from): what a tool declares in
+//!   `REQUIRED_PACKAGES`, resolved and locked with uv, installed into shared read-only layers;
 //! - [`egress`]: the egress proxy each tool process reaches the network through;
 //! - [`redact`]: every key value, in every form, replaced by `[REDACTED:NAME]`;
 //! - [`consent`]: the sealed consent question, which approvals cover a version, and
@@ -46,6 +46,7 @@ pub mod dotenv;
 pub mod egress;
 pub mod home;
 pub mod host_apps;
+pub mod index;
 pub mod ledger;
 pub mod library;
 pub mod listen;

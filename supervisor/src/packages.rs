@@ -15,20 +15,21 @@
 //!   `$AUTOTOOL_HOME/layers/<hash>`, shared by every tool whose set needs the same files, bounded
 //!   in size ([`Limits::layer_bytes`]) and time ([`Limits::timeout`]).
 //! - [`Packages::collect`]: layers no version of a live tool names are removed.
-//! - [`index`]: where packages come from (the user's uv or pip configuration).
+//! - [`crate::index`]: where packages come from (the user's uv or pip configuration).
 
-pub mod index;
 mod layer;
 mod resolve;
+mod wheels;
 
 use crate::tool::runtime::Python;
+use crate::tool::runtime::build::Private;
 use autotool_policy::packages::{LockError, Requirement};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use crate::index::Source;
 pub use crate::version::PackageSet;
-pub use index::Source;
 
 /// Where the installed packages of a layer are, inside `layers/<hash>/`.
 pub const SITE_DIR: &str = "site";
@@ -71,6 +72,10 @@ pub enum PackagesError {
         "{what} did not finish within {secs} s (the setting `packages_timeout`) and was stopped; declare fewer packages, or ask the user to raise the limit"
     )]
     Timeout { what: &'static str, secs: u64 },
+    #[error(
+        "autotool will not run uv with a cache or working directory another user could change: {0}"
+    )]
+    Unsafe(String),
     #[error("the resolver's lock could not be read: {0}")]
     Lock(#[from] LockError),
     #[error("{what} {path}: {source}")]
@@ -96,11 +101,23 @@ pub struct Packages {
     /// `$AUTOTOOL_HOME/layers`.
     pub layers: PathBuf,
     pub limits: Limits,
+    /// `$AUTOTOOL_HOME`: uv's cache and working directories are in it (`cache/`, `work/`).
+    home: PathBuf,
 }
 
 impl Packages {
-    pub fn new(layers: PathBuf, limits: Limits) -> Packages {
-        Packages { layers, limits }
+    pub fn new(home: &crate::home::Home, limits: Limits) -> Packages {
+        Packages {
+            layers: home.layers_dir(),
+            limits,
+            home: home.root().to_path_buf(),
+        }
+    }
+
+    /// uv's cache and working directories, made or checked (see
+    /// `crate::tool::runtime::build`'s `isolate`).
+    fn private(&self) -> Result<Private, PackagesError> {
+        Private::in_home(&self.home).map_err(|e| PackagesError::Unsafe(e.to_string()))
     }
 
     /// Resolve `requirements` for `python` (the tools' runtime) into a locked set, from the
@@ -111,15 +128,17 @@ impl Packages {
         python: &Python,
         requirements: &[Requirement],
     ) -> Result<PackageSet, PackagesError> {
-        let uv = self.uv(python).await?;
+        let private = self.private()?;
+        let uv = self.uv(python, &private).await?;
         let source = Source::current();
-        let present = resolve::present(&uv, python, &source, self.limits.timeout).await?;
+        let present = resolve::present(&uv, python, &source, &private, self.limits.timeout).await?;
         let lock = resolve::compile(
             &uv,
             python,
             requirements,
             &present,
             &source,
+            &private,
             self.limits.timeout,
         )
         .await?;
@@ -149,7 +168,8 @@ impl Packages {
         if layer::ready(&dir, &set.layer_lock) {
             return Ok(Some(dir.join(SITE_DIR)));
         }
-        let uv = self.uv(python).await?;
+        let private = self.private()?;
+        let uv = self.uv(python, &private).await?;
         layer::build(
             &uv,
             python,
@@ -157,6 +177,7 @@ impl Packages {
             address,
             &set.layer_lock,
             self.limits,
+            &private,
         )
         .await?;
         Ok(Some(dir.join(SITE_DIR)))
@@ -176,12 +197,15 @@ impl Packages {
 
     /// autotool's uv (see `crate::tool::runtime::build`): fetched the first time, off the
     /// async threads.
-    async fn uv(&self, python: &Python) -> Result<PathBuf, PackagesError> {
+    async fn uv(&self, python: &Python, private: &Private) -> Result<PathBuf, PackagesError> {
         let interpreter = python.interpreter.clone();
         let parent = self.layers.clone();
-        tokio::task::spawn_blocking(move || crate::tool::runtime::build::uv(&interpreter, &parent))
-            .await
-            .map_err(|e| PackagesError::NoUv(e.to_string()))?
-            .map_err(PackagesError::NoUv)
+        let private = private.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::tool::runtime::build::uv(&interpreter, &parent, &private)
+        })
+        .await
+        .map_err(|e| PackagesError::NoUv(e.to_string()))?
+        .map_err(PackagesError::NoUv)
     }
 }

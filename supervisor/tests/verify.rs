@@ -1156,13 +1156,16 @@ fn ensure_venv_creates_reuses_and_replaces_a_runtime() {
         let activate = std::fs::read_to_string(dir.join("bin/activate")).unwrap();
         assert!(activate.contains(&dir.display().to_string()), "{activate}");
         assert!(!activate.contains("-build-"), "{activate}");
-        // Nothing is left beside it but the lock file.
+        // Nothing is left beside it but the lock file and the private directories uv and pip
+        // run in (the home's `cache/` and `work/`, 0700).
         let mut beside: Vec<String> = std::fs::read_dir(home.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         beside.sort();
-        assert_eq!(beside, ["runtime", "runtime.lock"]);
+        assert_eq!(beside, ["cache", "runtime", "runtime.lock", "work"]);
+        assert_eq!(mode(&home.path().join("cache")), 0o700);
+        assert_eq!(mode(&home.path().join("work")), 0o700);
 
         // Ready: used as it is.
         let mut progress = Vec::new();
@@ -1183,7 +1186,7 @@ fn ensure_venv_creates_reuses_and_replaces_a_runtime() {
         runtime::ensure_venv(&dir, &[], &mut progress).unwrap();
         assert!(String::from_utf8_lossy(&progress).contains("creating"));
         assert!(!dir.join("old-marker").exists());
-        assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 2);
+        assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 4);
         eprintln!("TIMING ensure_venv without packages: created in {created_in:?}");
     });
 }

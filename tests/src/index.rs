@@ -60,7 +60,21 @@ impl Wheel {
             .iter()
             .map(|(path, bytes)| ((*path).to_owned(), bytes.to_vec()))
             .collect();
-        build_wheel(name, version, "py3-none-any", true, &files, requires)
+        build_wheel(name, version, "py3-none-any", true, &files, requires, false)
+    }
+
+    /// A zip bomb dressed as a pure-Python wheel: `mib` MiB of zeros in one file (an honest
+    /// RECORD and header sizes), deflated to about a thousandth of that.
+    pub fn bomb(name: &str, version: &str, mib: usize) -> Wheel {
+        let module = format!("{}/__init__.py", wheel_name(name));
+        let files = vec![
+            (module, b"".to_vec()),
+            (
+                format!("{}/zeros.bin", wheel_name(name)),
+                vec![0u8; mib << 20],
+            ),
+        ];
+        build_wheel(name, version, "py3-none-any", true, &files, &[], true)
     }
 
     /// A wheel holding the CPython extension module `module` compiled from `c_source` with `cc`
@@ -123,6 +137,7 @@ impl Wheel {
             false,
             &[(so_name, bytes)],
             &[],
+            false,
         ))
     }
 
@@ -186,7 +201,7 @@ impl Interpreter {
 }
 
 /// A wheel of `files` (paths inside the install root) with its `.dist-info`: METADATA, WHEEL
-/// and RECORD, every file hashed in RECORD, entries stored uncompressed.
+/// and RECORD, every file hashed in RECORD, entries stored uncompressed (or `deflated`).
 fn build_wheel(
     name: &str,
     version: &str,
@@ -194,6 +209,7 @@ fn build_wheel(
     purelib: bool,
     files: &[(String, Vec<u8>)],
     requires: &[&str],
+    deflated: bool,
 ) -> Wheel {
     let dist = wheel_name(name);
     let dist_info = format!("{dist}-{version}.dist-info");
@@ -216,19 +232,24 @@ fn build_wheel(
     entries.push((format!("{dist_info}/RECORD"), record.into_bytes()));
     Wheel {
         file_name: format!("{dist}-{version}-{tag}.whl"),
-        bytes: zip_of(&entries),
+        bytes: zip_of(&entries, deflated),
     }
 }
 
-/// A zip archive of `entries`, stored (no compression), regular files `0644` (`0755` for
-/// shared objects).
-fn zip_of(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
+/// A zip archive of `entries`, stored (no compression) unless `deflated`, regular files `0644`
+/// (`0755` for shared objects).
+fn zip_of(entries: &[(String, Vec<u8>)], deflated: bool) -> Vec<u8> {
     use zip::write::SimpleFileOptions;
+    let method = if deflated {
+        zip::CompressionMethod::Deflated
+    } else {
+        zip::CompressionMethod::Stored
+    };
     let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let written: zip::result::ZipResult<()> = entries.iter().try_for_each(|(path, bytes)| {
         let mode = if path.ends_with(".so") { 0o755 } else { 0o644 };
         let options = SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Stored)
+            .compression_method(method)
             .unix_permissions(mode);
         writer.start_file(path.as_str(), options)?;
         writer.write_all(bytes)?;

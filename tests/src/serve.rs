@@ -97,6 +97,16 @@ impl ServeHome {
         Ok(ServeHome { dir })
     }
 
+    /// A temporary `$AUTOTOOL_HOME` inside `parent` (a home placed below a directory others
+    /// may write).
+    pub fn in_dir(parent: &Path) -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("autotool-serve-home-")
+            .tempdir_in(parent)
+            .with_context(|| format!("creating a temporary AUTOTOOL_HOME in {parent:?}"))?;
+        Ok(ServeHome { dir })
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

@@ -272,6 +272,24 @@ fn runtime_check() -> (Check, Option<TrialOn>) {
     }
 }
 
+/// Whether the home is a place only the user can change (`serve` refuses one that is not):
+/// owned by the user, below no directory others may write without the sticky bit.
+fn home_check(home: &crate::home::Home) -> Check {
+    match home.check_place() {
+        Ok(()) => Check::new(
+            "home",
+            Status::Ok,
+            format!(
+                "{}: only you (and root) can change it or the directories above it",
+                home.root().display()
+            ),
+        ),
+        Err(e) => Check::new("home", Status::Fail, e.to_string()).fix(
+            "set AUTOTOOL_HOME to a directory of your own below directories only you or root can write (the default ~/.autotool)",
+        ),
+    }
+}
+
 /// Whether the OS keychain takes a key: `keys add` stores there; without it keys come from the
 /// environment or the opt-in file. A key is stored, read back and removed (a Secret Service
 /// whose default collection is locked answers, but refuses to store).
@@ -419,6 +437,7 @@ pub fn run_all(config: &Result<crate::config::Config, crate::config::Problems>) 
     report.checks.insert(0, config_check(config));
     match crate::home::Home::from_env() {
         Ok(home) => {
+            report.checks.push(home_check(&home));
             report.checks.push(keychain_check(&home));
             report.checks.push(service_check(&home));
             #[cfg(feature = "own-model")]

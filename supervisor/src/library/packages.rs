@@ -26,7 +26,7 @@ fn failure(stage: Stage, message: String) -> CreateError {
 impl Library {
     /// Resolving and installing packages for this home.
     pub fn packages(&self) -> Packages {
-        Packages::new(self.home.layers_dir(), self.settings.packages)
+        Packages::new(&self.home, self.settings.packages)
     }
 
     /// Resolve what `prepared`'s code declares in `REQUIRED_PACKAGES`, once: the set consent

@@ -4,13 +4,17 @@
 //! needs the same files, and collected when no live tool's version names it.
 //!
 //! A build holds an exclusive `flock` on `layers/.<address>.lock` (a second process waits for
-//! it and then finds the layer ready), installs into `.build-<address>-*` beside the layer,
-//! watching its size, makes every file world-readable (a confined tool may run as another
-//! user) and renames it into place.
+//! it and then finds the layer ready), and in `.build-<address>-*` beside the layer: fetches
+//! the locked wheels as files (pip `download`), counts what they unpack to
+//! ([`super::wheels`]: over the limit, nothing is unpacked), has uv install exactly those
+//! files, watching the directory's size all along, makes every file world-readable (a
+//! confined tool may run as another user) and renames it into place.
 
-use super::resolve::{message, run};
+use super::resolve::{message, run, run_command};
+use super::wheels;
 use super::{Limits, PackagesError, SITE_DIR, Source, io};
 use crate::tool::runtime::Python;
+use crate::tool::runtime::build::Private;
 use autotool_policy::packages::Lock;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -143,6 +147,7 @@ pub(super) async fn build(
     address: &str,
     lock: &Lock,
     limits: Limits,
+    private: &Private,
 ) -> Result<(), PackagesError> {
     std::fs::create_dir_all(layers).map_err(io("creating", layers))?;
     let _held = self::lock(layers, address, limits.timeout).await?;
@@ -158,6 +163,71 @@ pub(super) async fn build(
     let lock_file = staging.path().join("lock.txt");
     let text = lock.to_requirements();
     std::fs::write(&lock_file, &text).map_err(io("writing", &lock_file))?;
+    let source = Source::current();
+    let root = staging.path().to_path_buf();
+    let watch = move || check_usage(&root, limits).map(|_| ());
+    // First the wheels, as files: nothing of them is unpacked yet (see `wheels`). pip's
+    // temporary files and uv's cache for this build are inside the build directory, so the
+    // watch sees every byte either writes.
+    let fetch = staging.path().join(".fetch");
+    let (wheels, tmp, cache) = (fetch.join("wheels"), fetch.join("tmp"), fetch.join("cache"));
+    for d in [&wheels, &tmp, &cache] {
+        std::fs::create_dir_all(d).map_err(io("creating", d))?;
+    }
+    let interpreter = python.interpreter.clone();
+    let pip =
+        tokio::task::spawn_blocking(move || crate::tool::runtime::build::pip_for(&interpreter))
+            .await
+            .unwrap_or_default();
+    let mut download = crate::tool::runtime::build::pip_command(
+        &python.interpreter,
+        &pip,
+        "download",
+        private,
+        &source,
+    );
+    download
+        .env("TMPDIR", &tmp)
+        .args([
+            "--no-cache-dir",
+            "--no-deps",
+            "--require-hashes",
+            "--quiet",
+            "--dest",
+        ])
+        .arg(&wheels)
+        .arg("-r")
+        .arg(&lock_file);
+    let out = run_command(
+        download,
+        limits.timeout,
+        "fetching the packages",
+        Some(&watch),
+    )
+    .await?;
+    if !out.success {
+        let said = message(&source, &out.stderr);
+        return Err(PackagesError::Install(
+            if said.contains("No module named pip") {
+                format!(
+                    "{said}\n(autotool fetches the wheels with the pip wheel the runtime's Python ships \
+                 for ensurepip, and this one has none: on Debian or Ubuntu `sudo apt install \
+                 python3-pip-whl`)"
+                )
+            } else {
+                said
+            },
+        ));
+    }
+    // Then their real unpacked size, counted without writing anything; over the limit, uv
+    // never sees them.
+    let counted = wheels.clone();
+    let layer_bytes = limits.layer_bytes;
+    tokio::task::spawn_blocking(move || wheels::measure(&counted, layer_bytes, MAX_FILES))
+        .await
+        .map_err(|e| PackagesError::Install(e.to_string()))??;
+    // Then uv installs those very files (their hashes pinned by the lock), hard-linking from
+    // a cache that is removed afterwards: at most what was counted is written once.
     let mut args: Vec<std::ffi::OsString> = ["pip", "install", "--target"]
         .iter()
         .map(Into::into)
@@ -169,25 +239,28 @@ pub(super) async fn build(
             "--no-deps",
             "--only-binary",
             ":all:",
+            "--no-index",
             "--link-mode",
-            "copy",
+            "hardlink",
             "--compile-bytecode",
             "--quiet",
-            "--python",
+            "--find-links",
         ]
         .iter()
         .map(Into::into),
     );
+    args.push(wheels.into());
+    args.push("--python".into());
     args.push(python.interpreter.clone().into());
     args.push("-r".into());
     args.push(lock_file.into());
-    let source = Source::current();
-    let root = staging.path().to_path_buf();
-    let watch = move || check_usage(&root, limits).map(|_| ());
+    args.push("--cache-dir".into());
+    args.push(cache.into());
     let out = run(
         uv,
         &args,
         &source,
+        private,
         limits.timeout,
         "installing the packages",
         Some(&watch),
@@ -196,6 +269,7 @@ pub(super) async fn build(
     if !out.success {
         return Err(PackagesError::Install(message(&source, &out.stderr)));
     }
+    std::fs::remove_dir_all(&fetch).map_err(io("removing", &fetch))?;
     let (size_bytes, files) = check_usage(staging.path(), limits)?;
     open_up(staging.path()).map_err(io("opening up", staging.path()))?;
     let stamp = Stamp {

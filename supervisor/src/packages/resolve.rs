@@ -1,10 +1,12 @@
 //! Resolving a tool's requirements with `uv pip compile`: for the runtime's interpreter, wheels
 //! only, constrained to what the runtime holds, every file pinned by its hash; and the one way
-//! uv is run here ([`run`]): bounded in time and output, in an empty working directory (so no
-//! project's settings are picked up), with the user's index settings.
+//! uv is run here ([`run`]): bounded in time and output, in a fresh working directory inside
+//! autotool's private `work/`, reading no configuration file, with the index the user's own
+//! settings name (see `crate::tool::runtime::build`'s `isolate`).
 
 use super::{PackagesError, Source, io};
 use crate::tool::runtime::Python;
+use crate::tool::runtime::build::Private;
 use autotool_policy::packages::{Lock, Requirement, normalize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,34 +29,48 @@ pub(super) struct Output {
 /// A check made while uv runs (the layer's size): `Err` stops it with that error.
 pub(super) type Watch<'a> = &'a (dyn Fn() -> Result<(), PackagesError> + Sync);
 
-/// Run uv with `args` in a fresh empty directory, within `timeout`; `watch` is called twice a
-/// second while it runs.
+/// Run uv with `args` in a fresh directory of `private.work`, within `timeout`; `watch` is
+/// called twice a second while it runs.
 pub(super) async fn run(
     uv: &Path,
     args: &[std::ffi::OsString],
     source: &Source,
+    private: &Private,
     timeout: Duration,
     what: &'static str,
     watch: Option<Watch<'_>>,
 ) -> Result<Output, PackagesError> {
-    let cwd =
-        tempfile::tempdir().map_err(io("making a working directory in", Path::new("/tmp")))?;
-    let mut cmd =
-        tokio::process::Command::from(crate::tool::runtime::build::uv_command(uv, cwd.path()));
-    cmd.args(args)
-        .envs(source.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
+    let cwd = private
+        .workdir()
+        .map_err(io("making a working directory in", &private.work))?;
+    let mut cmd = crate::tool::runtime::build::uv_command(uv, cwd.path(), private, source);
+    cmd.args(args);
+    run_command(cmd, timeout, what, watch).await
+}
+
+/// Run `cmd` (uv, or pip, as `crate::tool::runtime::build` makes them) within `timeout`,
+/// keeping [`OUTPUT_CAP`] of each stream; `watch` is called twice a second while it runs.
+pub(super) async fn run_command(
+    cmd: std::process::Command,
+    timeout: Duration,
+    what: &'static str,
+    watch: Option<Watch<'_>>,
+) -> Result<Output, PackagesError> {
+    let program = PathBuf::from(cmd.get_program());
+    let uv = program.as_path();
+    let mut cmd = tokio::process::Command::from(cmd);
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(io("running uv at", uv))?;
+    let mut child = cmd.spawn().map_err(io("running", uv))?;
     let out_task = tokio::spawn(read_capped(child.stdout.take()));
     let err_task = tokio::spawn(read_capped(child.stderr.take()));
     let deadline = Instant::now() + timeout;
     let status = loop {
         let tick = tokio::time::sleep(Duration::from_millis(500));
         tokio::select! {
-            status = child.wait() => break status.map_err(io("waiting for uv at", uv))?,
+            status = child.wait() => break status.map_err(io("waiting for", uv))?,
             () = tick => {
                 if Instant::now() >= deadline {
                     let _ = child.kill().await;
@@ -163,6 +179,7 @@ pub(super) async fn present(
     uv: &Path,
     python: &Python,
     source: &Source,
+    private: &Private,
     timeout: Duration,
 ) -> Result<BTreeMap<String, String>, PackagesError> {
     if let Some(found) = python
@@ -179,6 +196,7 @@ pub(super) async fn present(
         uv,
         &args,
         source,
+        private,
         timeout,
         "listing the runtime's packages",
         None,
@@ -206,9 +224,12 @@ pub(super) async fn compile(
     requirements: &[Requirement],
     present: &BTreeMap<String, String>,
     source: &Source,
+    private: &Private,
     timeout: Duration,
 ) -> Result<Lock, PackagesError> {
-    let work = tempfile::tempdir().map_err(io("making a directory in", Path::new("/tmp")))?;
+    let work = private
+        .workdir()
+        .map_err(io("making a directory in", &private.work))?;
     let input: PathBuf = work.path().join("requirements.in");
     let constraints: PathBuf = work.path().join("constraints.txt");
     let text: String = requirements.iter().map(|r| format!("{r}\n")).collect();
@@ -229,7 +250,16 @@ pub(super) async fn compile(
     args.push(constraints.into());
     args.push("--python".into());
     args.push(python.interpreter.clone().into());
-    let out = run(uv, &args, source, timeout, "resolving the packages", None).await?;
+    let out = run(
+        uv,
+        &args,
+        source,
+        private,
+        timeout,
+        "resolving the packages",
+        None,
+    )
+    .await?;
     if !out.success {
         let said = message(source, &out.stderr);
         return Err(PackagesError::Resolve(format!(
@@ -285,6 +315,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_run_over_its_time_is_stopped_and_one_that_fails_its_watch_too() {
+        let home = tempfile::tempdir().unwrap();
+        let private = Private::in_home(home.path()).unwrap();
         let sleep = Path::new("/bin/sleep");
         let args: Vec<std::ffi::OsString> = vec!["30".into()];
         let t0 = Instant::now();
@@ -292,6 +324,7 @@ mod tests {
             sleep,
             &args,
             &Source::default(),
+            &private,
             Duration::from_secs(1),
             "sleeping",
             None,
@@ -315,6 +348,7 @@ mod tests {
             sleep,
             &args,
             &Source::default(),
+            &private,
             Duration::from_secs(20),
             "sleeping",
             Some(&watch),
@@ -329,6 +363,7 @@ mod tests {
             Path::new("/bin/echo"),
             &["done".into()],
             &Source::default(),
+            &private,
             Duration::from_secs(5),
             "echo",
             None,

@@ -296,8 +296,17 @@ pub fn open_runtime(venv: &Path) -> Result<Python, RuntimeError> {
     if !interpreter.exists() {
         return Err(fail(format!("{} does not exist", interpreter.display())));
     }
+    // Both run outside the sandbox (the interpreter is asked its version, ruff lints): neither
+    // may be a file another user could change.
+    crate::home::check_owned(&interpreter)
+        .map_err(|e| fail(format!("autotool will not run {e}")))?;
     let python = resolve(Some(&interpreter)).map_err(|e| fail(e.to_string()))?;
     let ruff = ruff(&python);
+    if ruff.is_file()
+        && let Err(e) = crate::home::check_owned(&ruff)
+    {
+        return Err(fail(format!("autotool will not run {e}")));
+    }
     if !ruff.is_file() {
         return Err(fail(format!(
             "{} does not exist (the verifier lints tools with it)",

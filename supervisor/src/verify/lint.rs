@@ -1,6 +1,8 @@
 //! The lint stage: the runtime's `ruff`, on the code read from stdin, for the mistakes that
 //! stop a tool from running or break it when called: syntax errors (for the runtime's Python
-//! version) and undefined names. Ruff only reads the code; nothing of it runs.
+//! version) and undefined names. Ruff only reads the code; nothing of it runs. Ruff itself runs
+//! outside the sandbox, so it is run only when it (and every directory above it) belongs to
+//! the user or root and nobody else may write it (`crate::home::check_owned`).
 
 use super::{Stage, VerifyFailure, cap_head};
 use std::path::Path;
@@ -30,6 +32,18 @@ pub async fn lint(
         message,
         log,
     };
+    // Ruff runs outside the sandbox, as the user: only a ruff nobody else can change (nor any
+    // directory above it) is run, so a runtime under a directory others may write cannot be
+    // handed a program of theirs.
+    if let Err(e) = crate::home::check_owned(ruff) {
+        return Err(fail(
+            format!(
+                "autotool will not run ruff at {}: {e}; this is a problem with autotool's Python runtime, not with the tool: rebuild it where only you can write (`autotool runtime rebuild`, with a home only you can change) and see `autotool doctor`",
+                ruff.display()
+            ),
+            String::new(),
+        ));
+    }
     let mut cmd = tokio::process::Command::new(ruff);
     cmd.args(["check", "--no-cache", "--isolated", "--select", LINT_RULES])
         .args(["--output-format", "concise", "--stdin-filename", SHOWN_AS]);

@@ -14,6 +14,8 @@
 //! - `binary`: a key's bytes inside images, audio clips and blobs, in both eras, withheld;
 //! - `metadata`: a key computed into a tool's titles, descriptions and schemas at import is in
 //!   no file of the home and no `tools` output;
+//! - `installs`: configuration, caches, a home and a ruff other local users plant are never
+//!   used by what autotool installs with (uv, pip, ruff);
 //! - `keys`: a key, its allowlist and redaction end to end; no key without consent;
 //! - `consent`: consent per tool × key in both eras, re-asking, `tools approve/revoke`;
 //! - `library`: `search_tools` ranking by health, the list limit, pinning (a file changed on
@@ -35,6 +37,7 @@ mod binary;
 mod consent;
 mod create;
 mod demo;
+mod installs;
 mod keys;
 mod library;
 mod lifecycle;

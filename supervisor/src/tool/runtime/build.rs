@@ -10,7 +10,10 @@
 //! - uv: `$AUTOTOOL_UV`, else autotool's own copy of the pinned [`UV_REQUIREMENT`], kept in
 //!   `${XDG_CACHE_HOME:-~/.cache}/autotool/uv-<version>` and fetched the first time by running
 //!   pip (the wheel the Python ships for `ensurepip`, or its `pip` module) with `--target`: no
-//!   virtual environment is needed for it. uv's own package cache is its default one.
+//!   virtual environment is needed for it. uv and pip read nothing but what autotool decides
+//!   (see `isolate`): no configuration file, no build from source, their caches in `cache/`
+//!   and their working directories in `work/` beside `dir` (0700, checked), the index the
+//!   user's own settings name.
 //! - `uv venv` and `uv pip install --compile-bytecode --link-mode copy` (or `python -m venv`
 //!   and `pip install`) run in a temporary directory beside `dir`, each bounded in time, their
 //!   output passed on as [`Event::Detail`]s, and stopped (the directory removed) on [`Cancel`].
@@ -20,11 +23,13 @@
 //!   supervisor); then the directory is renamed to `dir`. A runtime already at `dir` is moved
 //!   aside first and removed afterwards.
 
+mod isolate;
 mod steps;
 
-pub(crate) use steps::uv_command;
+pub(crate) use isolate::{Private, pip_command, pip_install, uv_command};
 
 use super::{Event, Progress, Python, RuntimeError, resolve};
+use crate::index::Source;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -91,12 +96,21 @@ fn create_error(dir: &Path, step: &'static str, e: &dyn std::fmt::Display) -> Ru
 /// autotool's uv for work beside the runtime (installing tools' packages): `$AUTOTOOL_UV`, else
 /// its own pinned copy, fetched the first time with `python`'s pip. `parent` is where the copy
 /// goes when the user has no cache directory.
-pub(crate) fn uv(python: &Path, parent: &Path) -> Result<PathBuf, String> {
+pub(crate) fn uv(python: &Path, parent: &Path, private: &Private) -> Result<PathBuf, String> {
     let mut said: Vec<u8> = Vec::new();
-    match get_uv(python, parent, &mut said, &Cancel::default()) {
+    match get_uv(python, parent, private, &mut said, &Cancel::default()) {
         Ok(uv) => Ok(uv),
         Err(GetUv::Failed(why)) => Err(why),
         Err(GetUv::Cancelled) => Err("stopped".into()),
+    }
+}
+
+/// How to run pip with `python` (a runtime's interpreter): from the pip wheel its Python ships
+/// for `ensurepip` (or Debian's `/usr/share/python-wheels`), else its own `pip` module.
+pub(crate) fn pip_for(python: &Path) -> Vec<std::ffi::OsString> {
+    match pip_wheel(python) {
+        Some(w) => vec![format!("{w}/pip").into()],
+        None => vec!["-m".into(), "pip".into()],
     }
 }
 
@@ -294,11 +308,16 @@ impl Builder<'_> {
             )));
         }
 
+        // uv and pip read nothing but what is decided here (see `isolate`): their cache and
+        // working directories are these, the index is the user's own.
+        let private = Private::in_home(self.parent)
+            .map_err(|e| create_error(dir, "preparing its private directories", &e))?;
+        let source = Source::current();
         let uv = if self.requirements.is_empty() {
             None
         } else {
             next(progress, format!("getting uv {UV_VERSION}"));
-            match get_uv(&real, self.parent, progress, self.cancel) {
+            match get_uv(&real, self.parent, &private, progress, self.cancel) {
                 Ok(uv) => Some(uv),
                 Err(GetUv::Cancelled) => {
                     return Err(RuntimeError::Cancelled {
@@ -330,7 +349,7 @@ impl Builder<'_> {
         next(progress, "creating the environment".into());
         match &uv {
             Some(uv) => {
-                let mut venv = uv_command(uv, self.parent);
+                let mut venv = uv_command(uv, &private.work, &private, &source);
                 venv.args(["venv", "--quiet", "--no-project", "--python"])
                     .arg(&real)
                     .args(["--prompt", "autotool-runtime"])
@@ -339,6 +358,9 @@ impl Builder<'_> {
             }
             None => {
                 let mut venv = Command::new(&real);
+                venv.env_clear()
+                    .env("PATH", "/usr/bin:/bin")
+                    .current_dir(&private.work);
                 // The prompt would otherwise be the build directory's name.
                 venv.args(["-I", "-m", "venv", "--prompt", "autotool-runtime"]);
                 if self.requirements.is_empty() {
@@ -358,8 +380,8 @@ impl Builder<'_> {
             match &uv {
                 Some(uv) => {
                     let install = |offline: bool| {
-                        let mut c = uv_command(uv, self.parent);
-                        c.args(["pip", "install", "--no-progress", "--python"])
+                        let mut c = uv_command(uv, &private.work, &private, &source);
+                        c.args(["pip", "install", "--no-progress", "--no-build", "--python"])
                             .arg(staging.join("bin/python3"))
                             // Bytecode now: the sandbox's mounts are read-only, so a tool could
                             // never write it, and would compile the SDK at every start.
@@ -402,9 +424,13 @@ impl Builder<'_> {
                     }
                 }
                 None => {
-                    let mut c = Command::new(staging.join("bin/python3"));
-                    c.args(pip_install_args()).args(self.requirements);
-                    scrub_pip_env(&mut c);
+                    let mut c = pip_install(
+                        &staging.join("bin/python3"),
+                        &["-m".into(), "pip".into()],
+                        &private,
+                        &source,
+                    );
+                    c.args(self.requirements);
                     self.run(c, "running `pip install`", INSTALL_BOUND, progress)
                         .map_err(|e| with_index_hint(e, &installer))?;
                 }
@@ -505,9 +531,11 @@ fn with_index_hint(e: RuntimeError, installer: &Installer) -> RuntimeError {
         RuntimeError::Create { dir, step, why } => {
             let hint = match installer {
                 Installer::Uv(_) => {
-                    "uv needs to reach PyPI, or the index in UV_DEFAULT_INDEX (or PIP_INDEX_URL)"
+                    "uv needs to reach PyPI, or the index the user's settings name (UV_DEFAULT_INDEX, PIP_INDEX_URL, their own uv.toml or pip.conf)"
                 }
-                _ => "pip needs to reach PyPI, or the index in PIP_INDEX_URL",
+                _ => {
+                    "pip needs to reach PyPI, or the index the user's settings name (PIP_INDEX_URL, their own pip.conf)"
+                }
             };
             RuntimeError::Create {
                 dir,

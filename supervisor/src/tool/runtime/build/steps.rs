@@ -1,62 +1,8 @@
 //! Getting uv (autotool's own pinned copy, fetched with pip the first time, or
-//! `$AUTOTOOL_UV`), the commands uv and pip are run with (their environment scrubbed of what
-//! would send packages elsewhere), and running one bounded, cancellable step of a build with its
-//! output passed on as progress.
+//! `$AUTOTOOL_UV`; either must be a file only this user or root can change), and running one
+//! bounded, cancellable step of a build with its output passed on as progress.
 
 use super::*;
-
-/// uv with the environment it must not take from the caller's.
-pub(crate) fn uv_command(uv: &Path, cwd: &Path) -> Command {
-    let mut c = Command::new(uv);
-    // Never a project's settings from wherever autotool was started, never a managed Python
-    // download (the runtime is built on the machine's Python, which the sandbox mounts), and
-    // no other environment's variables.
-    c.current_dir(cwd)
-        .env("UV_PYTHON_DOWNLOADS", "never")
-        .env("UV_NO_PROGRESS", "1")
-        .env_remove("VIRTUAL_ENV")
-        .env_remove("UV_PYTHON")
-        .env_remove("PYTHONHOME")
-        .env_remove("PYTHONPATH")
-        .env_remove("UV_SYSTEM_PYTHON")
-        .env_remove("UV_PROJECT_ENVIRONMENT");
-    // The machine's own certificate store, as pip uses it: a network behind a TLS-inspecting
-    // proxy has its root there, not in uv's built-in list.
-    if std::env::var_os("UV_SYSTEM_CERTS").is_none() && std::env::var_os("UV_NATIVE_TLS").is_none()
-    {
-        c.env("UV_SYSTEM_CERTS", "1");
-    }
-    // An index set for pip is the one to use when uv has none of its own.
-    if std::env::var_os("UV_INDEX_URL").is_none()
-        && std::env::var_os("UV_DEFAULT_INDEX").is_none()
-        && let Some(index) = std::env::var_os("PIP_INDEX_URL").filter(|v| !v.is_empty())
-    {
-        c.env("UV_DEFAULT_INDEX", index);
-    }
-    c
-}
-
-pub(super) fn pip_install_args() -> [&'static str; 8] {
-    [
-        "-I",
-        "-m",
-        "pip",
-        "install",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--progress-bar",
-        "off",
-    ]
-}
-
-/// These would send the packages somewhere else than asked, or make pip refuse.
-pub(super) fn scrub_pip_env(c: &mut Command) {
-    c.env_remove("PIP_USER")
-        .env_remove("PIP_TARGET")
-        .env_remove("PIP_PREFIX")
-        .env_remove("PIP_REQUIRE_VIRTUALENV")
-        .env("PIP_ROOT_USER_ACTION", "ignore");
-}
 
 /// Events kept back, to be passed on or dropped once it is known which.
 pub(super) struct Holding<'a>(pub(super) &'a mut Vec<Event>);
@@ -73,8 +19,10 @@ pub(super) enum GetUv {
 }
 
 /// Where autotool keeps its own uv: a cache, shared by every autotool home of the user.
+/// The user cache directory is used only when it is private ([`crate::home::private_dir`]);
+/// else the copy goes into `parent` (the autotool home, whose place was checked).
 pub(super) fn uv_home(parent: &Path) -> PathBuf {
-    match crate::home::user_cache_dir() {
+    match crate::home::user_cache_dir().filter(|c| crate::home::private_dir(c).is_ok()) {
         Some(c) => c.join(format!("uv-{UV_VERSION}")),
         None => parent.join(format!(".uv-{UV_VERSION}")),
     }
@@ -107,15 +55,30 @@ except Exception:\n    pass\n\
 found += sorted(glob.glob('/usr/share/python-wheels/pip-*.whl'))\n\
 print(found[-1] if found else '')\n";
 
+/// The pip wheel `python` ships for `ensurepip` (or Debian's), found by [`FIND_PIP_WHEEL`].
+pub(super) fn pip_wheel(python: &Path) -> Option<String> {
+    Command::new(python)
+        .env_clear()
+        .args(["-I", "-c", FIND_PIP_WHEEL])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|w| !w.is_empty())
+}
+
 /// autotool's uv: `$AUTOTOOL_UV`, else its own pinned copy, fetched with pip the first time.
 pub(super) fn get_uv(
     python: &Path,
     parent: &Path,
+    private: &Private,
     progress: &mut dyn Progress,
     cancel: &Cancel,
 ) -> Result<PathBuf, GetUv> {
     if let Some(given) = std::env::var_os("AUTOTOOL_UV").filter(|v| !v.is_empty()) {
         let given = PathBuf::from(given);
+        crate::home::check_owned(&given)
+            .map_err(|e| GetUv::Failed(format!("AUTOTOOL_UV: autotool will not run {e}")))?;
         uv_works(&given, None).map_err(|why| GetUv::Failed(format!("AUTOTOOL_UV: {why}")))?;
         progress.event(Event::Detail(format!(
             "uv from AUTOTOOL_UV: {}",
@@ -125,7 +88,10 @@ pub(super) fn get_uv(
     }
     let home = uv_home(parent);
     let bin = home.join("bin/uv");
-    if bin.is_file() && uv_works(&bin, Some(UV_VERSION)).is_ok() {
+    if bin.is_file()
+        && crate::home::check_owned(&bin).is_ok()
+        && uv_works(&bin, Some(UV_VERSION)).is_ok()
+    {
         progress.event(Event::Detail(format!(
             "uv {UV_VERSION} at {}",
             bin.display()
@@ -139,41 +105,28 @@ pub(super) fn get_uv(
         .prefix(&format!(".uv-{UV_VERSION}-"))
         .tempdir_in(&holder)
         .map_err(|e| GetUv::Failed(format!("cannot write in {}: {e}", holder.display())))?;
-    let wheel = Command::new(python)
-        .args(["-I", "-c", FIND_PIP_WHEEL])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|w| !w.is_empty());
-    let mut pip = Command::new(python);
-    match &wheel {
+    let source = Source::current();
+    let wheel = pip_wheel(python);
+    let from: Vec<std::ffi::OsString> = match &wheel {
         Some(w) => {
             progress.event(Event::Detail(format!(
-                "fetching {UV_REQUIREMENT} from PyPI with pip from {w}"
+                "fetching {UV_REQUIREMENT} from {} with pip from {w}",
+                source.describe()
             )));
-            pip.arg("-I").arg(format!("{w}/pip"));
+            vec![format!("{w}/pip").into()]
         }
         None => {
             progress.event(Event::Detail(format!(
-                "fetching {UV_REQUIREMENT} from PyPI with `python -m pip`"
+                "fetching {UV_REQUIREMENT} from {} with `python -m pip`",
+                source.describe()
             )));
-            pip.args(["-I", "-m", "pip"]);
+            vec!["-m".into(), "pip".into()]
         }
-    }
-    pip.args([
-        "install",
-        "--disable-pip-version-check",
-        "--no-input",
-        "--progress-bar",
-        "off",
-        "--no-deps",
-        "--no-warn-script-location",
-        "--target",
-    ])
-    .arg(tmp.path())
-    .arg(UV_REQUIREMENT);
-    scrub_pip_env(&mut pip);
+    };
+    let mut pip = pip_install(python, &from, private, &source);
+    pip.args(["--no-deps", "--no-warn-script-location", "--target"])
+        .arg(tmp.path())
+        .arg(UV_REQUIREMENT);
     match run_step(pip, UV_FETCH_BOUND, progress, cancel) {
         Ok(()) => {}
         Err(StepError::Cancelled) => return Err(GetUv::Cancelled),

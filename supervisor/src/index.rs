@@ -1,12 +1,24 @@
-//! Where a tool's packages come from: the index the user's own configuration names, never one a
-//! tool names (a requirement may not carry a URL; see `autotool_policy::packages`).
+//! Where a tool's packages (and the runtime's) come from: the index the user's own configuration
+//! names, never one a tool names (a requirement may not carry a URL; see
+//! `autotool_policy::packages`), never one another local user planted.
 //!
-//! uv reads its own settings (`UV_DEFAULT_INDEX`, `UV_INDEX_URL`, `UV_INDEX`,
-//! `UV_EXTRA_INDEX_URL`, the user's and the system's `uv.toml`) as it always does. What pip is
-//! configured with is passed on to uv when uv has nothing of its own: `PIP_INDEX_URL` and
-//! `PIP_EXTRA_INDEX_URL`, else `index-url` and `extra-index-url` of the pip configuration files
-//! (`/etc/pip.conf`, `~/.config/pip/pip.conf`, `~/.pip/pip.conf`, `$PIP_CONFIG_FILE`, the later
-//! winning; `[install]` over `[global]`), so a company index set up for pip works unchanged.
+//! uv and pip read no settings of their own accord (see `crate::tool::runtime::build`'s
+//! `isolate`): autotool reads the user's index settings here and passes the index to them
+//! explicitly, so the index the consent question names is the one used. In order, the first
+//! that names an index wins:
+//! - uv's variables: `UV_DEFAULT_INDEX`, `UV_INDEX_URL`, `UV_INDEX`, `UV_EXTRA_INDEX_URL`;
+//! - uv's files: `$UV_CONFIG_FILE`, the user's `uv.toml`, then the system's (`XDG_CONFIG_DIRS`,
+//!   `/etc/uv/uv.toml`): `index-url`, `extra-index-url`, `[[index]]`;
+//! - pip's: `PIP_INDEX_URL` and `PIP_EXTRA_INDEX_URL`, else `index-url` and `extra-index-url`
+//!   of the pip configuration files (`/etc/pip.conf`, `XDG_CONFIG_DIRS`, `~/.pip/pip.conf`,
+//!   `~/.config/pip/pip.conf`, `$PIP_CONFIG_FILE`, the later winning; `[install]` over
+//!   `[global]`), so a company index set up for pip works unchanged.
+//!
+//! A file is read only when nobody but the user or root can change it or any directory above
+//! it ([`crate::home::check_owned`]): a `uv.toml` another local user planted in a world-writable
+//! `XDG_CONFIG_DIRS` entry, or one that is group- or world-writable, is skipped with a warning.
+//! Nothing else of those files (caches, `find-links`, build settings, other indexes' options)
+//! is used.
 //!
 //! [`Source::describe`] names the index for the consent question and `tools show`, with any
 //! user name and password taken out of the URL; [`Source::scrub`] takes them out of a resolver's
@@ -21,8 +33,25 @@ pub struct Source {
     pub default: Option<String>,
     /// Further indexes.
     pub extra: Vec<String>,
-    /// Variables to set on uv: what pip's configuration names, when uv has nothing of its own.
-    pub env: Vec<(String, String)>,
+}
+
+/// `path`'s text, when it exists and only the user or root can change it (and what is above
+/// it); a file someone else could have written is skipped, with a warning.
+fn read_trusted(path: &std::path::Path) -> Option<String> {
+    if !path.is_file() {
+        return None;
+    }
+    match crate::home::check_owned(path) {
+        Ok(()) => std::fs::read_to_string(path).ok(),
+        Err(e) => {
+            tracing::warn!(
+                "not reading the package index settings in {}: {e}; another user could have \
+                 written it",
+                path.display()
+            );
+            None
+        }
+    }
 }
 
 /// Environment variables through which uv is given an index of its own.
@@ -114,7 +143,7 @@ fn pip_conf_indexes() -> (Option<String>, Vec<String>) {
     }
     let (mut default, mut extra) = (None, Vec::new());
     for file in files {
-        let Ok(text) = std::fs::read_to_string(&file) else {
+        let Some(text) = read_trusted(&file) else {
             continue;
         };
         let (d, e) = pip_conf_file(&text);
@@ -187,7 +216,8 @@ pub(crate) fn pip_conf_file(text: &str) -> (Option<String>, Vec<String>) {
 }
 
 impl Source {
-    /// The settings in effect now, read from this process's environment and the user's files.
+    /// The settings in effect now, read from this process's environment and the files only the
+    /// user (or root) can change.
     pub fn current() -> Source {
         let mut source = Source::default();
         let uv_env = UV_INDEX_VARS.iter().any(|v| var(v).is_some());
@@ -209,7 +239,7 @@ impl Source {
             return source;
         }
         for file in uv_config_files() {
-            let Ok(text) = std::fs::read_to_string(&file) else {
+            let Some(text) = read_trusted(&file) else {
                 continue;
             };
             let (default, extra) = uv_toml_indexes(&text);
@@ -225,12 +255,6 @@ impl Source {
         }
         if let Some(v) = var("PIP_EXTRA_INDEX_URL") {
             extra = urls(&v);
-        }
-        if let Some(d) = &default {
-            source.env.push(("UV_DEFAULT_INDEX".into(), d.clone()));
-        }
-        if !extra.is_empty() {
-            source.env.push(("UV_INDEX".into(), extra.join(" ")));
         }
         source.default = default;
         source.extra = extra;
