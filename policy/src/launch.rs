@@ -297,6 +297,10 @@ pub enum Mount {
     /// A fresh procfs of the tool's PID namespace, read-only (nothing under it, `/proc/sys`
     /// included, can be written).
     Proc { target: PathBuf },
+    /// A fresh procfs, writable: only a template's root (a procfs mounted read-only is
+    /// read-only in every later view, and the template's children write their user namespaces'
+    /// id maps through it; each child mounts its own read-only `/proc`).
+    WritableProc { target: PathBuf },
     /// Hide the file at `target` behind an empty, read-only view of the host's `/dev/null`
     /// (reads find nothing), when the kernel has that file.
     MaskFile { target: PathBuf },

@@ -308,7 +308,7 @@ fn minimal_plan_has_no_egress_no_ports_and_custom_argv() {
         .map(|m| match m {
             Mount::Bind { .. } => "bind",
             Mount::Tmpfs { .. } => "tmpfs",
-            Mount::Proc { .. } => "proc",
+            Mount::Proc { .. } | Mount::WritableProc { .. } => "proc",
             Mount::MaskFile { .. } => "mask file",
             Mount::MaskDir { .. } => "mask dir",
             Mount::Dev { .. } => "dev",
