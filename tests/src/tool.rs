@@ -72,6 +72,18 @@ pub struct ToolBuilder {
     wrapper: Vec<OsString>,
     raw_policy: Option<Vec<u8>>,
     terminal_stderr: bool,
+    fork: Fork,
+}
+
+/// Whether a confined tool is forked from the template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fork {
+    /// Started by the launcher.
+    No,
+    /// Forked when the template can serve it (`AUTOTOOL_TEST_FORK`).
+    IfPossible,
+    /// Forked, or not started at all ([`ToolBuilder::forked`]).
+    Always,
 }
 
 impl ToolBuilder {
@@ -107,6 +119,11 @@ impl ToolBuilder {
             wrapper: Vec::new(),
             raw_policy: None,
             terminal_stderr: false,
+            fork: if template::enabled() {
+                Fork::IfPossible
+            } else {
+                Fork::No
+            },
         })
     }
 
@@ -178,6 +195,24 @@ impl ToolBuilder {
         self
     }
 
+    /// Fork the confined tool from the shared template (see [`template`]) whatever
+    /// `AUTOTOOL_TEST_FORK` says; it fails to start when the template cannot serve it.
+    pub fn forked(mut self) -> Result<Self> {
+        let root = template::tools_root()?;
+        if !self.tool_dir.path().starts_with(root) {
+            let dir = template::tool_dir()?;
+            for entry in std::fs::read_dir(self.tool_dir.path())? {
+                let entry = entry?;
+                std::fs::copy(entry.path(), dir.path().join(entry.file_name()))
+                    .context("copying the tool into the template's tools directory")?;
+            }
+            self.policy.tool_dir = dir.path().to_path_buf();
+            self.tool_dir = dir;
+        }
+        self.fork = Fork::Always;
+        Ok(self)
+    }
+
     /// Start the process and complete the MCP handshake.
     pub fn start(self, mode: Mode) -> Result<ToolProcess> {
         let mut tool = self.spawn(mode)?;
@@ -196,17 +231,19 @@ impl ToolBuilder {
             wrapper,
             raw_policy,
             terminal_stderr,
+            fork: fork_mode,
         } = self;
         let mut control_dirs = None;
         let mut report = None;
         // Tests of the launcher's own command line always start it.
         let launcher_only = !wrapper.is_empty() || raw_policy.is_some() || !inherited.is_empty();
-        if mode == Mode::Confined
-            && template::enabled()
-            && !launcher_only
-            && template::forkable(&policy)?
-        {
-            return fork(tool_dir, policy, terminal_stderr);
+        if mode == Mode::Confined && fork_mode != Fork::No && !launcher_only {
+            if template::forkable(&policy)? {
+                return fork(tool_dir, policy, terminal_stderr);
+            }
+            if fork_mode == Fork::Always {
+                bail!("the template cannot serve this tool's policy");
+            }
         }
         let program: Vec<OsString> = match mode {
             Mode::Confined => {
