@@ -97,9 +97,13 @@ fn template_policy() -> Result<LaunchPolicy> {
 /// Start a template of its own (for the tests about templates), from a thread that outlives
 /// the test, and wait until it is ready.
 pub fn start_template() -> Result<Template> {
-    let launcher = locate::launcher()?;
-    let policy = template_policy()?;
-    let root = tools_root()?.to_path_buf();
+    start_template_at(&locate::launcher()?, &template_policy()?, tools_root()?)
+}
+
+/// Start a template with `launcher` and `policy`, sharing `root` (where its tools' directories
+/// are), from a thread that outlives the caller's, and wait until it is ready.
+pub fn start_template_at(launcher: &Path, policy: &LaunchPolicy, root: &Path) -> Result<Template> {
+    let (launcher, policy, root) = (launcher.to_path_buf(), policy.clone(), root.to_path_buf());
     let (ours, theirs) = rustix::net::socketpair(
         AddressFamily::UNIX,
         SocketType::SEQPACKET,
@@ -312,18 +316,23 @@ impl Forked {
         let _ = rustix::process::pidfd_send_signal(&self.pidfd, rustix::process::Signal::KILL);
     }
 
-    /// Wait for the exit status, at most [`TIMEOUT`].
+    /// Wait for the exit status, at most [`TIMEOUT`] (a blocking read: no polling).
     pub fn wait(&mut self) -> Result<ExitStatus> {
-        let deadline = std::time::Instant::now() + TIMEOUT;
-        loop {
-            if let Some(s) = self.try_wait()? {
-                return Ok(s);
-            }
-            if std::time::Instant::now() > deadline {
-                bail!("no exit status from the template within {TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        if let Some(s) = self.exit {
+            return Ok(s);
         }
+        self.status.set_nonblocking(false)?;
+        set_timeout(self.status.as_fd(), Some(TIMEOUT))?;
+        let mut buf = [0u8; 16];
+        let n = rustix::io::read(&self.status, &mut buf)
+            .context("no exit status from the template in time")?;
+        if n != 5 || buf[0] != b'X' {
+            bail!("the template sent {:?} instead of an exit status", &buf[..n]);
+        }
+        let raw = i32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]);
+        let status = ExitStatus::from_raw(raw);
+        self.exit = Some(status);
+        Ok(status)
     }
 }
 
