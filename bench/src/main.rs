@@ -47,7 +47,11 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "a,b,c")]
     scenarios: Vec<Scenario>,
     /// Variants to compare; bare is the baseline and always runs.
-    #[arg(long, value_delimiter = ',', default_value = "bare,launcher,bwrap,fork")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bare,launcher,bwrap,fork"
+    )]
     variants: Vec<Variant>,
     /// Warm SDK tools per variant kept running at once for the memory figures (scenario c).
     #[arg(long, default_value_t = 3)]

@@ -186,13 +186,18 @@ pub(crate) fn sandbox(plan: &Plan, flavor: Flavor<'_>) -> Result<Role, LaunchErr
         source,
     })? {
         Forked::Child => {
-            let role = init::run(sys, plan, &sources, &mut life, entered.mode, |sys| {
-                match flavor {
+            let role = init::run(
+                sys,
+                plan,
+                &sources,
+                &mut life,
+                entered.mode,
+                |sys| match flavor {
                     Flavor::Exec => Err(confine_and_exec(sys, plan, entered.mode, shared_tasks)),
                     Flavor::Template(t) => Err(t.harden_and_exec(sys, plan, entered)),
                     Flavor::Fork => confine(sys, plan, entered.mode, shared_tasks),
-                }
-            });
+                },
+            );
             match role {
                 init::Role::Init(code) => process::exit_now(code),
                 init::Role::Tool => {

@@ -125,10 +125,7 @@ fn default_native() -> Result<PathBuf, LaunchError> {
         what: "finding the launcher's own path",
         source,
     })?;
-    Ok(exe
-        .parent()
-        .unwrap_or(Path::new("/"))
-        .join(NATIVE_LIBRARY))
+    Ok(exe.parent().unwrap_or(Path::new("/")).join(NATIVE_LIBRARY))
 }
 
 /// The template's plan: a tool's, turned into a template's (see the module docs).
@@ -210,12 +207,7 @@ pub fn run(policy: &LaunchPolicy, options: Options) -> Result<u8, LaunchError> {
             source,
         })?
         .into();
-    let plan = plan(
-        policy,
-        &options.shares,
-        control_fd,
-        native.as_raw_fd(),
-    )?;
+    let plan = plan(policy, &options.shares, control_fd, native.as_raw_fd())?;
     let template = Template { native };
     let role = crate::sandbox(&plan, Flavor::Template(&template))?;
     drop(template.native);

@@ -459,8 +459,14 @@ impl LaunchPolicy {
                 self.interpreter_args == template.interpreter_args,
             ),
             ("runtime", self.runtime == template.runtime),
-            ("runtime directories", self.runtime_dirs == template.runtime_dirs),
-            ("system directories", self.system_dirs == template.system_dirs),
+            (
+                "runtime directories",
+                self.runtime_dirs == template.runtime_dirs,
+            ),
+            (
+                "system directories",
+                self.system_dirs == template.system_dirs,
+            ),
             ("/etc files", self.etc_files == template.etc_files),
         ];
         if let Some((what, _)) = same.iter().find(|(_, same)| !same) {

@@ -327,7 +327,10 @@ impl Forked {
         let n = rustix::io::read(&self.status, &mut buf)
             .context("no exit status from the template in time")?;
         if n != 5 || buf[0] != b'X' {
-            bail!("the template sent {:?} instead of an exit status", &buf[..n]);
+            bail!(
+                "the template sent {:?} instead of an exit status",
+                &buf[..n]
+            );
         }
         let raw = i32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]);
         let status = ExitStatus::from_raw(raw);

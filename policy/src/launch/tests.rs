@@ -1266,18 +1266,34 @@ fn bootstrap_quotes_any_path_as_one_string_literal() {
 
 #[test]
 fn a_tool_forks_from_a_template_only_on_the_same_runtime_and_below_a_shared_directory() {
-    let template = LaunchPolicy::new("/srv/tools", "template", "/venv/bin/python3", vec![p("/venv")]);
+    let template = LaunchPolicy::new(
+        "/srv/tools",
+        "template",
+        "/venv/bin/python3",
+        vec![p("/venv")],
+    );
     let shares = [p("/srv/tools"), p("/srv/layers")];
     let tool = |dir: &str| LaunchPolicy::new(dir, "tool.py", "/venv/bin/python3", vec![p("/venv")]);
-    assert_eq!(tool("/srv/tools/a/1").fork_mismatch(&template, &shares), None);
+    assert_eq!(
+        tool("/srv/tools/a/1").fork_mismatch(&template, &shares),
+        None
+    );
     let mut layered = tool("/srv/tools/a/1");
     layered.packages = Some(p("/srv/layers/abc"));
     assert_eq!(layered.fork_mismatch(&template, &shares), None);
     layered.packages = Some(p("/elsewhere/abc"));
     assert!(layered.fork_mismatch(&template, &shares).is_some());
     // The shared directory itself is not a tool's directory; a directory outside is not seen.
-    assert!(tool("/srv/tools").fork_mismatch(&template, &shares).is_some());
-    assert!(tool("/home/u/t").fork_mismatch(&template, &shares).is_some());
+    assert!(
+        tool("/srv/tools")
+            .fork_mismatch(&template, &shares)
+            .is_some()
+    );
+    assert!(
+        tool("/home/u/t")
+            .fork_mismatch(&template, &shares)
+            .is_some()
+    );
     let mut other_runtime = tool("/srv/tools/a/1");
     other_runtime.runtime_dirs.push(p("/opt/extra"));
     let why = other_runtime.fork_mismatch(&template, &shares);

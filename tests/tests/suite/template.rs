@@ -51,8 +51,16 @@ fn a_forked_tool_runs_in_its_own_namespaces_below_the_template() {
     for ns in ["net", "mnt", "pid", "ipc", "uts", "user", "cgroup"] {
         let link = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
         let own = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
-        assert_ne!(link(pa), link(pb), "two forked tools share their {ns} namespace");
-        assert_ne!(link(pa), own, "a forked tool shares the host's {ns} namespace");
+        assert_ne!(
+            link(pa),
+            link(pb),
+            "two forked tools share their {ns} namespace"
+        );
+        assert_ne!(
+            link(pa),
+            own,
+            "a forked tool shares the host's {ns} namespace"
+        );
     }
 }
 
