@@ -267,14 +267,17 @@ impl Template {
     }
 }
 
-/// The host pid a pidfd refers to, from its `fdinfo`.
+/// The host pid a pidfd refers to, from its `fdinfo`; 0 when the process is already gone (the
+/// kernel then shows -1).
 fn host_pid(pidfd: &OwnedFd) -> Result<u32> {
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))
         .context("reading the pidfd's fdinfo")?;
-    info.lines()
+    let pid: i64 = info
+        .lines()
         .find_map(|l| l.strip_prefix("Pid:"))
         .and_then(|p| p.trim().parse().ok())
-        .context("no pid in the pidfd's fdinfo")
+        .context("no pid in the pidfd's fdinfo")?;
+    Ok(u32::try_from(pid).unwrap_or(0))
 }
 
 /// A tool forked from a template: its outer waiter, watched through the status socket.
@@ -287,7 +290,8 @@ pub struct Forked {
 }
 
 impl Forked {
-    /// The host pid of the forked child (the tool's outer waiter).
+    /// The host pid of the forked child (the tool's outer waiter); 0 when it had already exited
+    /// by the time the template answered.
     pub fn id(&self) -> u32 {
         self.host_pid
     }
