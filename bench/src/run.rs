@@ -80,9 +80,25 @@ fn with_stderr(error: anyhow::Error, stderr: &str) -> anyhow::Error {
 fn await_initialize(child: &mut Child, timeout: Duration) -> Result<()> {
     let mut stdin = child.stdin.take().context("child stdin")?;
     let stdout = child.stdout.take().context("child stdout")?;
+    let rx = read_initialize_answer(stdout);
+    writeln!(stdin, "{INITIALIZE}").context("write the initialize request")?;
+    stdin.flush().context("flush the initialize request")?;
+    let answer = rx.recv_timeout(timeout);
+    child.stdin = Some(stdin);
+    match answer {
+        Ok(result) => result,
+        Err(_) => {
+            let _ = child.kill();
+            bail!("no initialize answer within {timeout:?}")
+        }
+    }
+}
+
+/// Read `stdout` on a thread until the answer to `initialize` (id 1) or an error arrives. A
+/// thread reads so that a server that never answers cannot hang the bench: the caller's wait
+/// has a timeout, and killing the server ends the read.
+fn read_initialize_answer(stdout: impl Read + Send + 'static) -> mpsc::Receiver<Result<()>> {
     let (tx, rx) = mpsc::channel();
-    // A thread reads so that a server that never answers cannot hang the bench: the wait below
-    // has a timeout, and killing the child ends the read.
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
@@ -99,17 +115,7 @@ fn await_initialize(child: &mut Child, timeout: Duration) -> Result<()> {
         }
         let _ = tx.send(Err(anyhow!("stdout closed before the initialize answer")));
     });
-    writeln!(stdin, "{INITIALIZE}").context("write the initialize request")?;
-    stdin.flush().context("flush the initialize request")?;
-    let answer = rx.recv_timeout(timeout);
-    child.stdin = Some(stdin);
-    match answer {
-        Ok(result) => result,
-        Err(_) => {
-            let _ = child.kill();
-            bail!("no initialize answer within {timeout:?}")
-        }
-    }
+    rx
 }
 
 /// Wait for the child to exit successfully, killing it after `timeout`; returns when it exited.
@@ -215,19 +221,7 @@ fn initialize_over(
     stdout: impl Read + Send + 'static,
     timeout: Duration,
 ) -> Result<()> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            let answered = serde_json::from_str::<serde_json::Value>(&line)
-                .is_ok_and(|v| v["id"] == 1 && v.get("result").is_some());
-            if answered {
-                let _ = tx.send(Ok(()));
-                return;
-            }
-        }
-        let _ = tx.send(Err(anyhow!("stdout closed before the initialize answer")));
-    });
+    let rx = read_initialize_answer(stdout);
     writeln!(stdin, "{INITIALIZE}").context("write the initialize request")?;
     stdin.flush().context("flush the initialize request")?;
     rx.recv_timeout(timeout)

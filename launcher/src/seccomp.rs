@@ -396,16 +396,11 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
 /// The complete program: a prologue of ours (architecture check, x32 numbers killed, `clone3`
 /// answered `ENOSYS`), then seccompiler's allow-list (which checks the architecture again).
 pub fn build(cookie: &Cookie) -> Result<BpfProgram, LaunchError> {
-    let filter = SeccompFilter::new(
+    let body = compile(
         rules(cookie)?,
         SeccompAction::Errno(libc::EPERM as u32),
         SeccompAction::Allow,
-        ARCH,
-    )
-    .map_err(|e| LaunchError::SeccompBuild(e.to_string()))?;
-    let body: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| LaunchError::SeccompBuild(e.to_string()))?;
+    )?;
     let mut prog = prologue();
     prog.push(jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
     prog.push(stmt(
@@ -469,19 +464,27 @@ pub fn build_template(cookie: &Cookie) -> Result<BpfProgram, LaunchError> {
             rule(vec![cond(4, Len::Qword, Op::Ne, cookie.0[1])?])?,
         ],
     );
-    let filter = SeccompFilter::new(
+    let body = compile(
         map,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
-        ARCH,
-    )
-    .map_err(|e| LaunchError::SeccompBuild(e.to_string()))?;
-    let body: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| LaunchError::SeccompBuild(e.to_string()))?;
+    )?;
     let mut prog = prologue();
     prog.extend(body);
     Ok(prog)
+}
+
+/// seccompiler's program for `rules`: `matched` when a rule matches, `otherwise` else.
+fn compile(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    otherwise: SeccompAction,
+    matched: SeccompAction,
+) -> Result<BpfProgram, LaunchError> {
+    let filter = SeccompFilter::new(rules, otherwise, matched, ARCH)
+        .map_err(|e| LaunchError::SeccompBuild(e.to_string()))?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| LaunchError::SeccompBuild(e.to_string()))
 }
 
 /// The architecture check both filters open with: another ABI's system call kills the process,
