@@ -34,9 +34,20 @@ use tempfile::TempDir;
 /// Descriptor of the control socket in the launcher.
 const CONTROL_FD: i32 = 4;
 
-/// Whether confined tools are forked from a template (`AUTOTOOL_TEST_FORK`).
+/// Whether confined tools are forked from a template (`AUTOTOOL_TEST_FORK`). Never with file
+/// capabilities instead of user namespaces: a template needs user namespaces, and tools there
+/// start the launcher's way.
 pub fn enabled() -> bool {
     std::env::var("AUTOTOOL_TEST_FORK").is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "yes"))
+        && available_or_why().is_none()
+}
+
+/// Why no template can be made on this machine, if none can: file capabilities instead of
+/// user namespaces.
+pub fn available_or_why() -> Option<&'static str> {
+    crate::capabilities_mode().then_some(
+        "file-capabilities mode: a template needs user namespaces (tools start the launcher's way)",
+    )
 }
 
 /// The directory every forked tool's directory is made in: the template sees it (read-only,

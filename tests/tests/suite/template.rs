@@ -2,12 +2,28 @@
 //! the same template. Each attack runs from a forked tool against the template and a sibling
 //! (blocked), and as a control between two unconfined tools (it works).
 
-use super::{assert_blocked, assert_escaped, attack_on, builder, skip, start};
+use super::{assert_blocked, assert_escaped, attack_on, builder, start};
 use autotool_tests::host;
 use autotool_tests::template;
 use autotool_tests::{Mode, ToolProcess};
 use serde_json::json;
 use std::os::unix::net::UnixStream;
+
+/// Whether to skip: nothing can be confined, or no template can be made here (it says why).
+fn skip() -> bool {
+    if super::skip() {
+        return true;
+    }
+    let Some(why) = template::available_or_why() else {
+        return false;
+    };
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("template test")
+        .to_string();
+    autotool_tests::print_skip(&name, why);
+    true
+}
 
 /// A confined attack tool forked from the shared template.
 fn forked() -> ToolProcess {
