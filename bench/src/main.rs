@@ -47,8 +47,15 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "a,b,c")]
     scenarios: Vec<Scenario>,
     /// Variants to compare; bare is the baseline and always runs.
-    #[arg(long, value_delimiter = ',', default_value = "bare,launcher,bwrap")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "bare,launcher,bwrap,fork"
+    )]
     variants: Vec<Variant>,
+    /// Warm SDK tools per variant kept running at once for the memory figures (scenario c).
+    #[arg(long, default_value_t = 3)]
+    warm: usize,
     /// The Python runtime (a venv with `mcp`) [default: $AUTOTOOL_TEST_RUNTIME or /opt/autotool-test-runtime]
     #[arg(long)]
     runtime: Option<PathBuf>,
@@ -172,7 +179,7 @@ fn real_main() -> Result<bool> {
     variants.dedup();
 
     let mut all_ran = true;
-    let launcher = if variants.contains(&Variant::Launcher) {
+    let launcher = if variants.contains(&Variant::Launcher) || variants.contains(&Variant::Fork) {
         let path = match &args.launcher {
             Some(p) => p.clone(),
             None => std::env::current_exe()
@@ -208,18 +215,32 @@ fn real_main() -> Result<bool> {
     } else {
         None
     };
+    let runtime_dirs = variant::runtime_dirs(&runtime)?;
+    let fork = match (&launcher, variants.contains(&Variant::Fork)) {
+        (Some(l), true) => match variant::start_fork(l, &runtime, &runtime_dirs) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                println!("fork: the template could not be started ({e:#}); measuring without it");
+                all_ran = false;
+                None
+            }
+        },
+        _ => None,
+    };
     variants.retain(|v| match v {
         Variant::Bare => true,
         Variant::Launcher => launcher.is_some(),
         Variant::Bwrap => bwrap.is_some(),
+        Variant::Fork => fork.is_some(),
     });
 
     let setup = Setup {
-        runtime_dirs: variant::runtime_dirs(&runtime)?,
+        runtime_dirs,
         runtime,
         tool_dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools"),
         launcher,
         bwrap,
+        fork,
     };
 
     println!(
@@ -252,6 +273,9 @@ fn real_main() -> Result<bool> {
         print_outcome(&outcome);
         all_ran &= outcome.failed.is_empty();
         outcomes.push(outcome);
+    }
+    if args.scenarios.contains(&Scenario::C) && args.warm > 0 {
+        all_ran &= memory(&setup, &variants, args.warm, timeout);
     }
     println!();
     println!("{}", verdict(&outcomes, args.rounds));
@@ -291,8 +315,14 @@ fn measure(
     for round in 0..warmup + args.rounds {
         let measured = round >= warmup;
         samples.retain_mut(|sample| {
-            let result = variant::prepare(setup, sample.variant, &work)
-                .and_then(|p| run::time_once(p, until, timeout));
+            let result = match (sample.variant, &setup.fork) {
+                (Variant::Fork, Some(fork)) => {
+                    let policy = setup.policy_for(Variant::Fork, &work);
+                    run::time_forked(fork, &policy, until, timeout)
+                }
+                _ => variant::prepare(setup, sample.variant, &work)
+                    .and_then(|p| run::time_once(p, until, timeout)),
+            };
             match result {
                 Ok(t) => {
                     if measured {
@@ -331,7 +361,7 @@ fn print_outcome(o: &Outcome) {
     let bare = o.summary(Variant::Bare);
     for (v, s) in &o.summaries {
         let versus = match (bare, v) {
-            (Some(b), Variant::Launcher | Variant::Bwrap) => {
+            (Some(b), Variant::Launcher | Variant::Bwrap | Variant::Fork) => {
                 format!("×{:.3}  {:+.2} ms", s.ratio_to(b), s.added_over(b))
             }
             _ => String::new(),
@@ -366,10 +396,11 @@ fn verdict(outcomes: &[Outcome], rounds: usize) -> String {
             })
         };
         parts.push(format!(
-            "{} launcher {} vs bwrap {}",
+            "{} launcher {} vs bwrap {}, fork {}",
             o.scenario.label(),
             added(Variant::Launcher),
-            added(Variant::Bwrap)
+            added(Variant::Bwrap),
+            added(Variant::Fork)
         ));
     }
     if parts.is_empty() {
@@ -379,6 +410,79 @@ fn verdict(outcomes: &[Outcome], rounds: usize) -> String {
         "verdict (median added over bare, {rounds} rounds): {}",
         parts.join("; ")
     )
+}
+
+/// Keep `warm` initialised SDK tools of each variant running at once, and print the PSS and
+/// private dirty memory of each one's whole process tree (launcher or init included), read from
+/// `/proc/<pid>/smaps_rollup`; for the fork variant, the template's own tree too (paid once per
+/// runtime). Returns whether every variant could be measured.
+fn memory(setup: &Setup, variants: &[Variant], warm: usize, timeout: Duration) -> bool {
+    let (work, _) = Scenario::C.workload();
+    println!();
+    println!("(c) memory: {warm} warm SDK tools per variant at once, whole process tree each");
+    println!(
+        "  {:<9} {:>12} {:>18} {:>10}",
+        "variant", "PSS MiB/tool", "private dirty MiB", "processes"
+    );
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let mut ok = true;
+    // Measured while no forked tool runs: the launcher, the template's init and the template.
+    let template_alone = setup
+        .fork
+        .as_ref()
+        .map(|f| run::tree_memory(f.template.launcher_pid))
+        .unwrap_or_default();
+    for &v in variants {
+        if v == Variant::Bwrap {
+            continue;
+        }
+        let started: Result<Vec<run::Warm>> = (0..warm)
+            .map(|_| match (v, &setup.fork) {
+                (Variant::Fork, Some(fork)) => {
+                    run::warm_forked(fork, &setup.policy_for(v, &work), timeout)
+                }
+                _ => variant::prepare(setup, v, &work).and_then(|p| run::warm_spawned(p, timeout)),
+            })
+            .collect();
+        let tools = match started {
+            Ok(t) => t,
+            Err(e) => {
+                println!("  {:<9} FAILED: {e:#}", v.name());
+                ok = false;
+                continue;
+            }
+        };
+        // Let start-up allocations settle.
+        std::thread::sleep(Duration::from_millis(300));
+        let per: Vec<run::Memory> = tools.iter().map(|t| run::tree_memory(t.root())).collect();
+        let n = per.len().max(1) as u64;
+        let pss = per.iter().map(|m| m.pss_kib).sum::<u64>() / n;
+        let dirty = per.iter().map(|m| m.private_dirty_kib).sum::<u64>() / n;
+        let procs = per.iter().map(|m| m.processes).sum::<usize>() / per.len().max(1);
+        println!(
+            "  {:<9} {:>12.1} {:>18.1} {:>10}",
+            v.name(),
+            mib(pss),
+            mib(dirty),
+            procs
+        );
+        if let (Variant::Fork, Some(fork)) = (v, &setup.fork) {
+            // The template's tree holds every forked tool: its total over the tools is what
+            // each costs with its share of the template.
+            let all = run::tree_memory(fork.template.launcher_pid);
+            println!(
+                "  {:<9} {:>12.1} {:>18.1} {:>10}   (template + all {} forked trees, per tool; the template alone: {:.1} MiB PSS)",
+                "fork+tmpl",
+                mib(all.pss_kib / n),
+                mib(all.private_dirty_kib / n),
+                all.processes,
+                per.len(),
+                mib(template_alone.pss_kib),
+            );
+        }
+        drop(tools);
+    }
+    ok
 }
 
 fn bwrap_version(bwrap: &std::path::Path) -> String {

@@ -1,5 +1,5 @@
-//! The three ways of starting the same tool process: bare, through `autotool-launcher`, and
-//! through bubblewrap with comparable settings.
+//! The four ways of starting the same tool process: bare, through `autotool-launcher`, through
+//! bubblewrap with comparable settings, and forked from a template.
 //!
 //! Every variant runs the same interpreter with the same arguments and the same environment (the
 //! one `autotool_policy::launch::tool_environment` gives a tool with no keys and no egress), so
@@ -28,6 +28,9 @@ pub enum Variant {
     Launcher,
     /// Through `bwrap` with settings comparable to the launcher's.
     Bwrap,
+    /// Forked from a template (`autotool-launcher --template`) that imported the SDK once; the
+    /// child confines itself as the launcher would before the tool's code runs.
+    Fork,
 }
 
 impl Variant {
@@ -36,6 +39,7 @@ impl Variant {
             Variant::Bare => "bare",
             Variant::Launcher => "launcher",
             Variant::Bwrap => "bwrap",
+            Variant::Fork => "fork",
         }
     }
 }
@@ -48,7 +52,7 @@ pub struct Workload {
 }
 
 /// Host paths shared by every variant.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Setup {
     /// The Python runtime (a virtual environment); its `bin/python3` is the interpreter.
     pub runtime: PathBuf,
@@ -59,6 +63,15 @@ pub struct Setup {
     pub tool_dir: PathBuf,
     pub launcher: Option<PathBuf>,
     pub bwrap: Option<PathBuf>,
+    /// The fork variant's template, and the copy of the bench's tools it can see.
+    pub fork: Option<Fork>,
+}
+
+/// A running template and the directory (below the one it shares) holding the bench's tools.
+#[derive(Debug)]
+pub struct Fork {
+    pub template: autotool_tests::template::Template,
+    pub tool_dir: tempfile::TempDir,
 }
 
 impl Setup {
@@ -69,6 +82,16 @@ impl Setup {
     /// The environment every variant gives the tool, exactly.
     pub fn environment(&self) -> BTreeMap<String, String> {
         tool_environment(&BTreeMap::new(), &BTreeMap::new(), None)
+    }
+
+    /// The launch policy of `work` for `variant`: the fork variant's tool directory is the copy
+    /// its template can see.
+    pub fn policy_for(&self, variant: Variant, work: &Workload) -> LaunchPolicy {
+        let mut policy = self.policy(work);
+        if let (Variant::Fork, Some(fork)) = (variant, &self.fork) {
+            policy.tool_dir = fork.tool_dir.path().to_path_buf();
+        }
+        policy
     }
 
     /// The launch policy for `work`: every default, as the supervisor would send it.
@@ -154,6 +177,7 @@ pub fn prepare(setup: &Setup, variant: Variant, work: &Workload) -> Result<Prepa
                 inherited: Some(reader),
             })
         }
+        Variant::Fork => bail!("a forked tool is not started by a command"),
         Variant::Bwrap => {
             let Some(bwrap) = &setup.bwrap else {
                 bail!("bubblewrap is not installed (apt-get install bubblewrap)")
@@ -228,4 +252,28 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file())
+}
+
+/// Start the fork variant's template with `launcher` on the bench's runtime, and copy the
+/// bench's tools where it can see them.
+pub fn start_fork(launcher: &Path, runtime: &Path, runtime_dirs: &[PathBuf]) -> Result<Fork> {
+    use autotool_tests::template;
+    let root = template::tools_root()?;
+    let mut policy = LaunchPolicy::new(
+        root,
+        "template",
+        runtime.join("bin/python3"),
+        runtime_dirs.to_vec(),
+    );
+    policy.env = tool_environment(&BTreeMap::new(), &BTreeMap::new(), None);
+    let template = template::start_template_at(launcher, &policy, root)?;
+    let tool_dir = template::tool_dir()?;
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools");
+    for entry in std::fs::read_dir(&tools).with_context(|| format!("reading {tools:?}"))? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), tool_dir.path().join(entry.file_name()))?;
+        }
+    }
+    Ok(Fork { template, tool_dir })
 }

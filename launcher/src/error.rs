@@ -92,6 +92,13 @@ pub enum LaunchError {
     Exec { path: PathBuf, source: io::Error },
     #[error("the sandboxed child failed before exec (status {0})")]
     Child(i32),
+    #[error(
+        "a template process needs a user namespace (started with file capabilities, tools start \
+         the launcher's way instead)"
+    )]
+    TemplateUserNamespace,
+    #[error("template: {0}")]
+    Template(String),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,

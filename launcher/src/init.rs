@@ -33,22 +33,33 @@ use crate::process::{self, LifeLine};
 use crate::sys::{Forked, Prctl, Sys};
 use autotool_policy::Plan;
 
-/// Be the init: build the root, fork the tool (which runs `tool` and never comes back), serve
-/// as its init. Returns the init's exit status: the tool's, or [`crate::LAUNCHER_FAILED`] when
-/// the init failed (after saying why on stderr).
+/// Which process came back from [`run`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The init, done: its exit status (the tool's, or [`crate::LAUNCHER_FAILED`]).
+    Init(i32),
+    /// The tool, confined by `tool`, which returned `Ok`: only a tool forked from a template
+    /// (which runs its code in this very process) ever gets here; an exec'd tool never returns.
+    Tool,
+}
+
+/// Be the init: build the root, fork the tool (which runs `tool`: it either never comes back,
+/// or comes back confined as [`Role::Tool`]), serve as its init. The init's own exit status is
+/// the tool's, or [`crate::LAUNCHER_FAILED`] when the init failed (after saying why on stderr).
 pub fn run(
     sys: &mut dyn Sys,
     plan: &Plan,
     sources: &HostSources,
     life: &mut LifeLine,
     mode: Mode,
-    tool: impl FnOnce(&mut dyn Sys) -> LaunchError,
-) -> i32 {
+    tool: impl FnOnce(&mut dyn Sys) -> Result<(), LaunchError>,
+) -> Role {
     match serve(sys, plan, sources, life, mode, tool) {
-        Ok(code) => i32::from(code),
+        Ok(Some(code)) => Role::Init(i32::from(code)),
+        Ok(None) => Role::Tool,
         Err(err) => {
             crate::report(&err);
-            i32::from(crate::LAUNCHER_FAILED)
+            Role::Init(i32::from(crate::LAUNCHER_FAILED))
         }
     }
 }
@@ -59,8 +70,8 @@ fn serve(
     sources: &HostSources,
     life: &mut LifeLine,
     mode: Mode,
-    tool: impl FnOnce(&mut dyn Sys) -> LaunchError,
-) -> Result<u8, LaunchError> {
+    tool: impl FnOnce(&mut dyn Sys) -> Result<(), LaunchError>,
+) -> Result<Option<u8>, LaunchError> {
     sys.prctl(Prctl::NotDumpable)
         .map_err(|source| LaunchError::Io {
             what: "making the tool's init not dumpable",
@@ -72,11 +83,13 @@ fn serve(
         what: "fork of the tool",
         source,
     })? {
-        Forked::Child => {
-            let err = tool(sys);
-            crate::report(&err);
-            process::exit_now(i32::from(crate::LAUNCHER_FAILED))
-        }
+        Forked::Child => match tool(sys) {
+            Ok(()) => return Ok(None),
+            Err(err) => {
+                crate::report(&err);
+                process::exit_now(i32::from(crate::LAUNCHER_FAILED))
+            }
+        },
         Forked::Parent(pid) => pid,
     };
     if let Err(err) = harden(sys, life, mode) {
@@ -84,7 +97,7 @@ fn serve(
         let _ = sys.kill(pid, libc::SIGKILL);
         return Err(err);
     }
-    reap(sys, pid)
+    reap(sys, pid).map(Some)
 }
 
 /// Keep nothing the tool could use: no descriptor but stderr and the life line, no capability.

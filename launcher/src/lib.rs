@@ -37,12 +37,14 @@ pub mod landlock;
 pub mod limits;
 pub mod mounts;
 pub mod namespaces;
+pub mod native;
 pub mod net;
 pub mod privileges;
 pub mod probe;
 pub mod process;
 pub mod seccomp;
 pub mod sys;
+pub mod template;
 
 pub use error::LaunchError;
 
@@ -57,17 +59,28 @@ pub const LAUNCHER_FAILED: u8 = 125;
 /// Parse the command line and run. Returns the exit status to use.
 pub fn cli(args: &[String]) -> Result<u8, LaunchError> {
     let mut policy_fd = None;
+    let mut template = None::<template::Options>;
     let mut it = args.iter();
+    let fd_value = |v: Option<&String>, flag: &str| -> Result<i32, LaunchError> {
+        let v = v.ok_or_else(|| LaunchError::Usage(format!("{flag} needs a value")))?;
+        v.parse::<i32>()
+            .map_err(|_| LaunchError::Usage(format!("bad descriptor {v:?}")))
+    };
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--policy-fd" => {
-                let v = it
+            "--policy-fd" => policy_fd = Some(fd_value(it.next(), arg)?),
+            "--template" => template = Some(template.unwrap_or_default()),
+            "--control-fd" | "--share" | "--share-exec" | "--native" => {
+                let opts = template.get_or_insert_with(Default::default);
+                let value = it
                     .next()
-                    .ok_or_else(|| LaunchError::Usage("--policy-fd needs a value".into()))?;
-                policy_fd = Some(
-                    v.parse::<i32>()
-                        .map_err(|_| LaunchError::Usage(format!("bad descriptor {v:?}")))?,
-                );
+                    .ok_or_else(|| LaunchError::Usage(format!("{arg} needs a value")))?;
+                match arg.as_str() {
+                    "--control-fd" => opts.control_fd = Some(fd_value(Some(value), arg)?),
+                    "--share" => opts.shares.push((value.into(), false)),
+                    "--share-exec" => opts.shares.push((value.into(), true)),
+                    _ => opts.native = Some(value.into()),
+                }
             }
             "--probe" => return Ok(probe::run()),
             "--version" => {
@@ -79,6 +92,9 @@ pub fn cli(args: &[String]) -> Result<u8, LaunchError> {
     }
     let fd = policy_fd.ok_or_else(|| LaunchError::Usage("--policy-fd is required".into()))?;
     let policy = read_policy(fd)?;
+    if let Some(options) = template {
+        return template::run(&policy, options);
+    }
     let plan = policy.plan()?;
     run(&plan)
 }
@@ -118,14 +134,49 @@ pub fn report(err: &LaunchError) {
 
 /// Confine and exec according to `plan`. Returns the tool's exit status (as the outer waiter).
 pub fn run(plan: &Plan) -> Result<u8, LaunchError> {
+    match sandbox(plan, Flavor::Exec)? {
+        Role::Outer(code) => Ok(code),
+        // An exec'd tool never comes back; its branch exits on every error.
+        Role::Tool => Ok(LAUNCHER_FAILED),
+    }
+}
+
+/// What the innermost process does once the namespaces, the network and the root are made.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Flavor<'a> {
+    /// Confine itself and exec the interpreter: a tool started by the launcher.
+    Exec,
+    /// Harden itself as a template and exec the interpreter with the template script.
+    Template(&'a template::Template),
+    /// Confine itself and come back: a tool forked from a template, whose code runs next in
+    /// this very process.
+    Fork,
+}
+
+/// Which process came back from [`sandbox`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The outer waiter, done: the status to relay.
+    Outer(u8),
+    /// The confined tool ([`Flavor::Fork`] only).
+    Tool,
+}
+
+/// The stages every flavor shares, in order (the module docs list them).
+pub(crate) fn sandbox(plan: &Plan, flavor: Flavor<'_>) -> Result<Role, LaunchError> {
     let sys = &mut RealSys;
     let parent = process::die_with_parent(sys)?;
     privileges::set_no_new_privs(sys)?;
     landlock::check_abi(plan.min_landlock_abi)?;
     seccomp::check_available()?;
-    let entered = namespaces::enter(sys, plan)?;
+    let entered = match flavor {
+        Flavor::Template(_) => namespaces::enter_template(sys, plan)?,
+        Flavor::Exec | Flavor::Fork => namespaces::enter(sys, plan)?,
+    };
     let sources = mounts::HostSources::open(plan)?;
-    namespaces::become_tool_user(sys, plan, entered)?;
+    if !(matches!(flavor, Flavor::Template(_)) && entered.was_root) {
+        namespaces::become_tool_user(sys, plan, entered)?;
+    }
     let shared_tasks = shared_tasks(sys, entered.mode);
     process::recheck_parent(sys, parent)?;
     net::setup(plan)?;
@@ -135,14 +186,32 @@ pub fn run(plan: &Plan) -> Result<u8, LaunchError> {
         source,
     })? {
         Forked::Child => {
-            let code = init::run(sys, plan, &sources, &mut life, entered.mode, |sys| {
-                confine_and_exec(sys, plan, entered.mode, shared_tasks)
-            });
-            process::exit_now(code)
+            let role = init::run(
+                sys,
+                plan,
+                &sources,
+                &mut life,
+                entered.mode,
+                |sys| match flavor {
+                    Flavor::Exec => Err(confine_and_exec(sys, plan, entered.mode, shared_tasks)),
+                    Flavor::Template(t) => Err(t.harden_and_exec(sys, plan, entered)),
+                    Flavor::Fork => confine(sys, plan, entered.mode, shared_tasks),
+                },
+            );
+            match role {
+                init::Role::Init(code) => process::exit_now(code),
+                init::Role::Tool => {
+                    // Their descriptors were closed with every other inherited one; dropping
+                    // the owners now would close numbers the tool may reuse.
+                    std::mem::forget(sources);
+                    std::mem::forget(life);
+                    Ok(Role::Tool)
+                }
+            }
         }
         Forked::Parent(init) => {
             drop(sources);
-            process::wait_as_outer(sys, init, life)
+            process::wait_as_outer(sys, init, life).map(Role::Outer)
         }
     }
 }
@@ -166,21 +235,44 @@ fn confine_and_exec(
     shared_tasks: u64,
 ) -> LaunchError {
     let result = (|| -> Result<std::convert::Infallible, LaunchError> {
-        limits::apply(sys, &plan.rlimits, shared_tasks)?;
-        process::new_session(sys)?;
         let target = exec::Target::prepare(plan)?;
-        process::close_inherited(&plan.keep_fds, &plan.keep_fds)?;
-        process::chdir(&plan.working_dir)?;
-        privileges::refuse_exec_gain(sys)?;
-        privileges::drop_capabilities(sys, mode)?;
-        landlock::restrict(plan)?;
-        let cookie = exec::Cookie::new()?;
-        let filter = seccomp::build(&cookie)?;
-        seccomp::install(&filter)?;
+        let cookie = confine_as(sys, plan, mode, shared_tasks)?;
         Err(target.exec(&cookie))
     })();
     match result {
         Err(e) => e,
         Ok(never) => match never {},
     }
+}
+
+/// The same, for a tool forked from a template: everything but the exec. The seccomp filter is
+/// built around a cookie that is dropped here, so no exec can ever pass it.
+fn confine(
+    sys: &mut dyn Sys,
+    plan: &Plan,
+    mode: namespaces::Mode,
+    shared_tasks: u64,
+) -> Result<(), LaunchError> {
+    confine_as(sys, plan, mode, shared_tasks).map(drop)
+}
+
+/// Limits, session, descriptors, working directory, no executable-memory gain, no
+/// capabilities, Landlock, seccomp; returns the cookie the filter lets one exec through with.
+fn confine_as(
+    sys: &mut dyn Sys,
+    plan: &Plan,
+    mode: namespaces::Mode,
+    shared_tasks: u64,
+) -> Result<exec::Cookie, LaunchError> {
+    limits::apply(sys, &plan.rlimits, shared_tasks)?;
+    process::new_session(sys)?;
+    process::close_inherited(&plan.keep_fds, &plan.keep_fds)?;
+    process::chdir(&plan.working_dir)?;
+    privileges::refuse_exec_gain(sys)?;
+    privileges::drop_capabilities(sys, mode)?;
+    landlock::restrict(plan)?;
+    let cookie = exec::Cookie::new()?;
+    let filter = seccomp::build(&cookie)?;
+    seccomp::install(&filter)?;
+    Ok(cookie)
 }

@@ -20,6 +20,11 @@
 //! 8. exec of the resolved interpreter ELF with `-I -B` and the tool file.
 //!
 //! Exit status: the tool's own, 128+N when it died of signal N, 125 when the launcher failed.
+//!
+//! With `--template --control-fd M [--share DIR]…` it starts a template process instead (see
+//! `autotool_launcher::template`): the same stages with a template's plan, then Python with the
+//! SDK imported, forking one tool per request; each child runs these stages itself through the
+//! crate's `cdylib` before the tool's code.
 
 use std::process::ExitCode;
 

@@ -346,14 +346,15 @@ pub fn build_root(
                 };
                 sys.mount(&fs, &t, sealed).map_err(step("tmpfs", target))?;
             }
-            Mount::Proc { target } => {
+            Mount::Proc { target } | Mount::WritableProc { target } => {
                 let t = inside(root, target);
                 sys.mkdir_all(&t).map_err(step("mount point", target))?;
-                let ro = Attrs {
-                    read_only: true,
+                let attrs = Attrs {
+                    read_only: matches!(m, Mount::Proc { .. }),
                     ..sealed
                 };
-                sys.mount(&Fs::Proc, &t, ro).map_err(step("proc", target))?;
+                sys.mount(&Fs::Proc, &t, attrs)
+                    .map_err(step("proc", target))?;
             }
             Mount::MaskFile { target } => {
                 let Some((_, src)) = sources.get(Path::new(MASK_SOURCE)) else {

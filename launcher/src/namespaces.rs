@@ -55,7 +55,37 @@ pub struct Entered {
 /// which only its children enter, and still has its original ids: host objects to bind are
 /// opened now, in the new mount namespace, before [`become_tool_user`].
 pub fn enter(sys: &mut dyn Sys, plan: &Plan) -> Result<Entered, LaunchError> {
+    enter_as(sys, plan, false)
+}
+
+/// Enter every namespace for a template process (see [`crate::template`]): only in a user
+/// namespace, never with file capabilities. Started by root, the template stays root inside
+/// (mapped to root, with `nobody` mapped too), so the tools it forks can still open root's own
+/// tool directories before they become `nobody`, as a launcher started by root does; started
+/// by another user, the map is a tool's.
+pub fn enter_template(sys: &mut dyn Sys, plan: &Plan) -> Result<Entered, LaunchError> {
+    let entered = enter_as(sys, plan, true)?;
+    if entered.mode != Mode::UserNamespace {
+        return Err(LaunchError::TemplateUserNamespace);
+    }
+    Ok(entered)
+}
+
+fn enter_as(sys: &mut dyn Sys, plan: &Plan, template: bool) -> Result<Entered, LaunchError> {
     let was_root = sys.euid() == 0;
+    if template {
+        return match enter_user_namespace(sys, plan, was_root)? {
+            UserNs::Entered => {
+                sys.unshare(OTHER_NAMESPACES)
+                    .map_err(LaunchError::Namespaces)?;
+                Ok(Entered {
+                    mode: Mode::UserNamespace,
+                    was_root,
+                })
+            }
+            UserNs::Unavailable(_) => Err(LaunchError::TemplateUserNamespace),
+        };
+    }
     // A launcher holding file capabilities is not dumpable, so no helper of the same user could
     // write its id maps; it builds the sandbox with those capabilities instead. Root prefers a
     // user namespace (the tool then maps to `nobody`).
@@ -63,7 +93,7 @@ pub fn enter(sys: &mut dyn Sys, plan: &Plan) -> Result<Entered, LaunchError> {
         privileges::raise_build_capabilities(sys)?;
         Mode::FileCapabilities
     } else {
-        match enter_user_namespace(sys, plan)? {
+        match enter_user_namespace(sys, plan, false)? {
             UserNs::Entered => Mode::UserNamespace,
             UserNs::Unavailable(err) => {
                 if privileges::has_build_capabilities(sys) {
@@ -110,7 +140,11 @@ enum UserNs {
 /// What the launcher tells the id-map helper.
 const GO: u8 = b'u';
 
-fn enter_user_namespace(sys: &mut dyn Sys, plan: &Plan) -> Result<UserNs, LaunchError> {
+fn enter_user_namespace(
+    sys: &mut dyn Sys,
+    plan: &Plan,
+    identity_root: bool,
+) -> Result<UserNs, LaunchError> {
     let (outer_uid, outer_gid) = outside_ids(sys);
     let me = sys.pid();
     let root = sys.euid() == 0;
@@ -128,6 +162,7 @@ fn enter_user_namespace(sys: &mut dyn Sys, plan: &Plan) -> Result<UserNs, Launch
                 gid: plan.gid,
                 outer_uid,
                 outer_gid,
+                identity_root,
             };
             process::exit_now(id_map_helper(sys, &mut go_read, &maps))
         }
@@ -173,6 +208,8 @@ struct IdMaps {
     gid: u32,
     outer_uid: u32,
     outer_gid: u32,
+    /// A template started by root: root and `nobody` mapped to themselves instead.
+    identity_root: bool,
 }
 
 /// The helper's whole life: wait for the word, write the maps. Returns its exit status: 0 when
@@ -199,6 +236,12 @@ fn write_maps(sys: &mut dyn Sys, m: &IdMaps) -> Result<(), LaunchError> {
     if !m.root {
         // Required before an unprivileged process may write gid_map.
         put("setgroups", "setgroups", "deny".into())?;
+    }
+    if m.identity_root {
+        let identity = format!("0 0 1\n{NOBODY} {NOBODY} 1\n");
+        put("uid_map", "uid_map", identity.clone())?;
+        put("gid_map", "gid_map", identity)?;
+        return Ok(());
     }
     put(
         "uid_map",

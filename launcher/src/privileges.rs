@@ -49,6 +49,29 @@ pub fn raise_build_capabilities(sys: &mut dyn Sys) -> Result<(), LaunchError> {
     Ok(())
 }
 
+/// Keep only `keep`, for a template started by root: the bounding set shrinks to `keep`, the
+/// ambient and inheritable sets empty, and `keep` stays permitted and effective (a process of
+/// uid 0 keeps its permitted set across exec).
+pub fn keep_only(sys: &mut dyn Sys, keep: &[Capability]) -> Result<(), LaunchError> {
+    let err = |what: String| move |e: std::io::Error| LaunchError::DropCaps(format!("{what}: {e}"));
+    for c in sys.caps_supported() {
+        if !keep.contains(&c) {
+            sys.caps_drop(CapSet::Bounding, c)
+                .map_err(err(format!("dropping {c} from the bounding set")))?;
+        }
+    }
+    let kept: crate::sys::Caps = keep.iter().copied().collect();
+    for set in [CapSet::Ambient, CapSet::Inheritable] {
+        sys.caps_clear(set)
+            .map_err(err(format!("clearing the {set:?} set")))?;
+    }
+    for set in [CapSet::Effective, CapSet::Permitted] {
+        sys.caps_set(set, &kept)
+            .map_err(err(format!("setting the {set:?} set")))?;
+    }
+    Ok(())
+}
+
 /// Empty every capability set. After this and `no_new_privs`, exec grants none back.
 pub fn drop_capabilities(sys: &mut dyn Sys, mode: Mode) -> Result<(), LaunchError> {
     let err = |what: String| move |e: std::io::Error| LaunchError::DropCaps(format!("{what}: {e}"));

@@ -396,16 +396,100 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
 /// The complete program: a prologue of ours (architecture check, x32 numbers killed, `clone3`
 /// answered `ENOSYS`), then seccompiler's allow-list (which checks the architecture again).
 pub fn build(cookie: &Cookie) -> Result<BpfProgram, LaunchError> {
-    let filter = SeccompFilter::new(
+    let body = compile(
         rules(cookie)?,
         SeccompAction::Errno(libc::EPERM as u32),
         SeccompAction::Allow,
-        ARCH,
-    )
-    .map_err(|e| LaunchError::SeccompBuild(e.to_string()))?;
-    let body: BpfProgram = filter
+    )?;
+    let mut prog = prologue();
+    prog.push(jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
+    prog.push(stmt(
+        BPF_RET_K,
+        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+    ));
+    prog.extend(body);
+    Ok(prog)
+}
+
+/// Refused to a template process, and so to every tool forked from it (filters stack, the
+/// strictest answer wins): nothing the template or the confinement of its children needs, and
+/// everything that would reach another process, the kernel's keyring, its code or its
+/// asynchronous and in-kernel machinery.
+const TEMPLATE_DENIED: &[libc::c_long] = &[
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_process_madvise,
+    libc::SYS_pidfd_getfd,
+    libc::SYS_kcmp,
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_userfaultfd,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_kexec_load,
+    libc::SYS_kexec_file_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_open_by_handle_at,
+    libc::SYS_name_to_handle_at,
+    libc::SYS_memfd_create,
+    libc::SYS_memfd_secret,
+    libc::SYS_personality,
+    libc::SYS_acct,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_setns,
+    libc::SYS_execveat,
+];
+
+/// The template's filter: a deny-list (its children still build namespaces, mounts and their
+/// own filters), `exec` only with the cookie (the template's own), other architectures killed.
+pub fn build_template(cookie: &Cookie) -> Result<BpfProgram, LaunchError> {
+    let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for &nr in TEMPLATE_DENIED {
+        map.insert(nr, Vec::new());
+    }
+    // Refused unless both cookie words match: either one differing is enough.
+    map.insert(
+        libc::SYS_execve,
+        vec![
+            rule(vec![cond(3, Len::Qword, Op::Ne, cookie.0[0])?])?,
+            rule(vec![cond(4, Len::Qword, Op::Ne, cookie.0[1])?])?,
+        ],
+    );
+    let body = compile(
+        map,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+    )?;
+    let mut prog = prologue();
+    prog.extend(body);
+    Ok(prog)
+}
+
+/// seccompiler's program for `rules`: `matched` when a rule matches, `otherwise` else.
+fn compile(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    otherwise: SeccompAction,
+    matched: SeccompAction,
+) -> Result<BpfProgram, LaunchError> {
+    let filter = SeccompFilter::new(rules, otherwise, matched, ARCH)
+        .map_err(|e| LaunchError::SeccompBuild(e.to_string()))?;
+    filter
         .try_into()
-        .map_err(|e: seccompiler::BackendError| LaunchError::SeccompBuild(e.to_string()))?;
+        .map_err(|e: seccompiler::BackendError| LaunchError::SeccompBuild(e.to_string()))
+}
+
+/// The architecture check both filters open with: another ABI's system call kills the process,
+/// and the number is loaded for what follows.
+fn prologue() -> Vec<sock_filter> {
     // offsetof(struct seccomp_data, nr) = 0, arch = 4.
     let mut prog = vec![
         stmt(BPF_LD_W_ABS, 4),
@@ -418,13 +502,7 @@ pub fn build(cookie: &Cookie) -> Result<BpfProgram, LaunchError> {
         prog.push(jump(BPF_JGE_K, 0x4000_0000, 0, 1));
         prog.push(stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS));
     }
-    prog.push(jump(BPF_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
-    prog.push(stmt(
-        BPF_RET_K,
-        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
-    ));
-    prog.extend(body);
-    Ok(prog)
+    prog
 }
 
 /// Fail early, with a clear error, on a kernel without seccomp filters.

@@ -338,6 +338,10 @@ pub enum Mount {
     /// A fresh procfs of the tool's PID namespace, read-only (nothing under it, `/proc/sys`
     /// included, can be written).
     Proc { target: PathBuf },
+    /// A fresh procfs, writable: only a template's root (a procfs mounted read-only is
+    /// read-only in every later view, and the template's children write their user namespaces'
+    /// id maps through it; each child mounts its own read-only `/proc`).
+    WritableProc { target: PathBuf },
     /// Hide the file at `target` behind an empty, read-only view of the host's `/dev/null`
     /// (reads find nothing), when the kernel has that file.
     MaskFile { target: PathBuf },
@@ -482,6 +486,46 @@ impl LaunchPolicy {
         // A policy holds only strings, numbers and paths: serialising it cannot fail, but a
         // path that is not UTF-8 would, so fall back to an empty document the launcher rejects.
         serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Why a tool with this policy cannot be forked from a template started with `template`
+    /// sharing `shares` (read-only, at their own paths), or `None` when it can: the same
+    /// interpreter, arguments, runtime and system view (the template has imported from
+    /// them), and a tool directory and package layer the template can see.
+    pub fn fork_mismatch(&self, template: &LaunchPolicy, shares: &[PathBuf]) -> Option<String> {
+        let same = [
+            ("interpreter", self.interpreter == template.interpreter),
+            (
+                "interpreter arguments",
+                self.interpreter_args == template.interpreter_args,
+            ),
+            ("runtime", self.runtime == template.runtime),
+            (
+                "runtime directories",
+                self.runtime_dirs == template.runtime_dirs,
+            ),
+            (
+                "system directories",
+                self.system_dirs == template.system_dirs,
+            ),
+            ("/etc files", self.etc_files == template.etc_files),
+        ];
+        if let Some((what, _)) = same.iter().find(|(_, same)| !same) {
+            return Some(format!("its {what} differ from the template's"));
+        }
+        let shared = |p: &Path| shares.iter().any(|s| p.starts_with(s) && p != s);
+        if !shared(&self.tool_dir) {
+            return Some(format!(
+                "its directory {:?} is not below a directory the template shares",
+                self.tool_dir
+            ));
+        }
+        match &self.packages {
+            Some(p) if !shared(p) && template.packages.as_ref() != Some(p) => Some(format!(
+                "its package layer {p:?} is not below a directory the template shares"
+            )),
+            _ => None,
+        }
     }
 
     /// The interpreter's path inside the sandbox: below [`RUNTIME_MOUNT`] when it lies in the

@@ -10,6 +10,8 @@
 //! - [`locate`]: where the launcher, the tool fixtures and the Python runtime are.
 //! - [`tool`]: [`ToolBuilder`] and [`ToolProcess`], one owned tool process (killed with its
 //!   process group on drop, stderr captured), confined or control.
+//! - [`template`]: tools forked from a template process (`AUTOTOOL_TEST_FORK=1` runs the
+//!   whole suite that way).
 //! - [`mcp`]: the minimal MCP client (newline-delimited JSON-RPC over the tool's stdio).
 //! - [`probe`]: whether this machine can confine at all, and the `SKIP` gate built on it.
 //! - [`host`]: observers on the host side: listeners that tell whether anything arrived,
@@ -25,6 +27,7 @@ pub mod mcp;
 pub mod oci;
 pub mod probe;
 pub mod serve;
+pub mod template;
 pub mod tool;
 
 pub use mcp::CallResult;

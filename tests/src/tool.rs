@@ -15,6 +15,7 @@
 
 use crate::TIMEOUT;
 use crate::locate::{self, Runtime};
+use crate::template;
 use anyhow::{Context as _, Result, bail};
 use autotool_policy::launch::{Egress, HOME_MOUNT, LaunchPolicy, TMP_MOUNT, TOOL_MOUNT};
 use command_fds::{CommandFdExt, FdMapping};
@@ -31,7 +32,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -71,6 +72,18 @@ pub struct ToolBuilder {
     wrapper: Vec<OsString>,
     raw_policy: Option<Vec<u8>>,
     terminal_stderr: bool,
+    fork: Fork,
+}
+
+/// Whether a confined tool is forked from the template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fork {
+    /// Started by the launcher.
+    No,
+    /// Forked when the template can serve it (`AUTOTOOL_TEST_FORK`).
+    IfPossible,
+    /// Forked, or not started at all ([`ToolBuilder::forked`]).
+    Always,
 }
 
 impl ToolBuilder {
@@ -79,10 +92,14 @@ impl ToolBuilder {
     pub fn new(tool_file: &str) -> Result<Self> {
         let runtime = locate::runtime()?;
         let source = locate::tools_dir().join(tool_file);
-        let tool_dir = tempfile::Builder::new()
-            .prefix("autotool-tool-")
-            .tempdir()
-            .context("creating the tool directory")?;
+        let tool_dir = if template::enabled() {
+            template::tool_dir()?
+        } else {
+            tempfile::Builder::new()
+                .prefix("autotool-tool-")
+                .tempdir()
+                .context("creating the tool directory")?
+        };
         std::fs::copy(&source, tool_dir.path().join(tool_file))
             .with_context(|| format!("copying the tool fixture {source:?}"))?;
         let mut policy = LaunchPolicy::new(
@@ -102,6 +119,11 @@ impl ToolBuilder {
             wrapper: Vec::new(),
             raw_policy: None,
             terminal_stderr: false,
+            fork: if template::enabled() {
+                Fork::IfPossible
+            } else {
+                Fork::No
+            },
         })
     }
 
@@ -173,6 +195,24 @@ impl ToolBuilder {
         self
     }
 
+    /// Fork the confined tool from the shared template (see [`template`]) whatever
+    /// `AUTOTOOL_TEST_FORK` says; it fails to start when the template cannot serve it.
+    pub fn forked(mut self) -> Result<Self> {
+        let root = template::tools_root()?;
+        if !self.tool_dir.path().starts_with(root) {
+            let dir = template::tool_dir()?;
+            for entry in std::fs::read_dir(self.tool_dir.path())? {
+                let entry = entry?;
+                std::fs::copy(entry.path(), dir.path().join(entry.file_name()))
+                    .context("copying the tool into the template's tools directory")?;
+            }
+            self.policy.tool_dir = dir.path().to_path_buf();
+            self.tool_dir = dir;
+        }
+        self.fork = Fork::Always;
+        Ok(self)
+    }
+
     /// Start the process and complete the MCP handshake.
     pub fn start(self, mode: Mode) -> Result<ToolProcess> {
         let mut tool = self.spawn(mode)?;
@@ -191,9 +231,20 @@ impl ToolBuilder {
             wrapper,
             raw_policy,
             terminal_stderr,
+            fork: fork_mode,
         } = self;
         let mut control_dirs = None;
         let mut report = None;
+        // Tests of the launcher's own command line always start it.
+        let launcher_only = !wrapper.is_empty() || raw_policy.is_some() || !inherited.is_empty();
+        if mode == Mode::Confined && fork_mode != Fork::No && !launcher_only {
+            if template::forkable(&policy)? {
+                return fork(tool_dir, policy, terminal_stderr);
+            }
+            if fork_mode == Fork::Always {
+                bail!("the template cannot serve this tool's policy");
+            }
+        }
         let program: Vec<OsString> = match mode {
             Mode::Confined => {
                 let launcher = locate::launcher()?;
@@ -268,12 +319,126 @@ impl ToolBuilder {
         // report socket sees end-of-file if the launcher dies before reporting.
         drop(command);
 
-        let stdin = child.stdin.take();
+        let stdin = child.stdin.take().map(|s| File::from(OwnedFd::from(s)));
         let stdout = child.stdout.take().context("child has no stdout pipe")?;
         let stderr_pipe: Box<dyn Read + Send> = match terminal {
             Some(master) => Box::new(master),
             None => Box::new(child.stderr.take().context("child has no stderr pipe")?),
         };
+        let mut tool = ToolProcess::watch(
+            Proc::Spawned(child),
+            mode,
+            policy,
+            (stdin, Box::new(stdout), stderr_pipe),
+            tool_dir,
+            control_dirs,
+        );
+        if let Some(report) = report {
+            let listeners = receive_listeners(&report)
+                .with_context(|| format!("receiving the egress listeners{}", tool.context()))?;
+            tool.egress = Some(listeners);
+        }
+        Ok(tool)
+    }
+}
+
+/// Fork the tool from the template (see [`template`]), its stdio on fresh pipes.
+fn fork(tool_dir: TempDir, policy: LaunchPolicy, terminal_stderr: bool) -> Result<ToolProcess> {
+    let (stdin_r, stdin_w) = std::io::pipe().context("creating the stdin pipe")?;
+    let (stdout_r, stdout_w) = std::io::pipe().context("creating the stdout pipe")?;
+    let (stderr_read, stderr_write): (Box<dyn Read + Send>, OwnedFd) = if terminal_stderr {
+        let (master, slave) = open_terminal()?;
+        (Box::new(master), slave.into())
+    } else {
+        let (r, w) = std::io::pipe().context("creating the stderr pipe")?;
+        (Box::new(r), w.into())
+    };
+    let (report_ours, report_theirs) = if policy.egress.is_some() {
+        let (ours, theirs) = UnixStream::pair().context("creating the egress report socket")?;
+        (Some(ours), Some(OwnedFd::from(theirs)))
+    } else {
+        (None, None)
+    };
+    let forked = template::shared()?.fork(
+        &policy,
+        template::Stdio3 {
+            stdin: stdin_r.into(),
+            stdout: stdout_w.into(),
+            stderr: stderr_write,
+            report: report_theirs,
+        },
+    )?;
+    let stdin = Some(File::from(OwnedFd::from(stdin_w)));
+    let mut tool = ToolProcess::watch(
+        Proc::Forked(forked),
+        Mode::Confined,
+        policy,
+        (stdin, Box::new(stdout_r), stderr_read),
+        tool_dir,
+        None,
+    );
+    if let Some(report) = report_ours {
+        let listeners = receive_listeners(&report)
+            .with_context(|| format!("receiving the egress listeners{}", tool.context()))?;
+        tool.egress = Some(listeners);
+    }
+    Ok(tool)
+}
+
+/// The started process: the launcher or the control interpreter, or a tool forked from the
+/// template.
+#[derive(Debug)]
+enum Proc {
+    Spawned(Child),
+    Forked(template::Forked),
+}
+
+impl Proc {
+    fn id(&self) -> u32 {
+        match self {
+            Proc::Spawned(c) => c.id(),
+            Proc::Forked(f) => f.id(),
+        }
+    }
+
+    fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+        match self {
+            Proc::Spawned(c) => c.try_wait().context("waiting for the tool"),
+            Proc::Forked(f) => f.try_wait(),
+        }
+    }
+
+    fn kill_and_wait(&mut self) {
+        match self {
+            Proc::Spawned(child) => {
+                if let Ok(pid) = i32::try_from(child.id())
+                    && let Some(pid) = rustix::process::Pid::from_raw(pid)
+                {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Proc::Forked(f) => {
+                f.kill();
+                let _ = f.wait();
+            }
+        }
+    }
+}
+
+type Pipes = (Option<File>, Box<dyn Read + Send>, Box<dyn Read + Send>);
+
+impl ToolProcess {
+    /// Own `proc`: read its stdout line by line and collect its stderr, each on a thread.
+    fn watch(
+        proc: Proc,
+        mode: Mode,
+        policy: LaunchPolicy,
+        (stdin, stdout, stderr_pipe): Pipes,
+        tool_dir: TempDir,
+        control_dirs: Option<ControlDirs>,
+    ) -> Self {
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -299,8 +464,8 @@ impl ToolBuilder {
             }
             let _ = stderr_done_tx.send(());
         });
-        let mut tool = ToolProcess {
-            child,
+        ToolProcess {
+            child: proc,
             mode,
             policy,
             stdin,
@@ -313,13 +478,7 @@ impl ToolBuilder {
             status: None,
             tool_dir,
             control_dirs,
-        };
-        if let Some(report) = report {
-            let listeners = receive_listeners(&report)
-                .with_context(|| format!("receiving the egress listeners{}", tool.context()))?;
-            tool.egress = Some(listeners);
         }
-        Ok(tool)
     }
 }
 
@@ -396,10 +555,10 @@ fn receive_listeners(report: &UnixStream) -> Result<EgressListeners> {
 /// A running tool process, killed with its process group when dropped.
 #[derive(Debug)]
 pub struct ToolProcess {
-    child: Child,
+    child: Proc,
     mode: Mode,
     policy: LaunchPolicy,
-    stdin: Option<ChildStdin>,
+    stdin: Option<File>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<Vec<u8>>>,
     /// Signalled when stderr reached end-of-file.
@@ -503,7 +662,7 @@ impl ToolProcess {
     /// for at most a second, if a descendant still holds it) so [`Self::stderr`] is complete.
     pub fn try_status(&mut self) -> Result<Option<ExitStatus>> {
         if self.status.is_none() {
-            self.status = self.child.try_wait().context("waiting for the tool")?;
+            self.status = self.child.try_wait()?;
             if self.status.is_some() {
                 let _ = self.stderr_done.recv_timeout(Duration::from_secs(1));
             }
@@ -582,12 +741,6 @@ fn tail(text: &str, max: usize) -> &str {
 
 impl Drop for ToolProcess {
     fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id())
-            && let Some(pid) = rustix::process::Pid::from_raw(pid)
-        {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill_and_wait();
     }
 }

@@ -35,6 +35,9 @@ from mcp.server.mcpserver import MCPServer
 
 mcp = MCPServer("attack_tool")
 
+# The descriptors this process started with (before any event loop made its own).
+STARTED_WITH = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+
 LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.syscall.restype = ctypes.c_long
 LIBC.mmap.restype = ctypes.c_void_p
@@ -1331,6 +1334,85 @@ def cpu_spin(seconds: float = 30.0) -> str:
     while time.monotonic() - start < seconds:
         n += 1
     return f"ESCAPED: spun {seconds} s ({n} iterations)"
+
+
+@mcp.tool()
+def signal_pid(pid: int) -> str:
+    """Send SIGCONT (harmless, but a signal all the same) to ``pid``."""
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except OSError as e:
+        return f"BLOCKED: kill {pid}: {_err(e)}"
+    return f"ESCAPED: signalled pid {pid}"
+
+
+@mcp.tool()
+def read_memory(pid: int) -> str:
+    """Read the first readable mapping of ``pid`` through /proc/<pid>/mem."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            first = next(line for line in f if line.split()[1].startswith("r"))
+        start = int(first.split("-")[0], 16)
+        with open(f"/proc/{pid}/mem", "rb") as mem:
+            mem.seek(start)
+            data = mem.read(16)
+    except (OSError, StopIteration) as e:
+        return f"BLOCKED: /proc/{pid}/mem: {e!r}"
+    return f"ESCAPED: read {len(data)} bytes of pid {pid} at {start:#x}"
+
+
+SHM_SIZE = 4096
+
+
+@mcp.tool()
+def shm_share(key: int, create: bool) -> str:
+    """Create (or find) the System V shared memory segment ``key``, the way two processes would
+    share memory."""
+    ipc_creat = 0o1000
+    LIBC.shmget.restype = ctypes.c_int
+    flags = (ipc_creat | 0o600) if create else 0o600
+    shmid = LIBC.shmget(ctypes.c_int(key), ctypes.c_size_t(SHM_SIZE), ctypes.c_int(flags))
+    if shmid < 0:
+        return f"BLOCKED: shmget({key:#x}, create={create}): {_errno()}"
+    return f"ESCAPED: segment {key:#x} is id {shmid} (create={create})"
+
+
+@mcp.tool()
+def shm_remove(key: int) -> str:
+    """Remove the segment ``key`` (test clean-up)."""
+    LIBC.shmget.restype = ctypes.c_int
+    shmid = LIBC.shmget(ctypes.c_int(key), ctypes.c_size_t(SHM_SIZE), ctypes.c_int(0o600))
+    if shmid < 0:
+        return f"BLOCKED: {_errno()}"
+    LIBC.shmctl(shmid, 0, None)
+    return "WORKS: removed"
+
+
+@mcp.tool()
+def write_sockets() -> str:
+    """Send a start request on every socket descriptor this process started with beyond stdio
+    (a template's control socket, say)."""
+    sent, seen = [], []
+    for fd in STARTED_WITH:
+        if fd <= 2:
+            continue
+        try:
+            import stat
+
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            seen.append(fd)
+            s = socket.socket(fileno=os.dup(fd))
+            try:
+                s.send(b'{"tool_dir": "/"}')
+                sent.append(fd)
+            finally:
+                s.close()
+        except OSError:
+            continue
+    if sent:
+        return f"ESCAPED: wrote to socket descriptors {sent}"
+    return f"BLOCKED: no socket descriptor to write to (sockets seen: {seen})"
 
 
 if __name__ == "__main__":

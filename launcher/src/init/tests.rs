@@ -48,19 +48,23 @@ fn init_sys() -> Recorder {
     rec
 }
 
-fn never_the_tool(_: &mut dyn Sys) -> LaunchError {
+fn never_the_tool(_: &mut dyn Sys) -> Result<(), LaunchError> {
     panic!("the recorder's fork returns the parent's side: the tool branch never runs here")
 }
 
 fn run_init(rec: &mut Recorder, life: &mut LifeLine) -> i32 {
-    run(
+    let role = run(
         rec,
         &plan(),
         &host(),
         life,
         Mode::UserNamespace,
         never_the_tool,
-    )
+    );
+    match role {
+        Role::Init(code) => code,
+        Role::Tool => panic!("the recorder's fork never returns the tool's side"),
+    }
 }
 
 fn position(ops: &[Op], what: &str, pred: impl Fn(&Op) -> bool) -> usize {

@@ -183,7 +183,23 @@ fn maps(root: bool, outer: u32) -> IdMaps {
         gid: 1000,
         outer_uid: outer,
         outer_gid: outer,
+        identity_root: false,
     }
+}
+
+#[test]
+fn a_template_started_by_root_maps_root_and_nobody_to_themselves() {
+    let mut rec = Recorder::root();
+    let m = IdMaps {
+        identity_root: true,
+        ..maps(true, NOBODY)
+    };
+    assert_eq!(id_map_helper(&mut rec, &mut &b"u"[..], &m), 0);
+    let identity = format!("0 0 1\n{NOBODY} {NOBODY} 1\n");
+    assert_eq!(
+        rec.ops,
+        vec![id_map("uid_map", &identity), id_map("gid_map", &identity)]
+    );
 }
 
 fn id_map(file: &'static str, contents: &str) -> Op {

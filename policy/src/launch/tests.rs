@@ -395,7 +395,7 @@ fn minimal_plan_has_no_egress_no_ports_and_custom_argv() {
             Mount::Bind { .. } => "bind",
             Mount::Layer { .. } => "layer",
             Mount::Tmpfs { .. } => "tmpfs",
-            Mount::Proc { .. } => "proc",
+            Mount::Proc { .. } | Mount::WritableProc { .. } => "proc",
             Mount::MaskFile { .. } => "mask file",
             Mount::MaskDir { .. } => "mask dir",
             Mount::Dev { .. } => "dev",
@@ -1349,4 +1349,46 @@ fn bootstrap_quotes_any_path_as_one_string_literal() {
         assert_eq!(serde_json::from_str::<String>(literal).unwrap(), dir);
         assert_eq!(program.matches("sys.path.append(").count(), 1);
     }
+}
+
+#[test]
+fn a_tool_forks_from_a_template_only_on_the_same_runtime_and_below_a_shared_directory() {
+    let template = LaunchPolicy::new(
+        "/srv/tools",
+        "template",
+        "/venv/bin/python3",
+        vec![p("/venv")],
+    );
+    let shares = [p("/srv/tools"), p("/srv/layers")];
+    let tool = |dir: &str| LaunchPolicy::new(dir, "tool.py", "/venv/bin/python3", vec![p("/venv")]);
+    assert_eq!(
+        tool("/srv/tools/a/1").fork_mismatch(&template, &shares),
+        None
+    );
+    let mut layered = tool("/srv/tools/a/1");
+    layered.packages = Some(p("/srv/layers/abc"));
+    assert_eq!(layered.fork_mismatch(&template, &shares), None);
+    layered.packages = Some(p("/elsewhere/abc"));
+    assert!(layered.fork_mismatch(&template, &shares).is_some());
+    // The shared directory itself is not a tool's directory; a directory outside is not seen.
+    assert!(
+        tool("/srv/tools")
+            .fork_mismatch(&template, &shares)
+            .is_some()
+    );
+    assert!(
+        tool("/home/u/t")
+            .fork_mismatch(&template, &shares)
+            .is_some()
+    );
+    let mut other_runtime = tool("/srv/tools/a/1");
+    other_runtime.runtime_dirs.push(p("/opt/extra"));
+    let why = other_runtime.fork_mismatch(&template, &shares);
+    assert_eq!(
+        why.as_deref(),
+        Some("its runtime directories differ from the template's")
+    );
+    let mut other_args = tool("/srv/tools/a/1");
+    other_args.interpreter_args.push("-X".into());
+    assert!(other_args.fork_mismatch(&template, &shares).is_some());
 }

@@ -11,6 +11,7 @@
 //! - `network`: host listeners over TCP, UDP and unix sockets, and the egress listener;
 //! - `limits`: memory, thread, descriptor and CPU bombs;
 //! - `lifecycle`: refusing to start without a feature, bad policies, parent death;
+//! - `template`: tools forked from a template, against their template and each other;
 //! - `survival`: a tool written to outlive its kill (death signal cleared, signals ignored,
 //!   sessions, double forks), killed the way the supervisor kills it.
 //!
@@ -28,6 +29,7 @@ mod network;
 mod process;
 mod serve;
 mod survival;
+mod template;
 
 use autotool_tests::{ATTACK_TOOL, Mode, ToolBuilder, ToolProcess};
 use serde_json::{Value, json};

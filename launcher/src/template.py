@@ -1,0 +1,170 @@
+# autotool template: imports the SDK once, then forks one confined tool per request.
+# Run as `python -I -B -c <this> CONTROL_FD NATIVE_FD` by `autotool-launcher --template`.
+# Single-threaded by construction: nothing here starts a thread, and a fork is refused when
+# the process holds more than one.
+import builtins
+import ctypes
+import gc
+import json
+import os
+import random
+import runpy
+import signal
+import socket
+import struct
+import sys
+
+CONTROL = int(sys.argv[1])
+NATIVE = int(sys.argv[2])
+
+# PyDLL: the calls keep the GIL, so the process stays one thread the whole way through.
+native = ctypes.PyDLL("/proc/self/fd/%d" % NATIVE)
+os.close(NATIVE)
+confine = native.autotool_confine
+confine.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+confine.restype = ctypes.c_int
+exec_info = native.autotool_exec_info
+exec_info.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+exec_info.restype = ctypes.c_ssize_t
+
+# What nearly every tool imports; a module missing from the runtime is simply not preloaded.
+for name in (
+    "mcp.server.mcpserver",
+    "mcp.server.mcpserver.exceptions",
+    "httpx2",
+    "pydantic",
+    "anyio",
+    "asyncio",
+    "json",
+    "typing",
+):
+    try:
+        __import__(name)
+    except Exception:
+        pass
+
+control = socket.socket(fileno=CONTROL)
+children = {}
+
+
+def reap(_signum=None, _frame=None):
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        answer = children.pop(pid, None)
+        if answer is not None:
+            try:
+                answer.send(b"X" + struct.pack("<i", status))
+            except OSError:
+                pass
+            answer.close()
+
+
+def refuse(answer, fds, why):
+    try:
+        answer.send(b"E" + why.encode()[:1000])
+    except OSError:
+        pass
+    for fd in fds:
+        os.close(fd)
+
+
+def run_tool(policy, fds):
+    """In the forked child: confine, then run the tool as __main__. Never returns."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    control.detach()
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    report = fds[4] if len(fds) == 5 else -1
+    buf = ctypes.create_string_buffer(1 << 20)
+    n = exec_info(policy, len(policy), buf, len(buf))
+    if n < 0:
+        os._exit(125)
+    info = json.loads(buf.raw[:n])
+    del buf
+    # Returns only in the confined tool; the outer waiter and the init exit inside.
+    if confine(policy, len(policy), report) != 0:
+        os._exit(125)
+    os.environ.clear()
+    os.environ.update(dict(info["env"]))
+    random.seed()
+    argv = info["argv"][1:]
+    while argv and argv[0] in ("-I", "-B"):
+        argv = argv[1:]
+    try:
+        if argv and argv[0] == "-c":
+            sys.argv = ["-c"] + argv[2:]
+            code = compile(argv[1], "<string>", "exec")
+            exec(code, {"__name__": "__main__", "__builtins__": builtins})
+        else:
+            sys.argv = argv
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+        sys.stdout.flush()
+        os._exit(code)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def serve():
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 20, 6)
+        except InterruptedError:
+            continue
+        if not msg:
+            return
+        if len(fds) < 4:
+            for fd in fds:
+                os.close(fd)
+            continue
+        answer = socket.socket(fileno=fds[3])
+        if len(fds) not in (4, 5):
+            refuse(answer, fds[:3] + fds[4:], "expected 4 or 5 descriptors")
+            answer.close()
+            continue
+        if len(os.listdir("/proc/self/task")) != 1:
+            refuse(answer, fds[:3] + fds[4:], "the template is not single-threaded")
+            answer.close()
+            continue
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+        pid = os.fork()
+        if pid == 0:
+            answer.detach()
+            run_tool(msg, fds)
+        for i, fd in enumerate(fds):
+            if i != 3:
+                os.close(fd)
+        try:
+            pidfd = os.pidfd_open(pid)
+            socket.send_fds(answer, [b"P" + struct.pack("<i", pid)], [pidfd])
+            os.close(pidfd)
+        except OSError:
+            pass
+        children[pid] = answer
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
+
+
+signal.signal(signal.SIGCHLD, reap)
+gc.collect()
+gc.freeze()
+control.send(b"R")
+serve()

@@ -1,0 +1,156 @@
+//! Tools forked from a template: nothing one does reaches its template or a sibling forked from
+//! the same template. Each attack runs from a forked tool against the template and a sibling
+//! (blocked), and as a control between two unconfined tools (it works).
+
+use super::{assert_blocked, assert_escaped, attack_on, builder, start};
+use autotool_tests::host;
+use autotool_tests::template;
+use autotool_tests::{Mode, ToolProcess};
+use serde_json::json;
+use std::os::unix::net::UnixStream;
+
+/// Whether to skip: nothing can be confined, or no template can be made here (it says why).
+fn skip() -> bool {
+    if super::skip() {
+        return true;
+    }
+    let Some(why) = template::available_or_why() else {
+        return false;
+    };
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("template test")
+        .to_string();
+    autotool_tests::print_skip(&name, why);
+    true
+}
+
+/// A confined attack tool forked from the shared template.
+fn forked() -> ToolProcess {
+    builder()
+        .forked()
+        .and_then(|b| b.start(Mode::Confined))
+        .unwrap_or_else(|e| panic!("forking the attack tool: {e:#}"))
+}
+
+/// The host pid of the Python process running the tool (the deepest of the started
+/// process's descendants), or of the control itself.
+fn tool_pid(tool: &ToolProcess) -> u32 {
+    host::descendants(tool.pid())
+        .into_iter()
+        .filter(|&p| host::cmdline(p).contains("python"))
+        .max()
+        .unwrap_or(tool.pid())
+}
+
+/// The host pid of the shared template's Python process.
+fn template_pid() -> u32 {
+    let t = template::shared().expect("starting the template");
+    host::descendants(t.launcher_pid)
+        .into_iter()
+        .find(|&p| host::cmdline(p).contains("autotool template"))
+        .expect("the template's Python process among the launcher's descendants")
+}
+
+#[test]
+fn a_forked_tool_runs_in_its_own_namespaces_below_the_template() {
+    if skip() {
+        return;
+    }
+    let a = forked();
+    let b = forked();
+    let (pa, pb) = (tool_pid(&a), tool_pid(&b));
+    assert!(
+        host::descendants(template::shared().unwrap().launcher_pid).contains(&pa),
+        "the forked tool {pa} is not below the template"
+    );
+    for ns in ["net", "mnt", "pid", "ipc", "uts", "user", "cgroup"] {
+        let link = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
+        let own = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        assert_ne!(
+            link(pa),
+            link(pb),
+            "two forked tools share their {ns} namespace"
+        );
+        assert_ne!(
+            link(pa),
+            own,
+            "a forked tool shares the host's {ns} namespace"
+        );
+    }
+}
+
+#[test]
+fn a_forked_tool_cannot_signal_trace_or_read_its_template_or_a_sibling() {
+    if skip() {
+        return;
+    }
+    let template = template_pid();
+    let mut a = forked();
+    let b = forked();
+    let sibling = tool_pid(&b);
+    for target in [template, sibling, b.pid()] {
+        for attack in ["signal_pid", "ptrace_attack", "read_memory"] {
+            let verdict = attack_on(&mut a, attack, json!({"pid": target}));
+            assert_blocked(&verdict, &format!("{attack} on {target}"));
+        }
+    }
+    // Its own init is the template's code too: not dumpable, out of its Landlock domain.
+    for attack in ["signal_pid", "ptrace_attack", "read_memory"] {
+        let verdict = attack_on(&mut a, attack, json!({"pid": 1}));
+        assert!(
+            !verdict.starts_with("ESCAPED:"),
+            "{attack} on the forked tool's init: {verdict}"
+        );
+    }
+    let mut c = start(Mode::Control);
+    let d = start(Mode::Control);
+    let target = d.pid();
+    for attack in ["signal_pid", "ptrace_attack", "read_memory"] {
+        let verdict = attack_on(&mut c, attack, json!({"pid": target}));
+        assert_escaped(&verdict, &format!("{attack} between two unconfined tools"));
+    }
+}
+
+#[test]
+fn a_forked_tool_shares_no_memory_with_a_sibling() {
+    if skip() {
+        return;
+    }
+    let key = 0x5eed_0000 + (std::process::id() & 0xffff) as i64;
+    let mut a = forked();
+    let mut b = forked();
+    let made = attack_on(&mut a, "shm_share", json!({"key": key, "create": true}));
+    assert_blocked(&made, "shared memory made by a forked tool");
+    let found = attack_on(&mut b, "shm_share", json!({"key": key, "create": false}));
+    assert_blocked(&found, "shared memory found by its sibling");
+    let mut c = start(Mode::Control);
+    let mut d = start(Mode::Control);
+    let made = attack_on(&mut c, "shm_share", json!({"key": key, "create": true}));
+    let found = attack_on(&mut d, "shm_share", json!({"key": key, "create": false}));
+    attack_on(&mut c, "shm_remove", json!({"key": key}));
+    assert_escaped(&made, "shared memory between two unconfined tools (made)");
+    assert_escaped(&found, "shared memory between two unconfined tools (found)");
+}
+
+#[test]
+fn a_forked_tool_holds_no_descriptor_of_its_template() {
+    if skip() {
+        return;
+    }
+    let mut a = forked();
+    let verdict = attack_on(&mut a, "write_sockets", json!({}));
+    assert_blocked(&verdict, "writing to a socket the tool started with");
+    // The template still serves: a start after the attack works.
+    let mut b = forked();
+    assert_eq!(attack_on(&mut b, "ping", json!({})), "WORKS: pong");
+    // Control: an unconfined tool that did inherit a socket writes to it.
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let mut control = builder()
+        .with_inherited_fd(theirs.into(), 7)
+        .start(Mode::Control)
+        .unwrap();
+    let verdict = attack_on(&mut control, "write_sockets", json!({}));
+    assert_escaped(&verdict, "writing to an inherited socket");
+    drop(ours);
+}
