@@ -446,6 +446,26 @@ pub struct Summary {
 
 pub(crate) const TITLE_WIDTH: usize = 16;
 
+/// Whether an entry that runs `runs` (its command line as an app's config gives it) starts
+/// `command`, this binary: the same path, or another path to the same file (a symlink, a
+/// relative spelling). Only then is the difference in its arguments (`serve` against `connect`
+/// for the service) the thing to say, not the binary.
+fn runs_this_binary(runs: &str, command: &str) -> bool {
+    if runs == command || runs.starts_with(&format!("{command} ")) {
+        return true;
+    }
+    let Some(first) = runs.split_whitespace().next() else {
+        return false;
+    };
+    match (std::fs::metadata(first), std::fs::metadata(command)) {
+        (Ok(a), Ok(b)) => {
+            use std::os::unix::fs::MetadataExt as _;
+            (a.dev(), a.ino()) == (b.dev(), b.ino())
+        }
+        _ => false,
+    }
+}
+
 /// Register `entry` with the apps `opts` names (or all found), reporting a line per app on `out`.
 pub fn run(
     opts: &Options,
@@ -498,6 +518,14 @@ pub fn run(
                 let at = env.show(config);
                 if *same {
                     writeln!(out, "{title}already registered ({at})")?;
+                } else if runs_this_binary(runs, &entry.command) {
+                    writeln!(
+                        out,
+                        "{title}already registered ({at}), left untouched: it runs this binary \
+                         as `{runs}`, not `{command}`. To change it, {}, then run `autotool \
+                         setup` again.",
+                        remove_hint(app, &at, runs)
+                    )?;
                 } else {
                     writeln!(
                         out,

@@ -1159,6 +1159,49 @@ fn setup_service_registers_the_bridge_and_switches_an_existing_entry() {
 }
 
 #[test]
+fn an_entry_of_this_binary_with_other_arguments_is_not_called_another_binary() {
+    let home = Home::new();
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_autotool")).unwrap();
+    let exe = exe.to_str().unwrap();
+    // The same file under another name: a symlink, as a package manager's `bin/` gives it.
+    let link = home.path("bin/autotool-link");
+    std::os::unix::fs::symlink(exe, &link).unwrap();
+    for command in [exe, link.to_str().unwrap()] {
+        home.write(
+            ".claude.json",
+            &json!({"mcpServers": {"autotool": {"type": "stdio", "command": command, "args": ["serve"]}}})
+                .to_string(),
+        );
+        let (code, out, err) = autotool(
+            &home,
+            &["setup", "--service", "--app", "claude-code", "--no-runtime"],
+        );
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(
+            out.contains(&format!(
+                "left untouched: it runs this binary as `{command} serve`, not `{exe} connect`."
+            )),
+            "{out}"
+        );
+        assert!(!out.contains("not this binary"), "{out}");
+    }
+    // Control: another binary is still called one.
+    home.write(
+        ".claude.json",
+        r#"{"mcpServers": {"autotool": {"type": "stdio", "command": "/old/autotool", "args": ["serve"]}}}"#,
+    );
+    let (code, out, err) = autotool(
+        &home,
+        &["setup", "--service", "--app", "claude-code", "--no-runtime"],
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("it runs `/old/autotool serve`, not this binary."),
+        "{out}"
+    );
+}
+
+#[test]
 fn doctor_names_each_app_found_and_whether_it_runs_autotool() {
     let home = Home::new();
     home.mkdir(".cursor")
