@@ -367,8 +367,12 @@ async fn a_created_tool_gets_a_trigger_check_with_a_model_of_its_own() {
     assert!(fake.requests().is_empty());
 
     // With one: the model writes requests and near misses, then picks from the whole list.
+    // (Each create below adds a comment to the code: the same code and description again is
+    // answered "unchanged" with the mounted version's verdicts, and checks nothing anew.)
     std::fs::write(home.path().join(".env"), model_env(&fake)).unwrap();
     wait_for_synthesize(&client, true).await;
+    let second = format!("{FIXED}\n# the second version\n");
+    let code = args(json!({"name": "adder", "code": second, "description": "adds numbers"}));
     let r = client.call_tool("create_tool", code.clone()).await.unwrap();
     let check = r.structured_content.as_ref().unwrap()["trigger_check"].clone();
     assert_eq!(check["passed"], true, "{check}");
@@ -403,6 +407,8 @@ async fn a_created_tool_gets_a_trigger_check_with_a_model_of_its_own() {
 
     // Control: picks that miss and steal fail the check; the tool stays mounted and answers.
     badly.store(true, Ordering::Relaxed);
+    let third = format!("{FIXED}\n# the third version\n");
+    let code = args(json!({"name": "adder", "code": third, "description": "adds numbers"}));
     let r = client.call_tool("create_tool", code).await.unwrap();
     let check = r.structured_content.as_ref().unwrap()["trigger_check"].clone();
     assert_eq!(check["passed"], false, "{check}");

@@ -15,6 +15,8 @@
 //! depends on, so `serve` pays for it once per launcher, boot and confinement of its own, not
 //! on every start.
 
+#[cfg(feature = "own-model")]
+mod model;
 mod probe_cache;
 mod trial;
 
@@ -441,9 +443,7 @@ pub fn run_all(config: &Result<crate::config::Config, crate::config::Problems>) 
             report.checks.push(keychain_check(&home));
             report.checks.push(service_check(&home));
             #[cfg(feature = "own-model")]
-            report
-                .checks
-                .push(crate::own_model::settings::doctor_check(&home));
+            report.checks.push(model::model_check(&home));
             host_checks(&mut report.checks);
         }
         Err(e) => report

@@ -126,37 +126,27 @@ enum CliError {
 /// held now: what verification stored of a tool was redacted before it was written, but a
 /// value stored before its key was added is only known to be one now.
 pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
-    let home = match Home::from_env() {
-        Ok(home) => home,
-        Err(e) => return super::fail("tools", &e.to_string()),
-    };
-    let redactor = match shown_through(&home) {
-        Ok(r) => r,
+    let found = Home::from_env().map_err(CliError::from).and_then(|home| {
+        // Every key value this machine holds (an unreadable keychain gives none, as for serve).
+        let (values, _unreadable) = crate::credentials::KeyStore::open(&home).known_values();
+        let redactor = Redactor::new(&values).map_err(|e| CliError::Other(e.into()))?;
+        Ok((home, redactor))
+    });
+    let (home, redactor) = match found {
+        Ok(found) => found,
         Err(e) => return super::fail("tools", &e.to_string()),
     };
     let mut shown = RedactingWriter::new(&mut *out, &redactor);
-    #[cfg(feature = "team")]
-    if let ToolsCmd::Team(cmd) = cmd {
-        // A pulled tool's record was written by someone else: shown through the same redactor.
-        let code = super::team::tools(cmd, &mut shown);
-        return match shown.finish() {
-            Ok(_) => code,
-            Err(e) => super::fail("tools", &e.to_string()),
-        };
-    }
-    let result = run_in(&home, cmd, &mut shown);
-    let written = shown.finish().map(drop).map_err(CliError::from);
-    match result.and(written) {
-        Ok(()) => ExitCode::SUCCESS,
+    // A pulled tool's record was written by someone else: shown through the same redactor.
+    let (code, result) = match cmd {
+        #[cfg(feature = "team")]
+        ToolsCmd::Team(cmd) => (super::team::tools(cmd, &mut shown), Ok(())),
+        cmd => (ExitCode::SUCCESS, run_in(&home, cmd, &mut shown)),
+    };
+    match result.and(shown.finish().map(drop).map_err(CliError::from)) {
+        Ok(()) => code,
         Err(e) => super::fail("tools", &redactor.redact(&e.to_string())),
     }
-}
-
-/// The redactor of every key value this machine holds (a keychain that cannot be read gives
-/// none of its values, as for `serve`).
-fn shown_through(home: &Home) -> Result<Redactor, crate::redact::RedactError> {
-    let (values, _unreadable) = crate::credentials::KeyStore::open(home).known_values();
-    Redactor::new(&values)
 }
 
 fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliError> {
