@@ -94,7 +94,10 @@ impl Library {
             .filter(|(k, _)| k.ends_with("_API_BASE"))
             .collect();
         let (changes, _) = tokio::sync::watch::channel(0u64);
-        let runtime = Preparer::new(home.runtime_dir());
+        let runtime = Preparer::new(
+            home.runtime_dir(),
+            home.log_dir().join(crate::tool::runtime::detach::LOG_NAME),
+        );
         let library = Arc::new(Library {
             settings,
             home,

@@ -12,8 +12,11 @@
 //! - [`status`]: what is at the runtime's place now, for `autotool runtime status` and `doctor`.
 //! - [`prepare`]: the runtime made ready in the background while `serve` already answers, with
 //!   calls that need it held for a bounded time.
+//! - [`detach`]: that build in a detached `autotool runtime install`, so it outlives a `serve`
+//!   that is killed.
 
 pub mod build;
+pub mod detach;
 pub mod prepare;
 
 pub use build::{Cancel, Installer};

@@ -22,6 +22,7 @@
 //!   disk, a process reporting other schemas);
 //! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
 //! - `persistence`: tools survive a restart of the server;
+//! - `runtime_build`: a runtime build outlives the `serve` that started it;
 //! - `service`: one HTTP service shared by hosts of both eras through `autotool connect`; the
 //!   systemd unit;
 //! - `states`: probation, promotion, automatic quarantine, `force`, rehab and retire;
@@ -47,6 +48,7 @@ mod packages;
 mod persistence;
 mod protocol;
 mod render;
+mod runtime_build;
 mod service;
 mod states;
 mod team;

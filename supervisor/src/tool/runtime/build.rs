@@ -49,7 +49,7 @@ const UV_FETCH_BOUND: Duration = Duration::from_secs(5 * 60);
 /// Bound on installing the requirements (downloads included).
 const INSTALL_BOUND: Duration = Duration::from_secs(15 * 60);
 /// How long a creator waits for another process that is creating the same runtime.
-const LOCK_BOUND: Duration = Duration::from_secs(20 * 60);
+pub(super) const LOCK_BOUND: Duration = Duration::from_secs(20 * 60);
 
 /// What built a runtime.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,8 @@
 //! - [`Preparer::wait`] waits for the outcome, at most a given time, reporting every change of
 //!   [`State`]; [`Preparer::hold`] is that wait with the answer a host gets when the runtime
 //!   is not ready in time.
-//! - [`Preparer::shutdown`] stops a build in progress (its temporary directory is removed).
+//! - [`Preparer::shutdown`] stops waiting; a build in this process is stopped (its temporary
+//!   directory is removed), a detached one ([`super::detach`]) goes on.
 //!
 //! A failed preparation is tried again by the next call that needs the runtime, so a network
 //! that comes back, or a Python installed meanwhile, needs no restart.
@@ -155,14 +156,13 @@ impl Progress for ToState<'_> {
 }
 
 impl Preparer {
-    /// The runtime at `dir` (or `$AUTOTOOL_RUNTIME`), not started.
-    pub fn new(dir: PathBuf) -> Arc<Preparer> {
+    /// The runtime at `dir` (or `$AUTOTOOL_RUNTIME`), not started; built by a detached
+    /// `autotool runtime install` writing to `log` (see [`super::detach`]).
+    pub fn new(dir: PathBuf, log: PathBuf) -> Arc<Preparer> {
         let at = dir.clone();
         Preparer::with_work(
             dir,
-            Box::new(move |progress, cancel| {
-                super::ensure_runtime_until(&at, progress, cancel).map_err(|e| e.to_string())
-            }),
+            Box::new(move |progress, cancel| super::detach::ensure(&at, &log, progress, cancel)),
         )
     }
 
