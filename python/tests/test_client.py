@@ -161,20 +161,33 @@ SLOW_UV = Path(__file__).resolve().parents[2] / "tests" / "tools" / "runtime" / 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_first_create_on_a_fresh_home_waits_for_the_runtime(
-    mode: str, monkeypatch: pytest.MonkeyPatch, home: Path, capfd: pytest.CaptureFixture[str]
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+    home: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """No runtime yet: serve builds it in the background (a uv that takes 6 s to install, offline)
-    and holds the first `create_tool` 3.5 s, then answers "not yet, call again in N ms" with
-    that hint in `_meta`. `call_tool` waits as told, showing serve's progress, and returns the
-    created tool; with `wait=0` the refusal itself comes back, with its hint."""
+    """No runtime yet: serve builds it in the background (a uv that takes 12 s to install,
+    offline; the build is a detached process that outlives the serve that started it) and holds
+    the first `create_tool` 3.5 s, then answers "not yet, call again in N ms" with that hint in
+    `_meta`. A second serve finds the same build still running: `call_tool` waits as told,
+    showing its progress, and returns the created tool; with `wait=0` the refusal itself comes
+    back, with its hint."""
     uv = Path(os.environ.get("AUTOTOOL_TEST_UV", "/opt/autotool-test-uv/bin/uv"))
     if not os.path.isfile(uv):  # noqa: ASYNC240 - one stat before anything starts
         pytest.fail(f"no test uv at {uv}: set AUTOTOOL_TEST_UV (sudo .ci/test installs it)")
     monkeypatch.delenv("AUTOTOOL_RUNTIME")
-    monkeypatch.setenv("AUTOTOOL_UV", str(SLOW_UV))
-    monkeypatch.setenv("AUTOTOOL_TEST_UV", str(uv))
     # The Python the test runtime was made from, whose packages slow-uv copies.
     runtime = Path(os.environ.get("AUTOTOOL_TEST_RUNTIME", "/opt/autotool-test-runtime"))
+    # autotool runs uv with an environment of its own: slow-uv's settings go in a wrapper.
+    wrapper = tmp_path / "uv"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"export AUTOTOOL_TEST_UV='{uv}' AUTOTOOL_TEST_RUNTIME='{runtime}' SLOW_UV_SECONDS=12\n"
+        f'exec \'{SLOW_UV}\' "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("AUTOTOOL_UV", str(wrapper))
     monkeypatch.setenv("AUTOTOOL_PYTHON", str((runtime / "bin" / "python3").resolve()))
     async with autotool.connect(mode=mode, wait=0, quiet=True) as client:  # type: ignore[arg-type]
         refused = await client.call_tool("create_tool", {"name": "adder", "code": fakes.ADDER_TOOL})

@@ -418,7 +418,10 @@ fn host_checks(checks: &mut Vec<Check>) {
             Check::new(
                 "hosts",
                 Status::Warn,
-                "no agent app found (Claude Code, Codex, Cursor, Claude Desktop, OpenClaw)",
+                format!(
+                    "no agent app found ({})",
+                    App::ALL.map(App::title).join(", ")
+                ),
             )
             .fix("install one, then run autotool setup"),
         );
