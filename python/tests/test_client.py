@@ -184,7 +184,7 @@ async def test_a_first_create_on_a_fresh_home_waits_for_the_runtime(
     wrapper.write_text(
         "#!/bin/sh\n"
         f"export AUTOTOOL_TEST_UV='{uv}' AUTOTOOL_TEST_RUNTIME='{runtime}' SLOW_UV_SECONDS=12\n"
-        f'exec \'{SLOW_UV}\' "$@"\n'
+        f"exec '{SLOW_UV}' \"$@\"\n"
     )
     wrapper.chmod(0o755)
     monkeypatch.setenv("AUTOTOOL_UV", str(wrapper))
