@@ -85,6 +85,15 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     let app = Library::new(settings, home)?;
     // Ready before it is needed: a missing runtime is built while hosts already talk to us.
     app.runtime.start();
+    // The tool template too: the first tool started forks from it rather than waiting for it.
+    {
+        let app = app.clone();
+        tokio::spawn(async move {
+            if let Ok(python) = app.runtime().await {
+                app.warm_template(&python);
+            }
+        });
+    }
     // Package layers no live tool names any more (its tools removed since) go, off the
     // startup path.
     {

@@ -93,6 +93,20 @@ pub static SETTINGS: &[Setting] = &[
         show: |v| show_duration(v.serve.idle_timeout),
     },
     Setting {
+        name: "fork_tools",
+        flag: None,
+        env: "AUTOTOOL_FORK_TOOLS",
+        key: Some("fork_tools"),
+        description: "`on` forks confined tools from a template that has imported the SDK \
+                      (milliseconds to start, shared memory); `off` starts each through the \
+                      launcher",
+        apply: |v, raw, _| {
+            v.serve.fork_tools = on_off(raw)?;
+            Ok(None)
+        },
+        show: |v| if v.serve.fork_tools { "on" } else { "off" }.into(),
+    },
+    Setting {
         name: "create_hold",
         flag: None,
         env: "AUTOTOOL_CREATE_HOLD",
@@ -342,12 +356,7 @@ pub static SETTINGS: &[Setting] = &[
         description: "`on` offers synthesize_tool when $AUTOTOOL_HOME/.env names a model; `off` \
                       never offers it",
         apply: |v, raw, _| {
-            let word = raw.trim().to_ascii_lowercase();
-            v.serve.synthesize = match word.as_str() {
-                "on" | "1" | "true" | "yes" => true,
-                "off" | "0" | "false" | "no" => false,
-                _ => return Err(ValueError::NotOnOff),
-            };
+            v.serve.synthesize = on_off(raw)?;
             Ok(None)
         },
         show: |v| if v.serve.synthesize { "on" } else { "off" }.into(),
@@ -487,6 +496,15 @@ const ALLOW_ALL: &str = "dangerously-allow-all";
 
 /// `sandbox`: `off`, `0`, `false` or `no` turns it off. From the flag and the environment
 /// anything else is strict, as it always was; in the file an unknown word is a problem.
+/// An on/off setting's value.
+fn on_off(raw: &str) -> Result<bool, ValueError> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "on" | "1" | "true" | "yes" => Ok(true),
+        "off" | "0" | "false" | "no" => Ok(false),
+        _ => Err(ValueError::NotOnOff),
+    }
+}
+
 fn apply_sandbox(v: &mut Values, raw: &str, layer: Layer) -> Result<Option<String>, ValueError> {
     let word = raw.trim().to_ascii_lowercase();
     if ["off", "0", "false", "no"].contains(&word.as_str()) {

@@ -385,7 +385,34 @@ impl Library {
         spec.limits = self.settings.limits;
         spec.max_output_bytes = self.settings.max_output_bytes;
         spec.launcher = self.settings.launcher.clone();
+        spec.template = self.template_shares();
         spec
+    }
+
+    /// The directories a tool template shares, when tools are forked from one
+    /// ([`crate::tool::template`]).
+    fn template_shares(&self) -> Option<crate::tool::template::Shares> {
+        (self.settings.fork_tools && self.settings.sandbox == SandboxMode::Strict).then(|| {
+            crate::tool::template::Shares {
+                tools: self.home.tools_dir(),
+                layers: self.home.layers_dir(),
+            }
+        })
+    }
+
+    /// Start the template of `python` ahead of the first tool, when tools are forked.
+    pub fn warm_template(&self, python: &Python) {
+        let Some(shares) = self.template_shares() else {
+            return;
+        };
+        let launcher = match &self.settings.launcher {
+            Some(path) => path.clone(),
+            None => match crate::tool::launcher::locate() {
+                Ok(path) => path,
+                Err(_) => return,
+            },
+        };
+        crate::tool::template::warm(&launcher, &shares, python);
     }
 
     /// A fingerprint of what a process was given: the keys, their values and allowlists. A

@@ -18,6 +18,9 @@ pub struct Settings {
     /// How long a `create_tool` is held for its verification before it is answered that
     /// verification continues (zero: held until verification ends).
     pub create_hold: Duration,
+    /// Fork confined tools from their runtime's template (`crate::tool::template`) instead of
+    /// starting each through the launcher.
+    pub fork_tools: bool,
     /// Bytes of text a result may carry before it is truncated.
     pub max_output_bytes: usize,
     /// Largest `code` accepted by `create_tool`.
@@ -56,6 +59,7 @@ impl Default for Settings {
             call_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(600),
             create_hold: crate::tool::runtime::prepare::HOLD,
+            fork_tools: true,
             max_output_bytes: 256 << 10,
             max_code_bytes: 256 << 10,
             poll_interval: Duration::from_millis(500),

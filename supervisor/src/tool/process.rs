@@ -136,6 +136,9 @@ pub struct ToolSpec {
     /// The most output an answer may carry (serve's `max_output_bytes`): the tool link takes
     /// no message larger than an answer of this much needs ([`Bounds::for_output`]).
     pub max_output_bytes: usize,
+    /// With [`SandboxMode::Strict`], fork the tool from its runtime's template, which shares
+    /// these directories ([`crate::tool::template`]); `None` always starts the launcher.
+    pub template: Option<crate::tool::template::Shares>,
 }
 
 impl ToolSpec {
@@ -159,6 +162,7 @@ impl ToolSpec {
             start_timeout: DEFAULT_START_TIMEOUT,
             egress: None,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            template: None,
         }
     }
 }

@@ -11,6 +11,8 @@
 //! - `misbehaving`: mounted tools that crash, hang past the call timeout, break the protocol
 //!   mid-call, flood stderr or return too much;
 //! - `demo`: `autotool demo` shows every step it promises;
+//! - `fork`: tools forked from their runtime's template, and started through the launcher
+//!   when there is none (forking off, a template that cannot be made or died);
 //! - `binary`: a key's bytes inside images, audio clips and blobs, in both eras, withheld;
 //! - `metadata`: a key computed into a tool's titles, descriptions and schemas at import is in
 //!   no file of the home and no `tools` output;
@@ -38,6 +40,7 @@ mod binary;
 mod consent;
 mod create;
 mod demo;
+mod fork;
 mod installs;
 mod keys;
 mod library;

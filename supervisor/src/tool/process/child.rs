@@ -1,6 +1,9 @@
 //! The tool's OS process in either sandbox mode: starting it, waiting for it, killing it.
 //!
-//! `Strict` runs `autotool-launcher` (a `std::process::Child` from [`crate::tool::launcher::spawn`]);
+//! `Strict` forks the tool from its runtime's template when one is ready and the spec names the
+//! directories it shares ([`ToolSpec::template`], [`crate::tool::template`]): the template
+//! reports the forked child's exit on a status socket. Otherwise it runs `autotool-launcher` (a
+//! `std::process::Child` from [`crate::tool::launcher::spawn`]);
 //! a small thread blocks in `waitid(WNOWAIT)` on its pidfd and says when it has exited (tokio
 //! can only watch a pidfd through `unsafe`); the launcher kills the tool when it dies. `Off`
 //! runs the interpreter directly with `tokio::process`, as the leader of its own process group,
@@ -13,15 +16,16 @@
 
 use super::{SandboxMode, ToolProcError, ToolSpec};
 use crate::egress;
-use crate::tool::launcher;
+use crate::tool::{launcher, template};
 use autotool_policy::launch::DEFAULT_EGRESS_PORT;
 use autotool_policy::{Egress, LaunchPolicy};
 use command_fds::FdMapping;
 use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdOptions};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
@@ -58,6 +62,20 @@ pub(super) enum Child {
     },
     /// `--sandbox strict`: the launcher.
     Launcher(LauncherChild),
+    /// `--sandbox strict`, forked from its runtime's template.
+    Forked(ForkedChild),
+}
+
+/// A tool forked from a template: the forked child (its outer waiter), which the template
+/// reaps and reports on the status socket.
+pub(super) struct ForkedChild {
+    pidfd: OwnedFd,
+    status: tokio::net::UnixStream,
+    /// The child's host pid (0 when it had exited before the template's answer was read).
+    host_pid: u32,
+    /// What has arrived of the exit report (`X` and 4 bytes), kept across cancelled waits.
+    got: Vec<u8>,
+    exit: Option<ExitStatus>,
 }
 
 /// A launcher started by `std::process`, which tokio cannot wait on by itself.
@@ -96,21 +114,13 @@ pub(crate) fn launch_policy(spec: &ToolSpec, egress_port: Option<u16>) -> Launch
 
 /// Start the process described by `spec`, with its stdio piped.
 pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
-    let mut extra = Vec::new();
-    let (egress_end, port) = match (&spec.egress, spec.sandbox) {
+    let (host_listener, port) = match (&spec.egress, spec.sandbox) {
         (None, _) => (None, None),
-        (Some(_), SandboxMode::Strict) => {
-            let (ours, theirs) = UnixStream::pair().map_err(egress_error)?;
-            extra.push(FdMapping {
-                parent_fd: theirs.into(),
-                child_fd: REPORT_FD,
-            });
-            (Some(EgressEnd::Report(ours)), Some(DEFAULT_EGRESS_PORT))
-        }
+        (Some(_), SandboxMode::Strict) => (None, Some(DEFAULT_EGRESS_PORT)),
         (Some(_), SandboxMode::Off) => {
             let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(egress_error)?;
             let port = listener.local_addr().map_err(egress_error)?.port();
-            (Some(EgressEnd::Host(listener)), Some(port))
+            (Some(listener), Some(port))
         }
     };
     let policy = launch_policy(spec, port);
@@ -118,12 +128,102 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
     // path in it, a malformed variable, a zero limit), with the policy's own message rather
     // than a launcher exit status.
     policy.plan()?;
-    let mut spawned = match spec.sandbox {
-        SandboxMode::Strict => spawn_strict(spec, &policy, extra),
-        SandboxMode::Off => spawn_off(spec, &policy.env),
-    }?;
-    spawned.egress = egress_end;
-    Ok(spawned)
+    match spec.sandbox {
+        SandboxMode::Strict => {
+            let launcher = match &spec.launcher {
+                Some(path) => path.clone(),
+                None => launcher::locate()?,
+            };
+            if let Some(shares) = &spec.template {
+                if let Some(forked) = spawn_forked(&launcher, shares, spec, &policy)? {
+                    return Ok(forked);
+                }
+            }
+            let (report, extra) = match &spec.egress {
+                Some(_) => {
+                    let (ours, theirs) = UnixStream::pair().map_err(egress_error)?;
+                    let mapping = FdMapping {
+                        parent_fd: theirs.into(),
+                        child_fd: REPORT_FD,
+                    };
+                    (Some(EgressEnd::Report(ours)), vec![mapping])
+                }
+                None => (None, Vec::new()),
+            };
+            let mut spawned = spawn_strict(&launcher, &policy, extra)?;
+            spawned.egress = report;
+            Ok(spawned)
+        }
+        SandboxMode::Off => {
+            let mut spawned = spawn_off(spec, &policy.env)?;
+            spawned.egress = host_listener.map(EgressEnd::Host);
+            Ok(spawned)
+        }
+    }
+}
+
+/// Fork the tool from its runtime's template ([`template::fork`]); `None` when it starts
+/// through the launcher instead.
+fn spawn_forked(
+    launcher: &Path,
+    shares: &template::Shares,
+    spec: &ToolSpec,
+    policy: &LaunchPolicy,
+) -> Result<Option<Spawned>, ToolProcError> {
+    let fail = |source: std::io::Error| ToolProcError::Spawn {
+        program: launcher.to_path_buf(),
+        source,
+    };
+    let (stdin_theirs, stdin_ours) = std::io::pipe().map_err(fail)?;
+    let (stdout_ours, stdout_theirs) = std::io::pipe().map_err(fail)?;
+    let (stderr_ours, stderr_theirs) = std::io::pipe().map_err(fail)?;
+    let (report_ours, report_theirs) = match &spec.egress {
+        Some(_) => {
+            let (ours, theirs) = UnixStream::pair().map_err(egress_error)?;
+            (Some(ours), Some(OwnedFd::from(theirs)))
+        }
+        None => (None, None),
+    };
+    let io = template::ChildIo {
+        stdin: stdin_theirs.into(),
+        stdout: stdout_theirs.into(),
+        stderr: stderr_theirs.into(),
+        report: report_theirs,
+    };
+    let Some(forked) = template::fork(launcher, shares, policy, io) else {
+        return Ok(None);
+    };
+    let pipes = (|| {
+        let stdin =
+            ChildStdin::from_std(std::process::ChildStdin::from(OwnedFd::from(stdin_ours)))?;
+        let stdout =
+            ChildStdout::from_std(std::process::ChildStdout::from(OwnedFd::from(stdout_ours)))?;
+        let stderr =
+            ChildStderr::from_std(std::process::ChildStderr::from(OwnedFd::from(stderr_ours)))?;
+        forked.status.set_nonblocking(true)?;
+        let status = tokio::net::UnixStream::from_std(forked.status)?;
+        Ok::<_, std::io::Error>((stdin, stdout, stderr, status))
+    })();
+    let (stdin, stdout, stderr, status) = match pipes {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = rustix::process::pidfd_send_signal(&forked.pidfd, Signal::KILL);
+            return Err(fail(e));
+        }
+    };
+    Ok(Some(Spawned {
+        child: Child::Forked(ForkedChild {
+            pidfd: forked.pidfd,
+            status,
+            host_pid: forked.host_pid,
+            got: Vec::new(),
+            exit: None,
+        }),
+        stdin,
+        stdout,
+        stderr,
+        egress: report_ours.map(EgressEnd::Report),
+    }))
 }
 
 fn egress_error(e: std::io::Error) -> ToolProcError {
@@ -134,17 +234,13 @@ fn egress_error(e: std::io::Error) -> ToolProcError {
 }
 
 fn spawn_strict(
-    spec: &ToolSpec,
+    launcher: &Path,
     policy: &LaunchPolicy,
     extra: Vec<FdMapping>,
 ) -> Result<Spawned, ToolProcError> {
-    let launcher = match &spec.launcher {
-        Some(path) => path.clone(),
-        None => launcher::locate()?,
-    };
-    let mut child = launcher::spawn(&launcher, policy, extra)?;
+    let mut child = launcher::spawn(launcher, policy, extra)?;
     let fail = |source: std::io::Error| ToolProcError::Spawn {
-        program: launcher.clone(),
+        program: launcher.to_path_buf(),
         source,
     };
     let pipes = (|| {
@@ -277,6 +373,8 @@ impl Child {
             Child::Plain { child, .. } => child.id(),
             Child::Launcher(l) if !l.reaped => Some(l.child.id()),
             Child::Launcher(_) => None,
+            Child::Forked(f) if f.exit.is_none() && f.host_pid != 0 => Some(f.host_pid),
+            Child::Forked(_) => None,
         }
     }
 
@@ -285,6 +383,7 @@ impl Child {
         match self {
             Child::Plain { child, .. } => child.wait().await,
             Child::Launcher(l) => l.wait().await,
+            Child::Forked(f) => f.wait().await,
         }
     }
 
@@ -301,6 +400,11 @@ impl Child {
             Child::Launcher(l) => {
                 if !l.reaped {
                     let _ = l.child.kill();
+                }
+            }
+            Child::Forked(f) => {
+                if f.exit.is_none() {
+                    let _ = rustix::process::pidfd_send_signal(&f.pidfd, Signal::KILL);
                 }
             }
         }
@@ -334,6 +438,48 @@ impl LauncherChild {
                 }
                 None => tokio::time::sleep(POLL).await,
             }
+        }
+    }
+}
+
+impl ForkedChild {
+    /// Read the template's exit report. Cancel-safe: what arrived is kept in `got`. The
+    /// status socket closing without a report means the template is gone, and with it the
+    /// tool's whole PID namespace: reported as killed.
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        use tokio::io::AsyncReadExt;
+        const KILLED: i32 = 9;
+        while self.exit.is_none() {
+            let mut buf = [0u8; 5];
+            let want = 5 - self.got.len();
+            let n = self.status.read(&mut buf[..want]).await?;
+            if n == 0 {
+                self.exit = Some(ExitStatus::from_raw(KILLED));
+                break;
+            }
+            self.got.extend_from_slice(&buf[..n]);
+            if self.got.len() == 5 {
+                if self.got[0] != b'X' {
+                    return Err(std::io::Error::other(format!(
+                        "the tool template sent {:?} instead of an exit status",
+                        self.got
+                    )));
+                }
+                let raw = i32::from_le_bytes([self.got[1], self.got[2], self.got[3], self.got[4]]);
+                self.exit = Some(ExitStatus::from_raw(raw));
+            }
+        }
+        self.exit
+            .ok_or_else(|| std::io::Error::other("no exit status"))
+    }
+}
+
+impl Drop for ForkedChild {
+    fn drop(&mut self) {
+        // The template reaps it; a tool must not outlive its handle.
+        if self.exit.is_none() {
+            let _ = rustix::process::pidfd_send_signal(&self.pidfd, Signal::KILL);
         }
     }
 }

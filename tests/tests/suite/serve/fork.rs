@@ -1,0 +1,242 @@
+//! Tools forked from their runtime's template through `serve`: with `fork_tools` on (the
+//! default) serve starts one template per runtime and every confined tool it starts after
+//! that, verification's included, is a descendant of the template, not a launcher of its own;
+//! with it off (the control) each tool has its launcher, a child of serve. A template that
+//! cannot be made (no native library beside the launcher) or that dies leaves tools starting
+//! through the launcher, with the reason logged once; a dead template is started again.
+
+use super::{assert_serves, create_healthy, start, strict};
+use autotool_tests::serve::{ServeHome, Server};
+use serde_json::json;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How long serve may take to have its template ready (it imports the SDK under confinement).
+const TEMPLATE_READY: Duration = Duration::from_secs(90);
+
+/// `pid`'s parent, from `/proc/PID/stat` (world-readable, whoever owns the process).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields follow the last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn children(pid: u32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|p| parent(*p) == Some(pid))
+        .collect()
+}
+
+/// Every process below `pid`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let pids = all_pids();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(pids.iter().filter(|q| parent(**q) == Some(p)));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Serve's launcher children: `(templates, tool launchers)`.
+fn launchers(server: &Server) -> (Vec<u32>, Vec<u32>) {
+    let (mut templates, mut tools) = (Vec::new(), Vec::new());
+    for child in children(server.pid()) {
+        let line = cmdline(child);
+        if line.contains("--template") {
+            templates.push(child);
+        } else if line.contains("autotool-launcher") && line.contains("--policy-fd") {
+            tools.push(child);
+        }
+    }
+    (templates, tools)
+}
+
+/// Wait until serve has its template; its launcher's pid.
+fn template_of(server: &mut Server) -> u32 {
+    let deadline = Instant::now() + TEMPLATE_READY;
+    loop {
+        if let [one] = launchers(server).0[..] {
+            // Ready once it has forked its Python (the launcher's waiter, init and Python).
+            if descendants(one).len() >= 2 && server.stderr().contains("tool template ready") {
+                return one;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "serve started no tool template within {TEMPLATE_READY:?}{}",
+            server.context()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn skip_without_template() -> bool {
+    if let Some(why) = autotool_tests::template::available_or_why() {
+        eprintln!("SKIP: {why}");
+        return true;
+    }
+    false
+}
+
+fn call_instance(server: &mut Server) -> String {
+    server
+        .call_text("healthy__instance", json!({}))
+        .unwrap_or_else(|e| panic!("healthy__instance: {e:#}{}", server.context()))
+}
+
+#[test]
+fn tools_are_forked_from_the_template_and_started_by_the_launcher_when_forking_is_off() {
+    let Some(serve) = strict() else { return };
+    if skip_without_template() {
+        return;
+    }
+    // Forking on (the default): one template; the tool, verified and called, lives below it.
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve, &home);
+    let template = template_of(&mut server);
+    let idle = descendants(template).len();
+    create_healthy(&mut server);
+    assert_serves(&mut server, true, "a forked start");
+    let (templates, tools) = launchers(&server);
+    assert_eq!(templates, vec![template], "{}", server.context());
+    assert!(
+        tools.is_empty(),
+        "a tool was started through a launcher of its own with a template ready: {tools:?}"
+    );
+    assert!(
+        descendants(template).len() > idle,
+        "no tool process below the template ({idle} before the tool, {} after)",
+        descendants(template).len()
+    );
+    super::finish(server);
+
+    // Control: forking off, no template; the tool has its own launcher, a child of serve.
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve.clone().env("AUTOTOOL_FORK_TOOLS", "off"), &home);
+    create_healthy(&mut server);
+    assert_serves(&mut server, true, "a launched start");
+    let (templates, tools) = launchers(&server);
+    assert!(templates.is_empty(), "a template with forking off");
+    assert_eq!(tools.len(), 1, "{}", server.context());
+    super::finish(server);
+}
+
+#[test]
+fn a_template_that_cannot_be_made_or_dies_leaves_tools_starting_through_the_launcher() {
+    let Some(serve) = strict() else { return };
+    if skip_without_template() {
+        return;
+    }
+    // The launcher copied where its native library is not: no template can be made.
+    let dir = tempfile::tempdir().unwrap();
+    let lone = dir.path().join("autotool-launcher");
+    std::fs::copy(autotool_tests::locate::launcher().unwrap(), &lone).unwrap();
+    make_readable(dir.path());
+    let home = ServeHome::new().unwrap();
+    let lone_serve = serve
+        .clone()
+        .env("AUTOTOOL_LAUNCHER", &lone.to_string_lossy());
+    let mut server = start(&lone_serve, &home);
+    create_healthy(&mut server);
+    assert_serves(&mut server, true, "no template");
+    let (templates, tools) = launchers(&server);
+    assert!(templates.is_empty(), "{}", server.context());
+    assert_eq!(tools.len(), 1, "{}", server.context());
+    let log = server.stderr();
+    assert_eq!(
+        log.matches("no tool template").count(),
+        1,
+        "the reason is not logged exactly once:\n{log}"
+    );
+    assert!(log.contains("libautotool_launcher.so"), "{log}");
+    super::finish(server);
+
+    // A template killed: its tools die with it, the next start goes through the launcher or a
+    // new template, and the tool answers again.
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve, &home);
+    let template = template_of(&mut server);
+    create_healthy(&mut server);
+    let before = call_instance(&mut server);
+    kill(template);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while launchers(&server).0.contains(&template) {
+        assert!(Instant::now() < deadline, "the template did not die");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its tools died with it (a call that reached one before serve saw it die fails, as with
+    // any tool killed from outside); the next start answers.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let after = loop {
+        match server.call_text("healthy__instance", json!({})) {
+            Ok(id) => break id,
+            Err(e) => {
+                let e = format!("{e:#}");
+                assert!(e.contains("SIGKILL"), "{e}");
+                assert!(
+                    Instant::now() < deadline,
+                    "the tool never answered again: {e}"
+                );
+            }
+        }
+    };
+    assert_ne!(before, after, "the tool outlived its template");
+    assert!(
+        server.stderr().contains("the tool template exited"),
+        "{}",
+        server.context()
+    );
+    // Started again after its back-off: a new template appears, with no tool start asking.
+    let again = template_of_other_than(&mut server, template);
+    assert_ne!(again, template);
+    assert_serves(&mut server, true, "a template restarted");
+    super::finish(server);
+}
+
+fn template_of_other_than(server: &mut Server, old: u32) -> u32 {
+    let deadline = Instant::now() + TEMPLATE_READY;
+    loop {
+        if let Some(t) = launchers(server).0.into_iter().find(|t| *t != old)
+            && descendants(t).len() >= 2
+        {
+            return t;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new template{}",
+            server.context()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn kill(pid: u32) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+}
+
+fn make_readable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
