@@ -190,21 +190,47 @@ pub async fn connect(options: ConnectOptions) -> Result<Client, ClientError> {
     })
 }
 
+/// The longest [`Client::call_tool`] keeps calling again on serve's hint.
+pub const RETRY_BOUND: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// How long `result` asks to wait before calling again (at most 10 s a time), if it asks.
+fn retry_after(result: &CallToolResult) -> Option<std::time::Duration> {
+    let meta = result.meta.as_ref()?;
+    let ms = meta
+        .0
+        .get(crate::tool::runtime::prepare::META_RETRY_AFTER_MS)?
+        .as_u64()?;
+    Some(std::time::Duration::from_millis(ms.min(10_000)))
+}
+
 impl Client {
     /// Every tool the server lists now.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
         Ok(self.service.peer().list_all_tools().await?)
     }
 
-    /// Call `name` with `arguments`; a tool's own failure is a result with `is_error`.
+    /// Call `name` with `arguments`; a tool's own failure is a result with `is_error`. An
+    /// answer that says when to call again (`_meta` `io.autotool/retryAfterMs`: the runtime is
+    /// being built, verification continues) is called again after that wait, as a program
+    /// should, for at most [`RETRY_BOUND`] in all.
     pub async fn call_tool(
         &self,
         name: &str,
         arguments: JsonObject,
     ) -> Result<CallToolResult, ClientError> {
-        let mut params = CallToolRequestParams::new(name.to_string());
-        params.arguments = Some(arguments);
-        Ok(self.service.peer().call_tool(params).await?)
+        let deadline = tokio::time::Instant::now() + RETRY_BOUND;
+        loop {
+            let mut params = CallToolRequestParams::new(name.to_string());
+            params.arguments = Some(arguments.clone());
+            let result = self.service.peer().call_tool(params).await?;
+            let wait = retry_after(&result);
+            match wait {
+                Some(wait) if tokio::time::Instant::now() + wait < deadline => {
+                    tokio::time::sleep(wait).await;
+                }
+                _ => return Ok(result),
+            }
+        }
     }
 
     /// How many consent questions the server has put to this client.

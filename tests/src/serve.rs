@@ -806,6 +806,34 @@ impl Server {
             pid => descendants(pid),
         }
     }
+
+    /// The server's tool processes: its descendants but the tool templates' own processes.
+    /// A template is a child of the server started with `--template`; its own processes are
+    /// that launcher, its waiter and the template's Python below it (the tools it forks are
+    /// below that Python, and are counted). Told apart by depth: a forked tool inherits the
+    /// template's command line.
+    pub fn tool_processes(&self) -> Vec<(u32, String)> {
+        let all = self.descendants();
+        let server = self.pid();
+        let mut own: Vec<u32> = all
+            .iter()
+            .filter(|(pid, line)| parent(*pid) == Some(server) && line.contains("--template"))
+            .map(|(pid, _)| *pid)
+            .collect();
+        for _ in 0..2 {
+            let below: Vec<u32> = all
+                .iter()
+                .filter(|(pid, _)| {
+                    !own.contains(pid) && parent(*pid).is_some_and(|p| own.contains(&p))
+                })
+                .map(|(pid, _)| *pid)
+                .collect();
+            own.extend(below);
+        }
+        all.into_iter()
+            .filter(|(pid, _)| !own.contains(pid))
+            .collect()
+    }
 }
 
 fn split_answer(answer: &Value) -> Result<Value, RpcError> {
@@ -830,6 +858,14 @@ impl Drop for Server {
             kill_group(&mut child);
         }
     }
+}
+
+/// `pid`'s parent, from `/proc/PID/stat`.
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid …: comm may hold spaces and parentheses.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Every live process descended from `root`, as (pid, command line), from `/proc`.

@@ -3,7 +3,9 @@
 //! `template` module for what the template is and what each child does before any tool code
 //! runs).
 //!
-//! A start asks for a template with [`fork`]. The first ask for a runtime starts its template
+//! Only a long-lived process makes templates: `serve` calls [`warm`] at its start, once the
+//! runtime is ready, which starts the runtime's template ahead of the first tool. A start asks
+//! for a template with [`fork`]. The first ask for a runtime starts its template
 //! in the background and answers "not yet": that start goes through the launcher as before, and
 //! so does every start while the template is coming up, when it cannot be made (no user
 //! namespaces, the native library missing beside the launcher), or when the tool's policy is not
@@ -116,6 +118,11 @@ struct Key {
 
 static TEMPLATES: LazyLock<Mutex<HashMap<Key, Slot>>> = LazyLock::new(Mutex::default);
 
+/// Whether this process makes templates: set by [`warm`], which `serve` calls at its start. A
+/// one-shot command (`tools pull` verifying a tool, say) starts its few tools through the
+/// launcher rather than pay for a template it would not keep.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
 /// The template's policy for the runtime of `tool`: a tool's, with no key, no egress and no
 /// tool directory of its own.
 fn template_policy(tool: &LaunchPolicy, shares: &Shares) -> LaunchPolicy {
@@ -188,6 +195,7 @@ pub(crate) fn fork(
 
 /// Start the template of `python` if it is not running yet, so the first tool forks from it.
 pub fn warm(launcher: &Path, shares: &Shares, python: &crate::tool::runtime::Python) {
+    ENABLED.store(true, Ordering::SeqCst);
     let tool = python.launch_policy(&shares.tools.join("warm"), "tool.py");
     let template_policy = template_policy(&tool, shares);
     let key = Key {
@@ -202,6 +210,9 @@ pub fn warm(launcher: &Path, shares: &Shares, python: &crate::tool::runtime::Pyt
 /// The template of `key` if it is ready; else start it in the background (once, and again
 /// after its back-off) and answer `None`.
 fn ready(key: &Key, policy: &LaunchPolicy) -> Option<Arc<Template>> {
+    if !ENABLED.load(Ordering::SeqCst) {
+        return None;
+    }
     let mut all = TEMPLATES.lock().ok()?;
     match all.get(key) {
         Some(Slot::Ready(t)) if t.alive.load(Ordering::SeqCst) => return Some(t.clone()),

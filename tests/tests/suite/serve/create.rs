@@ -251,7 +251,7 @@ fn a_tool_that_never_answers_initialize_fails_within_the_start_timeout() {
     let home = ServeHome::new().unwrap();
     let mut server = start(&serve, &home);
     create_healthy(&mut server);
-    let before = server.descendants();
+    let before = server.tool_processes();
 
     let code = fixture("hang_at_import.py").unwrap();
     let started = Instant::now();
@@ -264,7 +264,7 @@ fn a_tool_that_never_answers_initialize_fails_within_the_start_timeout() {
 
     // While the hanging tool is being verified, the server answers other requests at once.
     std::thread::sleep(Duration::from_millis(1500));
-    let during = server.descendants();
+    let during = server.tool_processes();
     assert!(
         during.len() > before.len(),
         "the hanging tool's process never started: before {before:?}, during {during:?}"

@@ -6,7 +6,7 @@
 //! through the launcher, with the reason logged once; a dead template is started again.
 
 use super::{assert_serves, create_healthy, start, strict};
-use autotool_tests::serve::{ServeHome, Server};
+use autotool_tests::serve::{ServeHome, Server, descendants, parent};
 use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -14,55 +14,18 @@ use std::time::{Duration, Instant};
 /// How long serve may take to have its template ready (it imports the SDK under confinement).
 const TEMPLATE_READY: Duration = Duration::from_secs(90);
 
-/// `pid`'s parent, from `/proc/PID/stat` (world-readable, whoever owns the process).
-fn parent(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields follow the last `)`.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn cmdline(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-        .unwrap_or_default()
-}
-
-fn all_pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn children(pid: u32) -> Vec<u32> {
-    all_pids()
+/// `pid`'s children, with their command lines.
+fn children(pid: u32) -> Vec<(u32, String)> {
+    descendants(pid)
         .into_iter()
-        .filter(|p| parent(*p) == Some(pid))
+        .filter(|(p, _)| parent(*p) == Some(pid))
         .collect()
-}
-
-/// Every process below `pid`.
-fn descendants(pid: u32) -> Vec<u32> {
-    let pids = all_pids();
-    let mut found = vec![pid];
-    let mut i = 0;
-    while i < found.len() {
-        let p = found[i];
-        found.extend(pids.iter().filter(|q| parent(**q) == Some(p)));
-        i += 1;
-    }
-    found.remove(0);
-    found
 }
 
 /// Serve's launcher children: `(templates, tool launchers)`.
 fn launchers(server: &Server) -> (Vec<u32>, Vec<u32>) {
     let (mut templates, mut tools) = (Vec::new(), Vec::new());
-    for child in children(server.pid()) {
-        let line = cmdline(child);
+    for (child, line) in children(server.pid()) {
         if line.contains("--template") {
             templates.push(child);
         } else if line.contains("autotool-launcher") && line.contains("--policy-fd") {

@@ -110,7 +110,11 @@ fn removing_a_tool_unmounts_it_live_and_stops_its_process() {
             .unwrap(),
         "3"
     );
-    let processes: Vec<u32> = server.descendants().into_iter().map(|(p, _)| p).collect();
+    let processes: Vec<u32> = server
+        .tool_processes()
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
     assert!(!processes.is_empty());
     let (status, out, err) = home.cli(&["tools", "remove", HEALTHY]).unwrap();
     assert!(status.success(), "{out}{err}");
@@ -148,7 +152,11 @@ fn an_idle_tool_process_stops_and_the_next_call_starts_it_again() {
     let home = ServeHome::new().unwrap();
     let mut server = start(&serve.idle_timeout(1), &home);
     create_healthy(&mut server);
-    let first: Vec<u32> = server.descendants().into_iter().map(|(p, _)| p).collect();
+    let first: Vec<u32> = server
+        .tool_processes()
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
     assert!(!first.is_empty());
     // The reaper looks every 5 s; idle after 1 s.
     let alive = super::still_alive(&first, Duration::from_secs(15));
@@ -163,7 +171,7 @@ fn an_idle_tool_process_stops_and_the_next_call_starts_it_again() {
         "4"
     );
     assert!(
-        !server.descendants().is_empty(),
+        !server.tool_processes().is_empty(),
         "no tool process after the call"
     );
     finish(server);

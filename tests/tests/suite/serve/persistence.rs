@@ -29,7 +29,11 @@ fn tools_survive_a_restart() {
             .unwrap(),
         "kept"
     );
-    let tool_processes: Vec<u32> = server.descendants().into_iter().map(|(p, _)| p).collect();
+    let tool_processes: Vec<u32> = server
+        .tool_processes()
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
     assert!(!tool_processes.is_empty(), "no tool process is running");
     finish(server);
     // The host went away: its tool processes went with the server.
