@@ -529,7 +529,41 @@ pub fn confinement(launcher: Option<&Path>, cache: Option<&Path>) -> Report {
     }
     checks.push(launcher_check);
     kernel_checks(&probe, &launcher, &mut checks);
+    checks.push(template_check(&probe, &launcher));
     Report { checks }
+}
+
+/// Whether `serve` can fork tools from a template (`fork_tools`): it needs user namespaces and
+/// the launcher's native library beside the launcher.
+fn template_check(probe: &Probe, launcher: &Path) -> Check {
+    const NAME: &str = "fast starts";
+    let library = launcher
+        .parent()
+        .unwrap_or(Path::new("/"))
+        .join(crate::tool::template::NATIVE_LIBRARY);
+    if !probe.user_namespace.ok {
+        Check::new(
+            NAME,
+            Status::Ok,
+            "tools start through the launcher: a tool template needs user namespaces",
+        )
+    } else if !library.is_file() {
+        Check::new(
+            NAME,
+            Status::Warn,
+            format!(
+                "tools start through the launcher (about 0.4 s each): {} is not beside it",
+                library.display()
+            ),
+        )
+        .fix("build both with `cargo build --release -p autotool-launcher` and keep the library beside the launcher")
+    } else {
+        Check::new(
+            NAME,
+            Status::Ok,
+            format!("tools are forked from a template ({})", library.display()),
+        )
+    }
 }
 
 /// The Python a runtime is built on: found, recent, and mountable in the sandbox.

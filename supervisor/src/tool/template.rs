@@ -45,6 +45,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+/// The launcher's native library, which a template loads: beside the launcher.
+pub const NATIVE_LIBRARY: &str = "libautotool_launcher.so";
 /// Descriptor of the control socket in the template's launcher.
 const CONTROL_FD: i32 = 4;
 /// Descriptor of the template's policy in its launcher.
