@@ -537,32 +537,29 @@ pub fn confinement(launcher: Option<&Path>, cache: Option<&Path>) -> Report {
 /// the launcher's native library beside the launcher.
 fn template_check(probe: &Probe, launcher: &Path) -> Check {
     const NAME: &str = "fast starts";
-    let library = launcher
-        .parent()
-        .unwrap_or(Path::new("/"))
-        .join(crate::tool::template::NATIVE_LIBRARY);
+    let library = crate::tool::template::native_library(launcher);
     if !probe.user_namespace.ok {
         Check::new(
             NAME,
             Status::Ok,
             "tools start through the launcher: a tool template needs user namespaces",
         )
-    } else if !library.is_file() {
-        Check::new(
-            NAME,
-            Status::Warn,
-            format!(
-                "tools start through the launcher (about 0.4 s each): {} is not beside it",
-                library.display()
-            ),
-        )
-        .fix("build both with `cargo build --release -p autotool-launcher` and keep the library beside the launcher")
-    } else {
+    } else if let Some(library) = library {
         Check::new(
             NAME,
             Status::Ok,
             format!("tools are forked from a template ({})", library.display()),
         )
+    } else {
+        Check::new(
+            NAME,
+            Status::Warn,
+            format!(
+                "tools start through the launcher (about 0.4 s each): no {} beside it",
+                crate::tool::template::NATIVE_LIBRARY
+            ),
+        )
+        .fix("build both with `cargo build --release -p autotool-launcher` and keep the library beside the launcher")
     }
 }
 

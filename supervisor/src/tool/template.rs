@@ -47,6 +47,28 @@ use std::time::{Duration, Instant};
 
 /// The launcher's native library, which a template loads: beside the launcher.
 pub const NATIVE_LIBRARY: &str = "libautotool_launcher.so";
+/// Where the native library of `launcher` is: beside it (a build from the checkout, an install
+/// by `autotool setup --launcher`), else in the `autotool` Python package of the environment
+/// this `autotool` was installed into (the `autotool-mcp` wheel: `<env>/bin/autotool`, and
+/// `<env>/lib/python3.X/site-packages/autotool/`).
+pub fn native_library(launcher: &Path) -> Option<PathBuf> {
+    let beside = launcher.parent()?.join(NATIVE_LIBRARY);
+    if beside.is_file() {
+        return Some(beside);
+    }
+    let exe = std::env::current_exe().ok()?;
+    let lib = exe.parent()?.parent()?.join("lib");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&lib)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .map(|e| e.path().join("site-packages/autotool").join(NATIVE_LIBRARY))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
 /// Descriptor of the control socket in the template's launcher.
 const CONTROL_FD: i32 = 4;
 /// Descriptor of the template's policy in its launcher.
@@ -384,7 +406,11 @@ fn start(key: &Key, policy: &LaunchPolicy) -> Result<(std::process::Child, Owned
         .arg("--share")
         .arg(&key.shares.tools)
         .arg("--share-exec")
-        .arg(&key.shares.layers)
+        .arg(&key.shares.layers);
+    if let Some(native) = native_library(&key.launcher) {
+        command.arg("--native").arg(native);
+    }
+    command
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -579,6 +605,20 @@ pub fn running() -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_native_library_beside_the_launcher_is_found_and_none_where_it_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let launcher = dir.path().join("autotool-launcher");
+        std::fs::write(&launcher, b"").unwrap();
+        // Control: without it, and not in a wheel's layout around this test binary.
+        assert_eq!(native_library(&launcher), None);
+        std::fs::write(dir.path().join(NATIVE_LIBRARY), b"").unwrap();
+        assert_eq!(
+            native_library(&launcher),
+            Some(dir.path().join(NATIVE_LIBRARY))
+        );
+    }
 
     #[test]
     fn the_back_off_doubles_from_one_second_and_stops_at_its_bound() {
