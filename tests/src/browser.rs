@@ -77,28 +77,34 @@ fn http_json(port: u16, method: &str, path: &str, body: Option<&Value>) -> Resul
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )?;
+    // chromedriver keeps the connection open whatever the request says: read the head, then
+    // as many bytes as it announces.
     let mut answer = Vec::new();
-    s.read_to_end(&mut answer)?;
-    let text = String::from_utf8_lossy(&answer);
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| anyhow!("no HTTP answer: {text}"))?;
-    // chromedriver answers with Content-Length; a chunked answer is decoded by hand.
-    let json = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        let mut out = String::new();
-        let mut rest = rest;
-        while let Some((size, tail)) = rest.split_once("\r\n") {
-            let n = usize::from_str_radix(size.trim(), 16)?;
-            if n == 0 {
-                break;
-            }
-            out.push_str(&tail[..n]);
-            rest = &tail[n + 2..];
+    let mut buf = [0u8; 16 * 1024];
+    let head_end = loop {
+        if let Some(at) = answer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
         }
-        out
-    } else {
-        rest.to_string()
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            bail!("{method} {path}: the connection closed before an answer");
+        }
+        answer.extend_from_slice(&buf[..n]);
     };
+    let head = String::from_utf8_lossy(&answer[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| anyhow!("{method} {path}: no Content-Length in {head}"))?;
+    while answer.len() < head_end + length {
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let json = String::from_utf8_lossy(&answer[head_end..]).into_owned();
     serde_json::from_str(&json).with_context(|| format!("{method} {path}: {head}\n{json}"))
 }
 
@@ -108,7 +114,7 @@ pub struct Browser {
     driver: Child,
     port: u16,
     session: String,
-    _profile: tempfile::TempDir,
+    profile: tempfile::TempDir,
 }
 
 /// The W3C key of an element reference.
@@ -134,7 +140,7 @@ impl Browser {
             driver: child,
             port,
             session: String::new(),
-            _profile: profile,
+            profile: profile,
         };
         let deadline = Instant::now() + crate::TIMEOUT;
         loop {
@@ -145,7 +151,7 @@ impl Browser {
             }
         }
         let mut args: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
-        args.push(format!("--user-data-dir={}", browser._profile.path().display()));
+        args.push(format!("--user-data-dir={}", browser.profile.path().display()));
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": chromium, "args": args},

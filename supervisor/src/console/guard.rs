@@ -10,7 +10,8 @@
 //! 4. a state change: a POST of a form carrying the session's CSRF token.
 //!
 //! Every answer carries a strict Content-Security-Policy (nothing but this console's own
-//! stylesheet; no script, no frames, forms only to itself), `nosniff`, no referrer, no cache,
+//! stylesheet; no script, no frames, forms only to itself), `nosniff`, no referrer beyond
+//! itself (`no-referrer` would make browsers send `Origin: null` on its own forms), no cache,
 //! and no CORS header at all.
 
 use http::{HeaderMap, HeaderValue, header};
@@ -192,7 +193,7 @@ pub fn harden(headers: &mut HeaderMap) {
     let pairs: [(header::HeaderName, &'static str); 6] = [
         (header::CONTENT_SECURITY_POLICY, CSP),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        (header::REFERRER_POLICY, "same-origin"),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::CACHE_CONTROL, "no-store"),
         (
