@@ -322,7 +322,9 @@ fn a_foreign_host_or_origin_is_refused_cookie_or_not() {
             &format!(
                 "GET /api/library HTTP/1.1\r\nHost: {host}\r\nCookie: {}\r\n{}Connection: close\r\n\r\n",
                 c.cookie(),
-                origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default()
+                origin
+                    .map(|o| format!("Origin: {o}\r\n"))
+                    .unwrap_or_default()
             ),
         )
     };
@@ -375,8 +377,11 @@ fn a_change_is_only_a_post_with_the_token_and_is_logged_as_the_console_s() {
     assert_eq!(c.get("/confirm?action=retire&tool=weather").status, 200);
     assert_eq!(c.post("action=retire&tool=weather").status, 403);
     assert_eq!(
-        c.post(&format!("action=retire&tool=weather&csrf={}", "0".repeat(64)))
-            .status,
+        c.post(&format!(
+            "action=retire&tool=weather&csrf={}",
+            "0".repeat(64)
+        ))
+        .status,
         403
     );
     let token = c.csrf();
@@ -457,10 +462,7 @@ fn a_change_is_only_a_post_with_the_token_and_is_logged_as_the_console_s() {
     ));
     assert_eq!(a.status, 400);
     assert!(a.body.contains("any host"), "{}", a.body);
-    assert_eq!(
-        keys.allowlist(KEY).unwrap().unwrap(),
-        ["third.example.com"]
-    );
+    assert_eq!(keys.allowlist(KEY).unwrap().unwrap(), ["third.example.com"]);
     let all = c.registry().ledger().events(None, 50).unwrap();
     let changes: Vec<&str> = all
         .iter()
@@ -468,11 +470,22 @@ fn a_change_is_only_a_post_with_the_token_and_is_logged_as_the_console_s() {
         .map(|e| e.detail.as_str())
         .collect();
     assert_eq!(changes.len(), 3, "{changes:?}");
-    assert!(changes.iter().all(|d| d.contains("(console)")), "{changes:?}");
+    assert!(
+        changes.iter().all(|d| d.contains("(console)")),
+        "{changes:?}"
+    );
 
     // Revoke, rehab and remove, each logged.
-    c.post(&format!("action=revoke&tool=weather&key={KEY}&csrf={token}"));
-    assert!(c.registry().ledger().approvals("weather").unwrap().is_empty());
+    c.post(&format!(
+        "action=revoke&tool=weather&key={KEY}&csrf={token}"
+    ));
+    assert!(
+        c.registry()
+            .ledger()
+            .approvals("weather")
+            .unwrap()
+            .is_empty()
+    );
     c.post(&format!("action=rehab&tool=weather&csrf={token}"));
     assert_eq!(state(), "probation");
     let a = c.post(&format!("action=remove&tool=weather&csrf={token}"));
@@ -484,7 +497,9 @@ fn a_change_is_only_a_post_with_the_token_and_is_logged_as_the_console_s() {
         (Event::ConsentGranted, "via console"),
     ] {
         assert!(
-            events.iter().any(|e| e.kind == kind && e.detail.contains(said)),
+            events
+                .iter()
+                .any(|e| e.kind == kind && e.detail.contains(said)),
             "no {kind} saying {said}: {events:?}"
         );
     }
@@ -518,11 +533,16 @@ fn no_cors_and_a_strict_csp_on_every_answer() {
         c.get("/api/library"),
         c.get("/nope"),
         c.post("action=remove"),
-        raw(c.port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+        raw(
+            c.port,
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ),
     ];
     for a in &answers {
         assert!(
-            a.headers.iter().all(|(k, _)| !k.starts_with("access-control-")),
+            a.headers
+                .iter()
+                .all(|(k, _)| !k.starts_with("access-control-")),
             "{a:?}"
         );
         assert_eq!(
@@ -548,7 +568,10 @@ fn what_a_tool_wrote_is_escaped_and_cut() {
         let body = c.get(path).body;
         assert!(!body.contains("<script>alert"), "{path}: {body}");
         assert!(!body.contains("<img src=x"), "{path}");
-        assert!(!body.contains("<u>") && !body.contains("<i>upstream"), "{path}");
+        assert!(
+            !body.contains("<u>") && !body.contains("<i>upstream"),
+            "{path}"
+        );
         // The control: the text is there, escaped.
         if path != "/consent" {
             assert!(body.contains("&lt;script&gt;alert(1)"), "{path}: {body}");
@@ -587,18 +610,25 @@ fn no_page_or_answer_holds_a_key_value_in_any_form() {
     }
     answers.push((
         "bad action".into(),
-        c.post(&format!("action=allow&key={KEY}&host=%20bad%20&csrf={token}")),
+        c.post(&format!(
+            "action=allow&key={KEY}&host=%20bad%20&csrf={token}"
+        )),
     ));
     answers.push((
         "approve".into(),
-        c.post(&format!("action=approve&tool=weather&key={KEY}&csrf={token}")),
+        c.post(&format!(
+            "action=approve&tool=weather&key={KEY}&csrf={token}"
+        )),
     ));
     answers.push(("tool after".into(), c.get("/tool/weather")));
     for (what, a) in &answers {
         assert!(a.status != 0, "{what}");
         let all = format!("{:?}{}", a.headers, a.body);
         for form in forms() {
-            assert!(!all.contains(&form), "{what} shows the value as {form:?}: {all}");
+            assert!(
+                !all.contains(&form),
+                "{what} shows the value as {form:?}: {all}"
+            );
         }
         // The full value's tail, the part any form of it keeps as it is.
         assert!(!all.contains("c0ns0le"), "{what}: {all}");

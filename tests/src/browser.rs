@@ -63,7 +63,9 @@ pub fn required() -> bool {
 
 /// A free loopback port (bound, read, released).
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// One HTTP/1.1 request with a JSON body to `127.0.0.1:port`; the answer's JSON.
@@ -151,7 +153,10 @@ impl Browser {
             }
         }
         let mut args: Vec<String> = FLAGS.iter().map(|f| f.to_string()).collect();
-        args.push(format!("--user-data-dir={}", browser.profile.path().display()));
+        args.push(format!(
+            "--user-data-dir={}",
+            browser.profile.path().display()
+        ));
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": chromium, "args": args},
@@ -174,11 +179,16 @@ impl Browser {
     }
 
     pub fn go(&self, url: &str) -> Result<()> {
-        self.call("POST", "/url", Some(json!({ "url": url }))).map(drop)
+        self.call("POST", "/url", Some(json!({ "url": url })))
+            .map(drop)
     }
 
     pub fn url(&self) -> Result<String> {
-        Ok(self.call("GET", "/url", None)?.as_str().unwrap_or("").to_string())
+        Ok(self
+            .call("GET", "/url", None)?
+            .as_str()
+            .unwrap_or("")
+            .to_string())
     }
 
     pub fn source(&self) -> Result<String> {

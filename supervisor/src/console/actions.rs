@@ -81,7 +81,10 @@ impl Action {
                 "Allow {tool} to have the packages it declares installed (as resolved when it \
                  asked)?"
             ),
-            Action::Revoke { tool, key: Some(key) } => {
+            Action::Revoke {
+                tool,
+                key: Some(key),
+            } => {
                 format!("Withdraw {tool}'s approval of {key}? Its next call asks again.")
             }
             Action::Revoke { tool, key: None } => format!(
@@ -232,7 +235,11 @@ mod tests {
     #[test]
     fn actions_parse_from_their_forms() {
         assert_eq!(
-            Action::parse(&fields(&[("action", "approve"), ("tool", "t"), ("key", "K")])),
+            Action::parse(&fields(&[
+                ("action", "approve"),
+                ("tool", "t"),
+                ("key", "K")
+            ])),
             Ok(Action::Approve {
                 tool: "t".into(),
                 key: "K".into()

@@ -205,11 +205,7 @@ mod tests {
         h.text("<b>s3cr3t-value</b>", 100);
         h.text(&"x".repeat(50), 10);
         let out = h.finish();
-        assert_eq!(
-            out,
-            "&lt;b&gt;[REDACTED:K]&lt;/b&gt;xxxxxxxxxx…",
-            "{out}"
-        );
+        assert_eq!(out, "&lt;b&gt;[REDACTED:K]&lt;/b&gt;xxxxxxxxxx…", "{out}");
     }
 
     #[test]

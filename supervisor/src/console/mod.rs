@@ -109,7 +109,10 @@ pub async fn serve(
     Ok(())
 }
 
-async fn handle(console: Arc<Console>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+async fn handle(
+    console: Arc<Console>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let (parts, body) = req.into_parts();
     let body = if parts.method == Method::POST {
         match Limited::new(body, MAX_FORM).collect().await {
@@ -198,7 +201,10 @@ impl Console {
         } else {
             "/"
         };
-        let mut r = answer(StatusCode::SEE_OTHER, pages::message("Welcome", "Signed in."));
+        let mut r = answer(
+            StatusCode::SEE_OTHER,
+            pages::message("Welcome", "Signed in."),
+        );
         if let Ok(v) = HeaderValue::from_str(to) {
             r.headers_mut().insert(header::LOCATION, v);
         }

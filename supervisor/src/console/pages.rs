@@ -174,7 +174,12 @@ impl View<'_> {
                 .raw("</p>");
         }
         if let Some(v) = current {
-            h.raw("<p>").text(&v.description, CUT).raw("</p><p>v").show(v.version).raw(", ").esc(v.state.as_str());
+            h.raw("<p>")
+                .text(&v.description, CUT)
+                .raw("</p><p>v")
+                .show(v.version)
+                .raw(", ")
+                .esc(v.state.as_str());
             if let Some(why) = ledger.state_reason(name)? {
                 h.raw(": ").text(&why, CUT);
             }
@@ -207,7 +212,9 @@ impl View<'_> {
         }
         h.raw("<h2>Baseline obligations</h2><ul>");
         for row in ledger.baseline(name, false)? {
-            h.raw("<li>").text(&row.obligation.shown(), CUT).raw("</li>");
+            h.raw("<li>")
+                .text(&row.obligation.shown(), CUT)
+                .raw("</li>");
         }
         h.raw("</ul><h2>Egress refusals</h2><ul>");
         for e in ledger
@@ -257,7 +264,12 @@ impl View<'_> {
     }
 
     /// A tool's approvals, each with its revoke action, and the keys it declares without one.
-    fn approvals(&self, h: &mut Html<'_>, name: &str, current: Option<&Version>) -> anyhow::Result<()> {
+    fn approvals(
+        &self,
+        h: &mut Html<'_>,
+        name: &str,
+        current: Option<&Version>,
+    ) -> anyhow::Result<()> {
         let ledger = self.registry.ledger();
         let approvals = ledger.approvals(name)?;
         h.raw("<h2>Approvals</h2><ul>");
@@ -273,7 +285,11 @@ impl View<'_> {
                 .raw("</li>");
         }
         for a in ledger.package_approvals(name)? {
-            h.raw("<li>packages ").text(&a.packages, CUT).raw(" via ").text(&a.via, 40).raw("</li>");
+            h.raw("<li>packages ")
+                .text(&a.packages, CUT)
+                .raw(" via ")
+                .text(&a.via, 40)
+                .raw("</li>");
         }
         if let Some(v) = current {
             for key in &v.required_env {
@@ -281,7 +297,11 @@ impl View<'_> {
                     h.raw("<li>")
                         .esc(key.as_str())
                         .raw(": not approved ")
-                        .action("Approve", "approve", &[("tool", name), ("key", key.as_str())])
+                        .action(
+                            "Approve",
+                            "approve",
+                            &[("tool", name), ("key", key.as_str())],
+                        )
                         .raw("</li>");
                 }
             }
@@ -397,7 +417,11 @@ impl View<'_> {
                     .into_iter()
                     .map(|a| a.key)
                     .collect();
-            let packages = match p.packages.as_deref().map(serde_json::from_str::<PackageSet>) {
+            let packages = match p
+                .packages
+                .as_deref()
+                .map(serde_json::from_str::<PackageSet>)
+            {
                 Some(Ok(set)) if !ledger.packages_approved(tool.as_str(), &set.digest)? => {
                     Some(set)
                 }
@@ -489,11 +513,18 @@ fn list<T: AsRef<str>>(items: &[T]) -> String {
     if items.is_empty() {
         "none".to_string()
     } else {
-        items.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ")
+        items
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
 /// A page whose text the console wrote (a refusal, a missing page), escaped.
 pub fn message(title: &str, text: &str) -> String {
-    page(title, &format!("<h1>{}</h1><p>{}</p>", escape(title), escape(text)))
+    page(
+        title,
+        &format!("<h1>{}</h1><p>{}</p>", escape(title), escape(text)),
+    )
 }

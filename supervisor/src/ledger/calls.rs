@@ -192,12 +192,19 @@ impl Ledger {
              FROM calls WHERE tool = ?1 AND started_at >= ?3 GROUP BY day",
         )?;
         let rows = stmt.query_map(params![name, DAY_MS, first * DAY_MS], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
         })?;
         let mut out = vec![(0u64, 0u64); usize::try_from(today - first + 1).unwrap_or(1)];
         for row in rows {
             let (day, calls, failed) = row?;
-            if let Some(slot) = usize::try_from(day - first).ok().and_then(|i| out.get_mut(i)) {
+            if let Some(slot) = usize::try_from(day - first)
+                .ok()
+                .and_then(|i| out.get_mut(i))
+            {
                 *slot = (
                     u64::try_from(calls).unwrap_or(0),
                     u64::try_from(failed).unwrap_or(0),

@@ -402,7 +402,11 @@ impl Bound {
                 match accepted {
                     Ok((stream, _)) => {
                         let _ = stream.set_nodelay(true);
-                        crate::listen::spawn_connection(TokioIo::new(stream), service.clone(), stop.clone());
+                        crate::listen::spawn_connection(
+                            TokioIo::new(stream),
+                            service.clone(),
+                            stop.clone(),
+                        );
                     }
                     Err(e) => tracing::warn!("accepting a connection: {e}"),
                 }
@@ -414,9 +418,11 @@ impl Bound {
                         accepted = listener.accept() => accepted,
                     };
                     match accepted {
-                        Ok((stream, _)) => {
-                            crate::listen::spawn_connection(TokioIo::new(stream), service.clone(), stop.clone())
-                        }
+                        Ok((stream, _)) => crate::listen::spawn_connection(
+                            TokioIo::new(stream),
+                            service.clone(),
+                            stop.clone(),
+                        ),
                         Err(e) => tracing::warn!("accepting a connection: {e}"),
                     }
                 }

@@ -40,8 +40,14 @@ fn no_tool_reaches_the_console_with_or_without_its_secret() {
         assert_own_listener(&deliver(&mut server, url), "autotool console");
     }
     // Without its record, the socket itself gives it away: an autotool process holds it.
-    assert!(remove_records(port) > 0, "the console left no record of {port}");
-    let held = format!("a socket held by an autotool process (pid {})", console.pid());
+    assert!(
+        remove_records(port) > 0,
+        "the console left no record of {port}"
+    );
+    let held = format!(
+        "a socket held by an autotool process (pid {})",
+        console.pid()
+    );
     assert_own_listener(&deliver(&mut server, &with_secret), &held);
 
     // The control: the console gone, the same port, allowed the same way, is reached.
