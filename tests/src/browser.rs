@@ -142,7 +142,7 @@ impl Browser {
             driver: child,
             port,
             session: String::new(),
-            profile: profile,
+            profile,
         };
         let deadline = Instant::now() + crate::TIMEOUT;
         loop {

@@ -75,10 +75,10 @@ fn redirect_page(home: &Path, url: &str) -> std::io::Result<PathBuf> {
         .mode(0o600)
         .open(&path)?;
     let url = crate::console::html::escape(url);
-    write!(
+    writeln!(
         f,
         "<!doctype html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url={url}\">\
-         <title>autotool console</title><a href=\"{url}\">Open the autotool console</a>\n"
+         <title>autotool console</title><a href=\"{url}\">Open the autotool console</a>"
     )?;
     Ok(path)
 }

@@ -77,7 +77,7 @@ pub fn same(given: &[u8], expected: &[u8]) -> bool {
             == 0
 }
 
-fn value<'h>(headers: &'h HeaderMap, name: header::HeaderName) -> Option<&'h [u8]> {
+fn value(headers: &HeaderMap, name: header::HeaderName) -> Option<&[u8]> {
     headers.get(name).map(HeaderValue::as_bytes)
 }
 

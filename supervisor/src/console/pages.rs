@@ -24,6 +24,10 @@ const EVENTS_SEARCHED: u32 = 500;
 /// How many lines of a diff between versions are shown.
 const DIFF_LINES: usize = 120;
 
+/// A tool's question still waiting for the user: the tool, the keys not approved, the package
+/// set not approved.
+pub type Waiting = (String, Vec<KeyName>, Option<PackageSet>);
+
 /// What a page needs: the registry, the keys and a redactor of every value they hold now.
 #[derive(Debug)]
 pub struct View<'a> {
@@ -387,7 +391,7 @@ impl View<'_> {
 
     /// The questions tools could not ask their host, with what is still unanswered in each:
     /// `(tool, keys not approved, packages not approved)`.
-    pub fn pending(&self) -> anyhow::Result<Vec<(String, Vec<KeyName>, Option<PackageSet>)>> {
+    pub fn pending(&self) -> anyhow::Result<Vec<Waiting>> {
         let ledger = self.registry.ledger();
         let allowlists: BTreeMap<KeyName, Vec<autotool_policy::hosts::AllowRule>> = self
             .keys
