@@ -643,15 +643,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
 }
 
 fn or_none<T: AsRef<str>>(items: &[T]) -> String {
-    if items.is_empty() {
-        "(none)".to_string()
-    } else {
-        items
-            .iter()
-            .map(AsRef::as_ref)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
+    crate::console::html::joined_or(items, "(none)")
 }
 
 /// The first line of `s`, cut to `max` characters.

@@ -39,6 +39,19 @@ pub fn cut(s: &str, max: usize) -> String {
     out
 }
 
+/// `items` joined with `, `, or `none` when there are none.
+pub fn joined_or<T: AsRef<str>>(items: &[T], none: &str) -> String {
+    if items.is_empty() {
+        none.to_string()
+    } else {
+        items
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// `s` as a URL path segment or query value: everything but unreserved characters
 /// percent-encoded.
 pub fn url_part(s: &str) -> String {

@@ -514,15 +514,7 @@ impl View<'_> {
 }
 
 fn list<T: AsRef<str>>(items: &[T]) -> String {
-    if items.is_empty() {
-        "none".to_string()
-    } else {
-        items
-            .iter()
-            .map(AsRef::as_ref)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
+    super::html::joined_or(items, "none")
 }
 
 /// A page whose text the console wrote (a refusal, a missing page), escaped.

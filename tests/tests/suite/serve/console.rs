@@ -6,7 +6,7 @@
 //!   tool waits for consent, the consent page asks, a click and a confirmation approve it, and
 //!   the tool's call then succeeds through `serve` holding the key. Screenshots of the consent
 //!   and library pages go to `$AUTOTOOL_SCREENSHOTS` (the README's come from there), else to
-//!   the target directory.
+//!   a temporary directory.
 
 use super::super::network::{Catcher, deliver};
 use super::keys::{SECRET, TOOL, assert_own_listener, attacker, fake_api, remove_records};
@@ -61,11 +61,31 @@ fn no_tool_reaches_the_console_with_or_without_its_secret() {
     finish(server);
 }
 
-/// Where the screenshots go.
-fn screenshots() -> PathBuf {
-    std::env::var_os("AUTOTOOL_SCREENSHOTS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("screenshots"))
+/// Where the screenshots go: `$AUTOTOOL_SCREENSHOTS`, else a temporary directory (removed with
+/// the returned guard).
+fn screenshots() -> (PathBuf, Option<tempfile::TempDir>) {
+    match std::env::var_os("AUTOTOOL_SCREENSHOTS").filter(|v| !v.is_empty()) {
+        Some(dir) => (PathBuf::from(dir), None),
+        None => {
+            let tmp = tempfile::Builder::new()
+                .prefix("autotool-console-shots-")
+                .tempdir()
+                .unwrap();
+            (tmp.path().to_path_buf(), Some(tmp))
+        }
+    }
+}
+
+/// `path` holds a PNG image.
+#[track_caller]
+fn assert_png(path: &std::path::Path) {
+    let bytes = std::fs::read(path).unwrap();
+    assert!(
+        bytes.len() > 1000 && bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "{} is no screenshot ({} bytes)",
+        path.display(),
+        bytes.len()
+    );
 }
 
 #[test]
@@ -114,8 +134,9 @@ fn a_click_in_the_browser_approves_a_pending_consent_and_the_call_then_succeeds(
         "{consent}"
     );
     assert!(!consent.contains("s3cr3t"), "{consent}");
-    let shots = screenshots();
+    let (shots, _keep) = screenshots();
     b.screenshot(&shots.join("console-consent.png")).unwrap();
+    assert_png(&shots.join("console-consent.png"));
 
     b.click("a.button").unwrap();
     let confirm = b.source().unwrap();
@@ -147,6 +168,7 @@ fn a_click_in_the_browser_approves_a_pending_consent_and_the_call_then_succeeds(
     assert!(library.contains("href=\"/tool/fake\""), "{library}");
     assert!(library.contains("100% of"), "{library}");
     b.screenshot(&shots.join("console-library.png")).unwrap();
+    assert_png(&shots.join("console-library.png"));
     b.click("a[href=\"/tool/fake\"]").unwrap();
     let tool = b.source().unwrap();
     assert!(tool.contains("FAKE_API_KEY via console"), "{tool}");
