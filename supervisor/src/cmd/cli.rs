@@ -201,7 +201,7 @@ pub enum Cmd {
         #[arg(long, value_name = "NAME")]
         get: Option<String>,
     },
-    /// Open the console: a local web page to see and steer tools, keys and consent.
+    /// A local web page to see and steer tools, keys and consent.
     ///
     /// Served on 127.0.0.1 only; its URL, with this session's secret, is the first line on
     /// stdout. Runs until Ctrl-C.
