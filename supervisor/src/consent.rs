@@ -315,6 +315,18 @@ pub fn approve_from_cli(
     tool: &str,
     key: &str,
 ) -> anyhow::Result<String> {
+    approve_key(registry, keys, tool, key, "cli")
+}
+
+/// Approve `key` for the tool's current version and its waiting question, as the user did
+/// through `via` (`cli`, `console`): the one path `tools approve` and the console share.
+pub fn approve_key(
+    registry: &Registry,
+    keys: &KeyStore,
+    tool: &str,
+    key: &str,
+    via: &str,
+) -> anyhow::Result<String> {
     let tool = autotool_policy::names::ToolName::parse(tool)?;
     let key = KeyName::parse(key)?;
     let current = registry.get(tool.as_str())?;
@@ -384,7 +396,7 @@ pub fn approve_from_cli(
             std::slice::from_ref(&key),
             &allowlists,
             true,
-            "cli",
+            via,
         ));
     }
     registry.ledger().grant(&rows)?;
@@ -403,6 +415,12 @@ pub fn approve_from_cli(
 /// `autotool tools approve TOOL --packages`: approve the package set of the question the tool
 /// could not ask, else of its current version. Returns what was approved, for the user.
 pub fn approve_packages_from_cli(registry: &Registry, tool: &str) -> anyhow::Result<String> {
+    approve_packages(registry, tool, "cli")
+}
+
+/// Approve the package set `tool` asked about (else its current version's), as the user did
+/// through `via`.
+pub fn approve_packages(registry: &Registry, tool: &str, via: &str) -> anyhow::Result<String> {
     let tool = autotool_policy::names::ToolName::parse(tool)?;
     let pending = registry.ledger().pending(tool.as_str())?;
     let from_question: Option<crate::packages::PackageSet> = pending
@@ -425,7 +443,7 @@ pub fn approve_packages_from_cli(registry: &Registry, tool: &str) -> anyhow::Res
     };
     registry
         .ledger()
-        .approve_packages(&crate::ledger::approved_now(tool.as_str(), &set, "cli"))?;
+        .approve_packages(&crate::ledger::approved_now(tool.as_str(), &set, via))?;
     Ok(format!(
         "approved: `{tool}` may {}. The approval holds for this set only: a changed set is \
          asked about again.",
@@ -439,12 +457,24 @@ pub fn revoke_from_cli(
     tool: &str,
     key: Option<&str>,
 ) -> anyhow::Result<String> {
+    revoke(registry, tool, key, "autotool tools revoke")
+}
+
+/// Withdraw `tool`'s approval of `key` (of every key and its packages without one), as the
+/// user did through `how` (named in the `consent_revoked` events).
+pub fn revoke(
+    registry: &Registry,
+    tool: &str,
+    key: Option<&str>,
+    how: &str,
+) -> anyhow::Result<String> {
     // The same names `approve` takes: a path such as `../../etc` is no tool's name.
     let tool = autotool_policy::names::ToolName::parse(tool)?;
     let key = key.map(KeyName::parse).transpose()?;
     let (tool, key) = (tool.as_str(), key.as_ref().map(KeyName::as_str));
     let known = registry.get(tool)?.is_some() || registry.ledger().pending(tool)?.is_some();
-    let why = "revoked by the user (autotool tools revoke)";
+    let why = format!("revoked by the user ({how})");
+    let why = why.as_str();
     let mut revoked = registry.ledger().revoke(tool, key, why)?;
     if key.is_none() && registry.ledger().revoke_packages(tool, why)? > 0 {
         revoked.push("its packages".into());

@@ -30,6 +30,7 @@
 //! - [`own_model`] (feature `own-model`): autotool's own model: the agent loop and its
 //!   providers, and the loop behind `synthesize_tool`; [`client`]: an MCP client of
 //!   `autotool serve`, for agents written in Rust;
+//! - [`console`]: `autotool console`, the local web page to see and steer all of the above;
 //! - [`cmd`]: the command line, one module per verb.
 //!
 //! Dependencies point inwards: `cmd` uses everything, `mcp` uses the library, the library uses
@@ -41,6 +42,7 @@ pub mod client;
 pub mod cmd;
 pub mod config;
 pub mod consent;
+pub mod console;
 pub mod credentials;
 pub mod dotenv;
 pub mod egress;

@@ -1,9 +1,18 @@
 //! Where autotool listens: the addresses `serve --transport http` takes ([`Listen`]) and where
 //! the service's unit file is ([`service_unit_path`]), read by the serve that listens and by the
-//! egress proxy that must never let a tool reach it.
+//! egress proxy that must never let a tool reach it; what every HTTP server of autotool (`serve
+//! --transport http`, `autotool console`) shares: one connection served until a stop, and a
+//! secret compared in constant time.
 
+use http::{Request, Response};
+use hyper::body::Incoming;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// The body of every answer autotool's HTTP servers write.
+pub type Body = http_body_util::combinators::BoxBody<bytes::Bytes, Infallible>;
 
 /// The path MCP is served on.
 pub const MCP_PATH: &str = "/mcp";
@@ -86,4 +95,45 @@ pub fn service_unit_path() -> Result<PathBuf, NoConfigDir> {
         }
     };
     Ok(config.join("systemd").join("user").join(UNIT))
+}
+
+/// Whether `given` equals `expected`, in time that does not depend on where they differ.
+pub fn same(given: &[u8], expected: &[u8]) -> bool {
+    if given.len() != expected.len() {
+        return false;
+    }
+    given
+        .iter()
+        .zip(expected)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
+}
+
+/// Serve one accepted connection (HTTP/1.1, keep-alive) on its own task until it ends or
+/// `stop` is cancelled (then shut down gracefully, for at most 2 s).
+pub fn spawn_connection<I, S>(io: I, service: S, stop: CancellationToken)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    tokio::spawn(async move {
+        let conn = hyper::server::conn::http1::Builder::new()
+            .keep_alive(true)
+            .serve_connection(io, service);
+        tokio::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!("HTTP connection ended: {e}");
+                }
+            }
+            () = stop.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn).await;
+            }
+        }
+    });
 }

@@ -502,6 +502,11 @@ impl Registry {
     /// if it was already removed; [`RegistryError::NotFound`] if it never existed. Creating the
     /// name again continues its version numbers.
     pub fn remove(&self, name: &str) -> Result<bool, RegistryError> {
+        self.remove_by(name, "history and files kept")
+    }
+
+    /// [`Registry::remove`], its `removed` event saying `detail` (who removed it).
+    pub fn remove_by(&self, name: &str, detail: &str) -> Result<bool, RegistryError> {
         self.ledger.write(|tx| {
             if tx.tool(name)?.is_none() {
                 return Err(RegistryError::NotFound(name.to_string()));
@@ -510,7 +515,7 @@ impl Registry {
                 return Ok(false);
             }
             tx.bump_generation()?;
-            tx.event(Some(name), ledger::Event::Removed, "history and files kept")?;
+            tx.event(Some(name), ledger::Event::Removed, detail)?;
             tx.revoke(name, None, "the tool was removed")?;
             Ok(true)
         })

@@ -16,10 +16,12 @@
 //! - [`probe`]: whether this machine can confine at all, and the `SKIP` gate built on it.
 //! - [`host`]: observers on the host side: listeners that tell whether anything arrived,
 //!   the process tree, scratch directories.
+//! - [`browser`]: headless chromium over WebDriver, and `autotool console` as a process.
 //! - [`index`]: a Python package index on loopback over wheels and sdists the test builds.
 //!
 //! Every wait is bounded (see [`TIMEOUT`]), so a hung tool fails its test instead of hanging CI.
 
+pub mod browser;
 pub mod host;
 pub mod index;
 pub mod locate;

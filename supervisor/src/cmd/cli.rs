@@ -201,6 +201,18 @@ pub enum Cmd {
         #[arg(long, value_name = "NAME")]
         get: Option<String>,
     },
+    /// A local web page to see and steer tools, keys and consent.
+    ///
+    /// Served on 127.0.0.1 only; its URL, with this session's secret, is the first line on
+    /// stdout. Runs until Ctrl-C.
+    Console {
+        /// Do not open a browser.
+        #[arg(long)]
+        no_open: bool,
+        /// The port (default: a free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
     /// Relay MCP on stdin/stdout to the autotool service.
     ///
     /// For host apps that only spawn stdio servers, so every host shares the one supervisor
@@ -573,6 +585,7 @@ pub fn main() -> ExitCode {
             no_runtime,
             ..
         } => super::setup::hosts(apps, dry_run, service, !no_runtime, &mut stdout),
+        Cmd::Console { no_open, port } => super::console::main(no_open, port, &mut stdout),
         Cmd::Tools { cmd } => crate::cmd::tools::run(cmd, &mut stdout),
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
         #[cfg(feature = "team")]

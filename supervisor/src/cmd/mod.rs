@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod config;
 pub mod connect;
+pub mod console;
 #[cfg(feature = "own-model")]
 pub mod demo;
 pub mod doctor;

@@ -212,7 +212,7 @@ fn stop_following(follower: &Option<tokio::task::JoinHandle<()>>) {
 }
 
 /// SIGTERM (systemd stopping the service) or SIGINT (Ctrl-C).
-async fn wait_for_stop_signal() {
+pub(crate) async fn wait_for_stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     match (
         signal(SignalKind::terminate()),

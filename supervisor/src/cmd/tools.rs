@@ -265,43 +265,9 @@ fn manual(
     action: Manual,
     out: &mut impl Write,
 ) -> Result<(), CliError> {
-    let Some(current) = registry.get(name)? else {
-        return Err(RegistryError::NotFound(name.to_string()).into());
-    };
-    let to = autotool_policy::lifecycle::manual(current.state, action)
-        .map_err(|why| anyhow::anyhow!("cannot {} {name}: {why}", verb(action)))?;
-    registry.ledger().set_state(
-        name,
-        current.version,
-        to,
-        &format!(
-            "{} by the user",
-            if action == Manual::Rehab {
-                "put back on probation"
-            } else {
-                "retired"
-            }
-        ),
-    )?;
-    writeln!(
-        out,
-        "{name} v{} is now {}. Running `autotool serve` processes {} within a second.",
-        current.version,
-        to.as_str(),
-        if to.listed() {
-            "list it again"
-        } else {
-            "take it off their lists"
-        }
-    )?;
+    let said = crate::console::actions::manual(registry, name, action, "cli")?;
+    writeln!(out, "{said}")?;
     Ok(())
-}
-
-fn verb(action: Manual) -> &'static str {
-    match action {
-        Manual::Rehab => "rehab",
-        Manual::Retire => "retire",
-    }
 }
 
 /// One entry of `tools list --json`.
@@ -677,15 +643,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
 }
 
 fn or_none<T: AsRef<str>>(items: &[T]) -> String {
-    if items.is_empty() {
-        "(none)".to_string()
-    } else {
-        items
-            .iter()
-            .map(AsRef::as_ref)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
+    crate::console::html::joined_or(items, "(none)")
 }
 
 /// The first line of `s`, cut to `max` characters.

@@ -2,7 +2,7 @@
 //! Names and hashes only: no value is ever stored here.
 
 use super::{Event, Ledger, LedgerError, Tx};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
 /// One approval: a key for a tool, with what the user was shown when giving it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -122,33 +122,37 @@ impl Ledger {
 
     /// The newest question `tool` could not ask, if any.
     pub fn pending(&self, tool: &str) -> Result<Option<PendingConsent>, LedgerError> {
-        let row = self
-            .conn()
-            .query_row(
-                "SELECT tool, code_hash, declared, asked_at, packages FROM pending_consent
-                 WHERE tool = ?1",
-                [tool],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, i64>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                    ))
-                },
-            )
-            .optional()?;
-        row.map(|(tool, code_hash, declared, asked_at, packages)| {
-            Ok(PendingConsent {
+        Ok(self.pendings(Some(tool))?.into_iter().next())
+    }
+
+    /// The questions tools could not ask (of `tool` only, when given), newest first.
+    pub fn pendings(&self, tool: Option<&str>) -> Result<Vec<PendingConsent>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT tool, code_hash, declared, asked_at, packages FROM pending_consent
+             WHERE ?1 IS NULL OR tool = ?1 ORDER BY asked_at DESC, tool",
+        )?;
+        let rows = stmt.query_map([tool], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, Option<String>>(4)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (tool, code_hash, declared, asked_at, packages) = row?;
+            out.push(PendingConsent {
                 tool,
                 code_hash,
                 declared: json_list("pending declared keys", &declared)?,
                 packages,
                 asked_at,
-            })
-        })
-        .transpose()
+            });
+        }
+        Ok(out)
     }
 }
 

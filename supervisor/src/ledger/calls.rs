@@ -180,6 +180,40 @@ impl Ledger {
         })
     }
 
+    /// Calls of `name` (all versions) per day over the last `days` days, oldest day first:
+    /// `(calls, failures)` each, days without calls included.
+    pub fn calls_per_day(&self, name: &str, days: u32) -> Result<Vec<(u64, u64)>, LedgerError> {
+        const DAY_MS: i64 = 86_400_000;
+        let today = super::now_ms().div_euclid(DAY_MS);
+        let first = today - i64::from(days.max(1)) + 1;
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(
+            "SELECT started_at / ?2 AS day, COUNT(*), COALESCE(SUM(outcome != 'ok'), 0)
+             FROM calls WHERE tool = ?1 AND started_at >= ?3 GROUP BY day",
+        )?;
+        let rows = stmt.query_map(params![name, DAY_MS, first * DAY_MS], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?;
+        let mut out = vec![(0u64, 0u64); usize::try_from(today - first + 1).unwrap_or(1)];
+        for row in rows {
+            let (day, calls, failed) = row?;
+            if let Some(slot) = usize::try_from(day - first)
+                .ok()
+                .and_then(|i| out.get_mut(i))
+            {
+                *slot = (
+                    u64::try_from(calls).unwrap_or(0),
+                    u64::try_from(failed).unwrap_or(0),
+                );
+            }
+        }
+        Ok(out)
+    }
+
     /// The last `limit` calls of `name`, newest first.
     pub fn recent_calls(&self, name: &str, limit: u32) -> Result<Vec<CallRow>, LedgerError> {
         let conn = self.conn();

@@ -152,18 +152,6 @@ pub fn ensure_token(home: &crate::home::Home) -> std::io::Result<String> {
     Ok(token)
 }
 
-/// Whether `given` equals `expected`, in time that does not depend on where they differ.
-fn same(given: &[u8], expected: &[u8]) -> bool {
-    if given.len() != expected.len() {
-        return false;
-    }
-    given
-        .iter()
-        .zip(expected)
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
-}
-
 /// Whether the request carries `Authorization: Bearer <token>`.
 fn authorized<B>(req: &Request<B>, token: &str) -> bool {
     req.headers()
@@ -173,11 +161,11 @@ fn authorized<B>(req: &Request<B>, token: &str) -> bool {
             let v = v.as_bytes();
             v.len() > 7
                 && v[..7].eq_ignore_ascii_case(b"bearer ")
-                && same(v[7..].trim_ascii(), token.as_bytes())
+                && crate::listen::same(v[7..].trim_ascii(), token.as_bytes())
         })
 }
 
-type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+use crate::listen::Body;
 
 fn plain(status: StatusCode, text: String) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(text)).boxed());
@@ -414,7 +402,11 @@ impl Bound {
                 match accepted {
                     Ok((stream, _)) => {
                         let _ = stream.set_nodelay(true);
-                        spawn_connection(TokioIo::new(stream), service.clone(), stop.clone());
+                        crate::listen::spawn_connection(
+                            TokioIo::new(stream),
+                            service.clone(),
+                            stop.clone(),
+                        );
                     }
                     Err(e) => tracing::warn!("accepting a connection: {e}"),
                 }
@@ -426,9 +418,11 @@ impl Bound {
                         accepted = listener.accept() => accepted,
                     };
                     match accepted {
-                        Ok((stream, _)) => {
-                            spawn_connection(TokioIo::new(stream), service.clone(), stop.clone())
-                        }
+                        Ok((stream, _)) => crate::listen::spawn_connection(
+                            TokioIo::new(stream),
+                            service.clone(),
+                            stop.clone(),
+                        ),
                         Err(e) => tracing::warn!("accepting a connection: {e}"),
                     }
                 }
@@ -436,33 +430,6 @@ impl Bound {
             }
         }
     }
-}
-
-fn spawn_connection<I, S>(io: I, service: S, stop: CancellationToken)
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    S: hyper::service::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-{
-    tokio::spawn(async move {
-        let conn = hyper::server::conn::http1::Builder::new()
-            .keep_alive(true)
-            .serve_connection(io, service);
-        tokio::pin!(conn);
-        tokio::select! {
-            r = conn.as_mut() => {
-                if let Err(e) = r {
-                    tracing::debug!("HTTP connection ended: {e}");
-                }
-            }
-            () = stop.cancelled() => {
-                conn.as_mut().graceful_shutdown();
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn).await;
-            }
-        }
-    });
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@
 //!   used by what autotool installs with (uv, pip, ruff);
 //! - `keys`: a key, its allowlist and redaction end to end; no key without consent;
 //! - `consent`: consent per tool × key in both eras, re-asking, `tools approve/revoke`;
+//! - `console`: `autotool console` unreachable from tools; a pending consent approved in a
+//!   real browser;
 //! - `library`: `search_tools` ranking by health, the list limit, pinning (a file changed on
 //!   disk, a process reporting other schemas);
 //! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
@@ -38,6 +40,7 @@
 mod arguments;
 mod binary;
 mod consent;
+mod console;
 mod create;
 mod demo;
 mod fork;

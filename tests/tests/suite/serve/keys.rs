@@ -298,7 +298,7 @@ fn http_port(server: &mut Server) -> u16 {
 
 /// The attempt got the proxy's 403 for one of autotool's own listeners, saying it is `what`.
 #[track_caller]
-fn assert_own_listener(answer: &str, what: &str) {
+pub(super) fn assert_own_listener(answer: &str, what: &str) {
     assert!(
         answer.starts_with("REFUSED:")
             && answer.contains("403")
@@ -309,7 +309,7 @@ fn assert_own_listener(answer: &str, what: &str) {
 }
 
 /// Remove every record of `port` from the directories autotool keeps them in; how many.
-fn remove_records(port: u16) -> usize {
+pub(super) fn remove_records(port: u16) -> usize {
     let mut dirs = vec![std::path::PathBuf::from(format!(
         "/tmp/autotool-{}",
         autotool_tests::host::euid()
@@ -333,7 +333,7 @@ fn remove_records(port: u16) -> usize {
 
 /// A strict serve on a fresh home whose tool `deliver` holds `LEAK_API_KEY`, allowed to
 /// api.example.com and `localhost:PORT`.
-fn attacker(serve: Serve, port: u16) -> (ServeHome, Server) {
+pub(super) fn attacker(serve: Serve, port: u16) -> (ServeHome, Server) {
     let home = ServeHome::new().unwrap();
     allow(
         &home,
