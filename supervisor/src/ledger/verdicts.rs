@@ -267,3 +267,118 @@ impl Tx<'_> {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::verify::relations::{Relation, Transform};
+    use crate::ledger::{State, Version};
+    use autotool_policy::names::ToolName;
+    use serde_json::json;
+
+    fn obligation(check: Check, relation: Option<Relation>) -> Obligation {
+        Obligation {
+            id: None,
+            function: "lookup".into(),
+            check,
+            arguments: json!({"isbn": "0306406152"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            relation,
+            answer: (check == Check::Example).then(|| json!("Dune")),
+            exact: true,
+            since_version: 0,
+        }
+    }
+
+    #[test]
+    fn relations_on_one_input_are_owed_apart_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(&dir.path().join("autotool.db")).unwrap();
+        ledger
+            .write(|tx| {
+                tx.insert_current_version(&Version {
+                    name: ToolName::parse("books").unwrap(),
+                    version: 1,
+                    code_hash: format!("{:064}", 1),
+                    description: String::new(),
+                    required_env: Vec::new(),
+                    functions: Default::default(),
+                    packages: None,
+                    state: State::Probation,
+                    created_at: now_ms(),
+                })
+            })
+            .unwrap();
+        let relation = |transform, value: Option<&str>| Relation {
+            function: "lookup".into(),
+            argument: "isbn".into(),
+            transform,
+            value: value.map(String::from),
+        };
+        let padded = relation(Transform::SurroundingWhitespace, None);
+        let prefixed = relation(Transform::Prefix, Some("ISBN "));
+        // An example and two relations, all on the same input.
+        let met = [
+            obligation(Check::Example, None),
+            obligation(Check::Relation, Some(padded.clone())),
+            obligation(Check::Relation, Some(prefixed.clone())),
+        ];
+        ledger.record_met("books", 1, &met).unwrap();
+        assert!(ledger.baseline("books", false).unwrap().is_empty());
+        ledger
+            .set_state("books", 1, State::Active, "5 successful calls")
+            .unwrap();
+        let owed: Vec<(Check, Option<Relation>, u32)> = ledger
+            .baseline("books", false)
+            .unwrap()
+            .into_iter()
+            .map(|r| {
+                (
+                    r.obligation.check,
+                    r.obligation.relation,
+                    r.obligation.since_version,
+                )
+            })
+            .collect();
+        assert_eq!(
+            owed,
+            [
+                (Check::Example, None, 1),
+                (Check::Relation, Some(padded), 1),
+                (Check::Relation, Some(prefixed), 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_baseline_written_before_relations_is_kept_by_the_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("autotool.db");
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            for sql in &crate::ledger::MIGRATIONS[..4] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 4).unwrap();
+            conn.execute(
+                "INSERT INTO obligations (id, tool, function, check_name, arguments, answer,
+                   exact, since_version, added_at, dropped_at)
+                 VALUES (7, 'books', 'lookup', 'example', '{\"isbn\":\"1\"}', '\"Dune\"', 1, 2,
+                   5, NULL)",
+                [],
+            )
+            .unwrap();
+        }
+        let ledger = Ledger::open(&path).unwrap();
+        let rows = ledger.baseline("books", true).unwrap();
+        assert_eq!(rows.len(), 1);
+        let ob = &rows[0].obligation;
+        assert_eq!(
+            (ob.id, ob.check, ob.relation.clone(), ob.answer.clone()),
+            (Some(7), Check::Example, None, Some(json!("Dune")))
+        );
+    }
+}
