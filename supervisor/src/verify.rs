@@ -409,7 +409,7 @@ async fn run(
     timings.push((Stage::Examples, t.elapsed()));
     let t = Instant::now();
     let relations = (&relations[..], &pairs[..]);
-    match judge::relations(&process, relations, skip, smoke_timeout, &tool_file).await {
+    match judge::relations(&process, &tools, relations, skip, smoke_timeout, &tool_file).await {
         Ok(kept) => verdicts.extend(kept),
         Err(failure) => {
             process.shutdown().await;

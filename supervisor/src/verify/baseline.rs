@@ -300,16 +300,20 @@ pub(super) async fn check(
                     original: ob.arguments.clone(),
                     transformed,
                 };
+                if let Some(why) = judge::not_taken(tools, relation) {
+                    return Err(unmet(ob, owed.tool, why));
+                }
                 let what = format!("baseline obligation {}", ob.shown());
                 let ((a, first), (b, second)) =
                     judge::answer_pair(process, &pair, &what, timeout, tool_file, Stage::Baseline)
                         .await?;
-                if !first.same(&second) {
+                // v1 answered the input (it is an example's); an error to both is no relation.
+                if first.is_error || !first.same(&second) {
                     return Err(unmet(
                         ob,
                         owed.tool,
                         format!(
-                            "v{} answered both alike; this version answers {} to {a} and {} to {b}",
+                            "v{} answered both alike, with a result; this version answers {} to {a} and {} to {b}",
                             ob.since_version,
                             first.shown(),
                             second.shown()

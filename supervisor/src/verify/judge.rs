@@ -79,15 +79,26 @@ pub(super) async fn examples(
 }
 
 /// Check `relations` on `process` by their `pairs` (each called as it is and transformed, the
-/// answers compared), unless `skip` says why not. The first pair answered differently fails
-/// [`Stage::Relations`], naming the relation, both inputs and both answers.
+/// answers compared), unless `skip` says why not. A relation on an argument its function does
+/// not take (in `tools`), or the first pair answered differently, fails [`Stage::Relations`],
+/// naming the relation (and both inputs and both answers).
 pub(super) async fn relations(
     process: &ToolProcess,
+    tools: &[ToolInfo],
     (relations, pairs): (&[Relation], &[Pair]),
     skip: Option<Skipped>,
     timeout: Duration,
     tool_file: &str,
 ) -> Result<Vec<Verdict>, VerifyFailure> {
+    for (i, relation) in relations.iter().enumerate() {
+        if let Some(why) = not_taken(tools, relation) {
+            return Err(VerifyFailure::new(
+                Stage::Relations,
+                format!("RELATIONS entry {}: {why}", i + 1),
+                "",
+            ));
+        }
+    }
     let mut verdicts = Vec::with_capacity(relations.len());
     for (i, relation) in relations.iter().enumerate() {
         let index = u32::try_from(i + 1).unwrap_or(u32::MAX);
@@ -139,6 +150,24 @@ pub(super) async fn relations(
         }
     }
     Ok(verdicts)
+}
+
+/// Why `relation` cannot hold of the functions `tools` lists: its function is not one of them,
+/// or does not take its argument (an argument the schema lacks would be dropped, and every
+/// input answered alike).
+pub(super) fn not_taken(tools: &[ToolInfo], relation: &Relation) -> Option<String> {
+    let Some(tool) = tools.iter().find(|t| t.name == relation.function) else {
+        return Some(format!("there is no function {}", relation.function));
+    };
+    let arguments = verdicts::arguments_of(&tool.input_schema);
+    (!arguments.contains(&relation.argument)).then(|| {
+        format!(
+            "{} takes no argument {:?} (its arguments: {})",
+            relation.function,
+            relation.argument,
+            arguments.join(", ")
+        )
+    })
 }
 
 /// A pair's two calls, each shown (`f({…})`) with its answer.
