@@ -1085,8 +1085,8 @@ async fn a_declared_relation_is_checked_on_the_examples_inputs(mut env: Env) -> 
     ensure!(
         relations
             == [
-                "find: relation 1 passed (code in lower case: find({\"code\":\"FR\"}) and find({\"code\":\"fr\"}) both answered \"France\")",
-                "find: relation 2 passed (code padded with spaces: find({\"code\":\"FR\"}) and find({\"code\":\"  FR  \"}) both answered \"France\")",
+                "find: relation 1 passed (code in lower case: kept on 1 input: find({\"code\":\"FR\"}) and find({\"code\":\"fr\"}) both answered \"France\")",
+                "find: relation 2 passed (code padded with spaces: kept on 1 input: find({\"code\":\"FR\"}) and find({\"code\":\"  FR  \"}) both answered \"France\")",
             ],
         "{relations:#?}"
     );
@@ -1126,8 +1126,9 @@ async fn a_declared_relation_is_checked_on_the_examples_inputs(mut env: Env) -> 
     let f = env.fails_with(&stray, &[], |_| {}).await?;
     ensure!(f.stage == Stage::Relations, "{f}");
     ensure!(
-        f.message
-            .contains("RELATIONS entry 1: find takes no argument \"country\" (its arguments: code)"),
+        f.message.contains(
+            "RELATIONS entry 1: find takes no argument \"country\" (its arguments: code)"
+        ),
         "{f}"
     );
     Ok(())
@@ -1176,7 +1177,10 @@ async fn a_broken_relation_is_named_with_both_inputs_and_answers_redacted(
         .map(|v| v.outcome.name().to_string() + ": " + &v.detail)
         .collect();
     ensure!(
-        skipped.len() == 2 && skipped.iter().all(|v| v.starts_with("skipped: ") && v.contains("verify \"thorough\"")),
+        skipped.len() == 2
+            && skipped
+                .iter()
+                .all(|v| v.starts_with("skipped: ") && v.contains("verify \"thorough\"")),
         "{skipped:?}"
     );
     let f = env

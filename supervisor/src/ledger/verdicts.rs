@@ -170,8 +170,18 @@ impl Ledger {
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, function, check, arguments, answer, exact, since, added_at, dropped_at, relation) =
-                row?;
+            let (
+                id,
+                function,
+                check,
+                arguments,
+                answer,
+                exact,
+                since,
+                added_at,
+                dropped_at,
+                relation,
+            ) = row?;
             // A row this build cannot read (written by a newer one) is left out.
             let Some(check) = Check::named(&check) else {
                 continue;
@@ -272,8 +282,8 @@ impl Tx<'_> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::verify::relations::{Relation, Transform};
     use crate::ledger::{State, Version};
+    use crate::verify::relations::{Relation, Transform};
     use autotool_policy::names::ToolName;
     use serde_json::json;
 
@@ -282,10 +292,7 @@ mod tests {
             id: None,
             function: "lookup".into(),
             check,
-            arguments: json!({"isbn": "0306406152"})
-                .as_object()
-                .cloned()
-                .unwrap(),
+            arguments: json!({"isbn": "0306406152"}).as_object().cloned().unwrap(),
             relation,
             answer: (check == Check::Example).then(|| json!("Dune")),
             exact: true,

@@ -286,7 +286,9 @@ pub(super) async fn check(
                 // written by another build.
                 let (Some(relation), Ok(Some(transformed))) = (
                     &ob.relation,
-                    ob.relation.as_ref().map_or(Ok(None), |r| r.apply(&ob.arguments)),
+                    ob.relation
+                        .as_ref()
+                        .map_or(Ok(None), |r| r.apply(&ob.arguments)),
                 ) else {
                     out.push(judged(
                         Outcome::Skipped,
@@ -490,10 +492,18 @@ mod tests {
         let got = met(1, None, &[], &pairs, &verdicts, None);
         assert_eq!(
             got.iter()
-                .map(|o| (o.check, Value::Object(o.arguments.clone()), o.relation.clone()))
+                .map(|o| (
+                    o.check,
+                    Value::Object(o.arguments.clone()),
+                    o.relation.clone()
+                ))
                 .collect::<Vec<_>>(),
             [
-                (Check::Relation, json!({"isbn": "0306406152"}), Some(padded.clone())),
+                (
+                    Check::Relation,
+                    json!({"isbn": "0306406152"}),
+                    Some(padded.clone())
+                ),
                 (Check::Relation, json!({"isbn": "0140449132"}), Some(padded)),
             ]
         );

@@ -135,17 +135,16 @@ pub(super) async fn relations(
                     "",
                 ));
             }
-            seen = Some((original, transformed, seen.map_or(1, |(_, _, n)| n + 1)));
+            seen = Some(seen.map_or((original, transformed, 1), |(a, b, n)| (a, b, n + 1)));
         }
         if let Some(((a, answer), (b, _), n)) = seen {
-            let more = if n > 1 {
-                format!(" (and {} more inputs)", n - 1)
-            } else {
-                String::new()
-            };
+            let inputs = if n == 1 { "input" } else { "inputs" };
             verdicts.push(verdict(
                 Outcome::Passed,
-                format!("{a} and {b} both answered {}{more}", answer.shown()),
+                format!(
+                    "kept on {n} {inputs}: {a} and {b} both answered {}",
+                    answer.shown()
+                ),
             ));
         }
     }

@@ -524,12 +524,27 @@ mod tests {
             apply(Transform::SurroundingWhitespace, json!("ab")),
             Ok(json!("  ab  "))
         );
-        assert_eq!(apply(Transform::Upper, json!("Straße")), Ok(json!("STRASSE")));
+        assert_eq!(
+            apply(Transform::Upper, json!("Straße")),
+            Ok(json!("STRASSE"))
+        );
         assert_eq!(apply(Transform::Lower, json!("ÉCOLE")), Ok(json!("école")));
-        assert_eq!(apply(Transform::Prefix, json!("123")), Ok(json!("ISBN 123")));
-        assert_eq!(apply(Transform::Suffix, json!("123")), Ok(json!("123ISBN ")));
-        assert_eq!(apply(Transform::Reverse, json!([1, 2, 3])), Ok(json!([3, 2, 1])));
-        assert_eq!(apply(Transform::Rotate, json!([1, 2, 3])), Ok(json!([2, 3, 1])));
+        assert_eq!(
+            apply(Transform::Prefix, json!("123")),
+            Ok(json!("ISBN 123"))
+        );
+        assert_eq!(
+            apply(Transform::Suffix, json!("123")),
+            Ok(json!("123ISBN "))
+        );
+        assert_eq!(
+            apply(Transform::Reverse, json!([1, 2, 3])),
+            Ok(json!([3, 2, 1]))
+        );
+        assert_eq!(
+            apply(Transform::Rotate, json!([1, 2, 3])),
+            Ok(json!([2, 3, 1]))
+        );
         assert_eq!(apply(Transform::Rotate, json!([])), Ok(json!([])));
         let wrong = apply(Transform::Reverse, json!("abc")).unwrap_err();
         assert_eq!(wrong, "\"abc\" (a string), and reverse applies to lists");
@@ -613,7 +628,10 @@ mod tests {
         let e = pairs(&[relation("search", "q", Transform::Lower)], &examples)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("no entry of EXAMPLES calls search with q"), "{e}");
+        assert!(
+            e.contains("no entry of EXAMPLES calls search with q"),
+            "{e}"
+        );
         let e = pairs(&[relation("total", "items", Transform::Rotate)], &examples)
             .unwrap_err()
             .to_string();
