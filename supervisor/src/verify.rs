@@ -34,8 +34,8 @@
 //!    [`Thoroughness::skips`]: by default only for tools that declare no keys, so no API quota
 //!    is spent by surprise.
 //! 10. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
-//!    ([`baseline`]): their smoke tests, examples and relations called again, their verdicts
-//!    held.
+//!     ([`baseline`]): their smoke tests, examples and relations called again, their verdicts
+//!     held.
 //!
 //! Which keys the tool receives is the caller's decision (the spec's environment); [`verify`]
 //! only reports what the code declares. A caller that must ask for consent before anything runs
