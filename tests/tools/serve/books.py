@@ -2,8 +2,9 @@
 ISBN however the ISBN is written (padded with spaces, in either case, with the prefix "ISBN "),
 and `total(prices)` adds prices up in any order.
 
-The serve suite's `relations` tests create it as it is (every relation kept), and as the
-literal catalogue of `books_literal.py`, which breaks them.
+The serve suite's `relations` tests create it as it is (every relation kept), and with the
+line that normalises the ISBN made literal (`key = isbn`), which breaks them: an ISBN must then
+be written exactly as the catalogue has it.
 
 Nothing here writes to stdout, the JSON-RPC channel.
 """

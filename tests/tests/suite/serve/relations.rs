@@ -1,7 +1,7 @@
-//! Declared relations end to end through `create_tool`, with the fixtures `books.py` (keeps the
+//! Declared relations end to end through `create_tool`, with the fixture `books.py` (keeps the
 //! relations it declares: an ISBN padded with spaces, in lower case or with the prefix "ISBN "
-//! finds the same book; prices total alike in any order) and `books_literal.py` (a literal
-//! lookup that breaks them). A broken relation is refused at `relations`, named with both inputs
+//! finds the same book; prices total alike in any order) and its literal variant ([`literal`]:
+//! the ISBN used as written, which breaks them). A broken relation is refused at `relations`, named with both inputs
 //! and both answers; without the declaration the same tool is created (the control). Once a
 //! version that kept its relations is trusted, a rewrite that drops the declaration and breaks
 //! them is refused at `baseline`; one that drops the declaration but keeps the behaviour still
@@ -40,6 +40,19 @@ fn relations(structured: &Option<Value>, check: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The line of `books.py` that reads an ISBN however it is written.
+const NORMALISE: &str = "key = isbn.strip().upper().removeprefix(\"ISBN \")";
+
+/// `books.py` with the ISBN used exactly as written: its relations no longer hold.
+fn literal() -> String {
+    let code = fixture("books.py").unwrap();
+    assert!(
+        code.contains(NORMALISE),
+        "books.py no longer normalises with {NORMALISE}"
+    );
+    code.replace(NORMALISE, "key = isbn")
 }
 
 /// `code` without its `RELATIONS = [...]` block.
@@ -84,7 +97,7 @@ fn a_kept_relation_passes_and_a_broken_one_is_refused_with_both_answers() {
         assert!(shown.contains(needle), "no {needle:?} in:\n{shown}");
     }
 
-    let literal = fixture("books_literal.py").unwrap();
+    let literal = literal();
     let (failed, text, _) = create(&mut server, "shelf", &literal);
     assert!(failed, "a broken relation was mounted: {text}");
     for needle in [
@@ -131,7 +144,7 @@ fn a_trusted_versions_relations_are_owed_by_a_rewrite() {
 
     // Dropped and broken: the literal lookup, its declaration left out, is refused by the
     // baseline, which names the relation and both answers.
-    let dropped = without_relations(&fixture("books_literal.py").unwrap());
+    let dropped = without_relations(&literal());
     let (failed, text, _) = create(&mut server, "books", &dropped);
     assert!(
         failed,
@@ -146,7 +159,7 @@ fn a_trusted_versions_relations_are_owed_by_a_rewrite() {
         assert!(text.contains(needle), "no {needle:?} in:\n{text}");
     }
     // Declared and broken: refused by its own declaration first.
-    let (failed, text, _) = create(&mut server, "books", &fixture("books_literal.py").unwrap());
+    let (failed, text, _) = create(&mut server, "books", &literal());
     assert!(
         failed && text.contains("verification failed at relations"),
         "{text}"
