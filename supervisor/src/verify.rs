@@ -22,16 +22,20 @@
 //! 6. [`Stage::SmokeTest`]: the optional call the author asked for, within its timeout.
 //! 7. [`Stage::Examples`]: each example the code declares in `EXAMPLES` (read statically at
 //!    stage 2, like `REQUIRED_ENV`) called, and its answer compared with what it expects.
-//! 8. [`Stage::Robustness`]: edge-case calls derived from each function's input schema
+//! 8. [`Stage::Relations`]: each relation the code declares in `RELATIONS` (read at stage 2),
+//!    generated into pairs of calls from the examples' inputs ([`relations`]): the input and
+//!    the input transformed must be answered alike.
+//! 9. [`Stage::Robustness`]: edge-case calls derived from each function's input schema
 //!    ([`probes`]); a function that crashes on one, or hangs, fails; then the [`verdicts`] no
 //!    author writes: a function answering one constant to distinct inputs fails
 //!    (`non_degenerate`), and one answering the same arguments differently fails
 //!    (`deterministic`) unless it declares so in `NONDETERMINISTIC` or holds keys or reached
-//!    the network (then the difference is recorded). Whether stages 7 and 8 make calls is
+//!    the network (then the difference is recorded). Whether stages 7 to 9 make calls is
 //!    [`Thoroughness::skips`]: by default only for tools that declare no keys, so no API quota
 //!    is spent by surprise.
-//! 9. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
-//!    ([`baseline`]): their smoke tests and examples called again, their verdicts held.
+//! 10. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
+//!     ([`baseline`]): their smoke tests, examples and relations called again, their verdicts
+//!     held.
 //!
 //! Which keys the tool receives is the caller's decision (the spec's environment); [`verify`]
 //! only reports what the code declares. A caller that must ask for consent before anything runs
@@ -41,6 +45,7 @@
 //! again where it is rendered for the host.
 //!
 //! Layout: [`declarations`] reads `REQUIRED_ENV`, `EXAMPLES` and `NONDETERMINISTIC`;
+//! [`relations`] reads `RELATIONS` and makes its pairs;
 //! [`lint`](mod@lint) runs ruff; [`probes`] plans and makes the robustness calls; [`verdicts`]
 //! judges answers; `judge` makes the calls verdicts are judged from.
 
@@ -51,9 +56,10 @@ mod functions;
 mod judge;
 pub mod lint;
 pub mod probes;
+pub mod relations;
 pub mod verdicts;
 
-use failure::{SCRUB, cap_head, cap_tail};
+use failure::{SCRUB, cap_head, cap_tail, traceback_summary};
 pub use failure::{Stage, VerifyFailure, tail_of};
 pub use functions::check_tools;
 use functions::smoke;
@@ -302,6 +308,8 @@ struct Declared {
     keys: Vec<KeyName>,
     examples: Vec<Example>,
     nondeterministic: Vec<String>,
+    /// The pairs of calls `RELATIONS` makes, and the relations.
+    relations: (Vec<relations::Relation>, Vec<relations::Pair>),
 }
 
 async fn run(
@@ -326,6 +334,7 @@ async fn run(
         keys: required_env,
         examples,
         nondeterministic,
+        relations: (relations, pairs),
     } = check_source_timed(&code, &spec.python, lint_timeout, declared, timings).await?;
 
     let t = Instant::now();
@@ -398,6 +407,16 @@ async fn run(
             }
         };
     timings.push((Stage::Examples, t.elapsed()));
+    let t = Instant::now();
+    let relations = (&relations[..], &pairs[..]);
+    match judge::relations(&process, &tools, relations, skip, smoke_timeout, &tool_file).await {
+        Ok(kept) => verdicts.extend(kept),
+        Err(failure) => {
+            process.shutdown().await;
+            return Err(failure);
+        }
+    }
+    timings.push((Stage::Relations, t.elapsed()));
 
     let robustness = match skip {
         Some(why) => {
@@ -478,6 +497,7 @@ async fn run(
             .zip(smoke_answer.as_ref())
             .map(|(t, a)| (t.function.as_str(), &t.arguments, a)),
         &examples,
+        &pairs,
         &verdicts,
         redactor.as_deref(),
     );
@@ -530,11 +550,14 @@ async fn check_source_timed(
     };
     let examples = declarations::examples(code).map_err(refused)?;
     let nondeterministic = declarations::nondeterministic(code).map_err(refused)?;
+    let declared_relations = relations::relations(code).map_err(refused)?;
+    let pairs = relations::pairs(&declared_relations, &examples).map_err(refused)?;
     timings.push((Stage::Declarations, t.elapsed()));
     Ok(Declared {
         keys,
         examples,
         nondeterministic,
+        relations: (declared_relations, pairs),
     })
 }
 
@@ -646,40 +669,6 @@ fn split(e: ToolProcError) -> (String, String) {
     }
 }
 
-/// The exception of the first traceback in `stderr` that passes through the tool's own file,
-/// with that frame: `ZeroDivisionError: division by zero (tool.py, line 10, in divide)`.
-fn traceback_summary(stderr: &str, tool_file: &str) -> Option<String> {
-    let lines: Vec<&str> = stderr.lines().collect();
-    let mut i = 0;
-    while i < lines.len() {
-        if !lines[i].starts_with("Traceback (most recent call last):") {
-            i += 1;
-            continue;
-        }
-        let mut frame = None;
-        i += 1;
-        while i < lines.len() && lines[i].starts_with(' ') {
-            frame = tool_frame(lines[i], tool_file).or(frame);
-            i += 1;
-        }
-        if let (Some(frame), Some(raised)) = (frame, lines.get(i)) {
-            let raised = raised.trim();
-            if !raised.is_empty() {
-                return Some(format!("{raised} ({frame})"));
-            }
-        }
-    }
-    None
-}
-
-/// `  File "/tool/tool.py", line 10, in divide` → `tool.py, line 10, in divide`.
-fn tool_frame(line: &str, tool_file: &str) -> Option<String> {
-    let rest = line.trim_start().strip_prefix("File \"")?;
-    let (path, place) = rest.split_once("\", ")?;
-    let ours = path == tool_file || path.ends_with(&format!("/{tool_file}"));
-    ours.then(|| format!("{tool_file}, {place}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -698,6 +687,7 @@ mod tests {
                 "list_tools",
                 "smoke_test",
                 "examples",
+                "relations",
                 "robustness",
                 "baseline"
             ]

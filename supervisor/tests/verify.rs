@@ -544,6 +544,8 @@ in_both_modes!(
     a_tool_with_keys_is_probed_only_when_thorough,
     a_probe_that_hangs_is_bounded,
     probes_stop_at_the_time_budget,
+    a_declared_relation_is_checked_on_the_examples_inputs,
+    a_broken_relation_is_named_with_both_inputs_and_answers_redacted,
 );
 
 fn args(v: Value) -> Map<String, Value> {
@@ -1029,6 +1031,171 @@ if __name__ == "__main__":
         other => bail!("not probed: {other:?}"),
     }
     ensure!(took < Duration::from_secs(10), "took {took:?}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Declared relations
+
+/// A tool whose `find` answers by a code written with padding, in any case: `normalise` is
+/// the body that reads the code (`code.strip().upper()` keeps the relations, `code` breaks
+/// them), `relations` the declaration (or nothing).
+fn coded(normalise: &str, relations: &str) -> String {
+    format!(
+        r#"from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+EXAMPLES = [{{"function": "find", "arguments": {{"code": "FR"}}, "expect": "France"}}]
+{relations}
+COUNTRIES = {{"FR": "France", "DE": "Germany"}}
+mcp = MCPServer("countries")
+
+@mcp.tool()
+def find(code: str) -> str:
+    """The country with this code."""
+    name = COUNTRIES.get({normalise})
+    if name is None:
+        raise ToolError("no country " + repr(code))
+    return name
+
+if __name__ == "__main__":
+    mcp.run()
+"#
+    )
+}
+
+const CASE_AND_PADDING: &str = r#"RELATIONS = [
+    {"function": "find", "argument": "code", "transform": "lower"},
+    {"function": "find", "argument": "code", "transform": "surrounding_whitespace"},
+]"#;
+
+async fn a_declared_relation_is_checked_on_the_examples_inputs(mut env: Env) -> Result<()> {
+    let kept = coded("code.strip().upper()", CASE_AND_PADDING);
+    let v = env
+        .verify(&kept, &[], |_| {})
+        .await
+        .map_err(|f| anyhow::anyhow!("{f}"))?;
+    v.process.shutdown().await;
+    let relations: Vec<String> = v
+        .verdicts
+        .iter()
+        .filter(|v| v.check == verify::verdicts::Check::Relation)
+        .map(ToString::to_string)
+        .collect();
+    ensure!(
+        relations
+            == [
+                "find: relation 1 passed (code in lower case: kept on 1 input: find({\"code\":\"FR\"}) and find({\"code\":\"fr\"}) both answered \"France\")",
+                "find: relation 2 passed (code padded with spaces: kept on 1 input: find({\"code\":\"FR\"}) and find({\"code\":\"  FR  \"}) both answered \"France\")",
+            ],
+        "{relations:#?}"
+    );
+    // Both relations, on the example's input, are what this version leaves to the baseline.
+    let owed: Vec<String> = v
+        .met
+        .iter()
+        .filter(|o| o.relation.is_some())
+        .map(|o| o.shown())
+        .collect();
+    ensure!(
+        owed == [
+            "relation find({\"code\":\"FR\"}) unchanged with code in lower case, from v0",
+            "relation find({\"code\":\"FR\"}) unchanged with code padded with spaces, from v0",
+        ],
+        "{owed:?}"
+    );
+
+    // An unknown transform stops at declarations, before anything runs, saying what to write.
+    let unknown = coded(
+        "code.strip().upper()",
+        r#"RELATIONS = [{"function": "find", "argument": "code", "transform": "title_case"}]"#,
+    );
+    let f = env.fails_with(&unknown, &[], |_| {}).await?;
+    ensure!(f.stage == Stage::Declarations, "{f}");
+    ensure!(
+        f.message
+            .contains("\"title_case\" is not a transform autotool knows; the transforms are surrounding_whitespace, upper, lower, prefix, suffix, reverse, rotate"),
+        "{f}"
+    );
+    // A relation on an argument the function does not take would hold of any function.
+    let stray = coded(
+        "code.strip().upper()",
+        r#"RELATIONS = [{"function": "find", "argument": "country", "transform": "upper"}]"#,
+    )
+    .replace(r#"{"code": "FR"}"#, r#"{"code": "FR", "country": "fr"}"#);
+    let f = env.fails_with(&stray, &[], |_| {}).await?;
+    ensure!(f.stage == Stage::Relations, "{f}");
+    ensure!(
+        f.message.contains(
+            "RELATIONS entry 1: find takes no argument \"country\" (its arguments: code)"
+        ),
+        "{f}"
+    );
+    Ok(())
+}
+
+async fn a_broken_relation_is_named_with_both_inputs_and_answers_redacted(
+    mut env: Env,
+) -> Result<()> {
+    let broken = coded("code", CASE_AND_PADDING);
+    let f = env.fails_with(&broken, &[], |_| {}).await?;
+    ensure!(f.stage == Stage::Relations, "{f}");
+    let text = f.to_string();
+    for needle in [
+        "verification failed at relations: verdict relation 1 failed for find",
+        "RELATIONS entry 1 says its answer does not change with code in lower case",
+        "but find({\"code\":\"FR\"}) answered \"France\" and find({\"code\":\"fr\"}) answered the error \"Error executing tool find: no country 'fr'\"",
+        "remove the relation if it should not hold",
+    ] {
+        ensure!(text.contains(needle), "no {needle:?} in:\n{text}");
+    }
+    // Control: the same tool without the declaration verifies.
+    env.passes(&coded("code", ""), &[], |_| {}).await?;
+
+    // A tool holding a key is called only when thorough (the relations are skipped otherwise,
+    // and say so); its answers reach the message redacted.
+    let keyed = coded("code", CASE_AND_PADDING)
+        .replace(
+            "from mcp.server.mcpserver import MCPServer\n",
+            "import os\nfrom mcp.server.mcpserver import MCPServer\n\nREQUIRED_ENV = [\"VERIFY_RELATION_KEY\"]\n",
+        )
+        .replace(
+            "raise ToolError(\"no country \" + repr(code))",
+            "raise ToolError(\"no country \" + repr(code) + \" for \" + os.environ[\"VERIFY_RELATION_KEY\"])",
+        );
+    let key = [("VERIFY_RELATION_KEY", "rk-7f3a9c41e2")];
+    let redactor = std::sync::Arc::new(autotool::redact::Redactor::new(&key).unwrap());
+    let v = env
+        .verify(&keyed, &key, |r| r.redactor = Some(redactor.clone()))
+        .await
+        .map_err(|f| anyhow::anyhow!("{f}"))?;
+    v.process.shutdown().await;
+    let skipped: Vec<String> = v
+        .verdicts
+        .iter()
+        .filter(|v| v.check == verify::verdicts::Check::Relation)
+        .map(|v| v.outcome.name().to_string() + ": " + &v.detail)
+        .collect();
+    ensure!(
+        skipped.len() == 2
+            && skipped
+                .iter()
+                .all(|v| v.starts_with("skipped: ") && v.contains("verify \"thorough\"")),
+        "{skipped:?}"
+    );
+    let f = env
+        .fails_with(&keyed, &key, |r| {
+            r.redactor = Some(redactor.clone());
+            r.thoroughness = Thoroughness::Thorough;
+        })
+        .await?;
+    let text = f.to_string();
+    ensure!(f.stage == Stage::Relations, "{text}");
+    ensure!(
+        text.contains("find({\"code\":\"FR\"}) answered \"France\" and find({\"code\":\"fr\"}) answered the error \"Error executing tool find: no country 'fr' for [REDACTED:VERIFY_RELATION_KEY]\""),
+        "{text}"
+    );
+    ensure!(!text.contains("rk-7f3a9c41e2"), "{text}");
     Ok(())
 }
 

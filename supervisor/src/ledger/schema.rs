@@ -128,6 +128,35 @@ pub const MIGRATIONS: &[&str] = &[
     ) STRICT;
     ALTER TABLE pending_consent ADD COLUMN packages TEXT;
     "#,
+    // 5: relations. What a relation obligation changes (JSON `Relation`: function, argument,
+    // transform, value), kept beside its input; part of what makes an obligation one of a kind,
+    // since one example's input may carry several relations. The baseline is rebuilt (SQLite
+    // cannot change a table's UNIQUE constraint), ids kept.
+    r#"
+    ALTER TABLE met ADD COLUMN relation TEXT;
+    CREATE TABLE obligations_5 (
+        id            INTEGER PRIMARY KEY,
+        tool          TEXT NOT NULL,
+        function      TEXT NOT NULL,
+        check_name    TEXT NOT NULL,
+        arguments     TEXT NOT NULL,
+        relation      TEXT NOT NULL DEFAULT '',  -- JSON Relation; '' for other checks
+        answer        TEXT,
+        exact         INTEGER NOT NULL,
+        since_version INTEGER NOT NULL,
+        added_at      INTEGER NOT NULL,
+        dropped_at    INTEGER,
+        UNIQUE (tool, function, check_name, arguments, relation)
+    ) STRICT;
+    INSERT INTO obligations_5
+        (id, tool, function, check_name, arguments, answer, exact, since_version, added_at,
+         dropped_at)
+    SELECT id, tool, function, check_name, arguments, answer, exact, since_version, added_at,
+           dropped_at
+    FROM obligations;
+    DROP TABLE obligations;
+    ALTER TABLE obligations_5 RENAME TO obligations;
+    "#,
 ];
 
 /// The schema version this build writes.

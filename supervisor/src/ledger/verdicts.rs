@@ -1,5 +1,5 @@
 //! Verdicts and the baseline: what verification found of each function of a version
-//! (examples, non-degeneracy, determinism), kept with the version so `autotool tools show` can
+//! (examples, relations, non-degeneracy, determinism), kept with the version so `autotool tools show` can
 //! say what stands behind it; what the version met, which joins the tool's baseline when the
 //! version is promoted to active ([`Tx::adopt_met`]); the baseline itself, which only grows
 //! (an obligation is dropped only by the user, and keeps its row).
@@ -124,8 +124,9 @@ impl Ledger {
                 params![tool, version],
             )?;
             let mut insert = tx.tx.prepare(
-                "INSERT INTO met (tool, version, function, check_name, arguments, answer, exact)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO met
+                   (tool, version, function, check_name, arguments, answer, exact, relation)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?;
             for m in met {
                 insert.execute(params![
@@ -135,7 +136,10 @@ impl Ledger {
                     m.check.name(),
                     serde_json::Value::Object(m.arguments.clone()).to_string(),
                     m.answer.as_ref().map(ToString::to_string),
-                    m.exact
+                    m.exact,
+                    m.relation
+                        .as_ref()
+                        .map(|r| serde_json::to_string(r).unwrap_or_default())
                 ])?;
             }
             Ok(())
@@ -147,7 +151,7 @@ impl Ledger {
         let conn = self.conn();
         let mut query = conn.prepare(
             "SELECT id, function, check_name, arguments, answer, exact, since_version, added_at,
-                    dropped_at
+                    dropped_at, relation
              FROM obligations WHERE tool = ?1 AND (?2 OR dropped_at IS NULL) ORDER BY id",
         )?;
         let rows = query.query_map(params![tool, dropped], |r| {
@@ -161,17 +165,36 @@ impl Ledger {
                 r.get::<_, u32>(6)?,
                 r.get::<_, i64>(7)?,
                 r.get::<_, Option<i64>>(8)?,
+                r.get::<_, String>(9)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, function, check, arguments, answer, exact, since, added_at, dropped_at) = row?;
+            let (
+                id,
+                function,
+                check,
+                arguments,
+                answer,
+                exact,
+                since,
+                added_at,
+                dropped_at,
+                relation,
+            ) = row?;
             // A row this build cannot read (written by a newer one) is left out.
             let Some(check) = Check::named(&check) else {
                 continue;
             };
             let Ok(serde_json::Value::Object(arguments)) = serde_json::from_str(&arguments) else {
                 continue;
+            };
+            let relation = match relation.as_str() {
+                "" => None,
+                r => match serde_json::from_str(r) {
+                    Ok(r) => Some(r),
+                    Err(_) => continue,
+                },
             };
             let answer = match answer {
                 None => None,
@@ -186,6 +209,7 @@ impl Ledger {
                     function,
                     check,
                     arguments,
+                    relation,
                     answer,
                     exact,
                     since_version: since,
@@ -233,10 +257,12 @@ impl Tx<'_> {
     pub fn adopt_met(&self, tool: &str, version: u32) -> Result<usize, LedgerError> {
         let n = self.tx.execute(
             "INSERT INTO obligations
-               (tool, function, check_name, arguments, answer, exact, since_version, added_at)
-             SELECT tool, function, check_name, arguments, answer, exact, version, ?3
+               (tool, function, check_name, arguments, relation, answer, exact, since_version,
+                added_at)
+             SELECT tool, function, check_name, arguments, COALESCE(relation, ''), answer, exact,
+                    version, ?3
              FROM met WHERE tool = ?1 AND version = ?2
-             ON CONFLICT (tool, function, check_name, arguments) DO UPDATE SET
+             ON CONFLICT (tool, function, check_name, arguments, relation) DO UPDATE SET
                answer = excluded.answer, exact = excluded.exact,
                since_version = excluded.since_version, dropped_at = NULL",
             params![tool, version, now_ms()],
@@ -249,5 +275,117 @@ impl Tx<'_> {
             )?;
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::ledger::{State, Version};
+    use crate::verify::relations::{Relation, Transform};
+    use autotool_policy::names::ToolName;
+    use serde_json::json;
+
+    fn obligation(check: Check, relation: Option<Relation>) -> Obligation {
+        Obligation {
+            id: None,
+            function: "lookup".into(),
+            check,
+            arguments: json!({"isbn": "0306406152"}).as_object().cloned().unwrap(),
+            relation,
+            answer: (check == Check::Example).then(|| json!("Dune")),
+            exact: true,
+            since_version: 0,
+        }
+    }
+
+    #[test]
+    fn relations_on_one_input_are_owed_apart_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(&dir.path().join("autotool.db")).unwrap();
+        ledger
+            .write(|tx| {
+                tx.insert_current_version(&Version {
+                    name: ToolName::parse("books").unwrap(),
+                    version: 1,
+                    code_hash: format!("{:064}", 1),
+                    description: String::new(),
+                    required_env: Vec::new(),
+                    functions: Default::default(),
+                    packages: None,
+                    state: State::Probation,
+                    created_at: now_ms(),
+                })
+            })
+            .unwrap();
+        let relation = |transform, value: Option<&str>| Relation {
+            function: "lookup".into(),
+            argument: "isbn".into(),
+            transform,
+            value: value.map(String::from),
+        };
+        let padded = relation(Transform::SurroundingWhitespace, None);
+        let prefixed = relation(Transform::Prefix, Some("ISBN "));
+        // An example and two relations, all on the same input.
+        let met = [
+            obligation(Check::Example, None),
+            obligation(Check::Relation, Some(padded.clone())),
+            obligation(Check::Relation, Some(prefixed.clone())),
+        ];
+        ledger.record_met("books", 1, &met).unwrap();
+        assert!(ledger.baseline("books", false).unwrap().is_empty());
+        ledger
+            .set_state("books", 1, State::Active, "5 successful calls")
+            .unwrap();
+        let owed: Vec<(Check, Option<Relation>, u32)> = ledger
+            .baseline("books", false)
+            .unwrap()
+            .into_iter()
+            .map(|r| {
+                (
+                    r.obligation.check,
+                    r.obligation.relation,
+                    r.obligation.since_version,
+                )
+            })
+            .collect();
+        assert_eq!(
+            owed,
+            [
+                (Check::Example, None, 1),
+                (Check::Relation, Some(padded), 1),
+                (Check::Relation, Some(prefixed), 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_baseline_written_before_relations_is_kept_by_the_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("autotool.db");
+        {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            for sql in &crate::ledger::MIGRATIONS[..4] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 4).unwrap();
+            conn.execute(
+                "INSERT INTO obligations (id, tool, function, check_name, arguments, answer,
+                   exact, since_version, added_at, dropped_at)
+                 VALUES (7, 'books', 'lookup', 'example', '{\"isbn\":\"1\"}', '\"Dune\"', 1, 2,
+                   5, NULL)",
+                [],
+            )
+            .unwrap();
+        }
+        let ledger = Ledger::open(&path).unwrap();
+        let rows = ledger.baseline("books", true).unwrap();
+        assert_eq!(rows.len(), 1);
+        let ob = &rows[0].obligation;
+        assert_eq!(
+            (ob.id, ob.check, ob.relation.clone(), ob.answer.clone()),
+            (Some(7), Check::Example, None, Some(json!("Dune")))
+        );
     }
 }

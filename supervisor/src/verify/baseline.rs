@@ -2,21 +2,25 @@
 //! ([`Stage::Baseline`](super::Stage::Baseline)).
 //!
 //! A version that passes verification leaves what it met ([`met`]): its smoke test with the
-//! answer it gave, its declared examples, and its `deterministic` and `non_degenerate`
-//! verdicts. When the version earns trust (it is promoted to `active`), the ledger adds those
+//! answer it gave, its declared examples, the inputs its declared relations were kept on, and
+//! its `deterministic` and `non_degenerate` verdicts. When the version earns trust (it is promoted to `active`), the ledger adds those
 //! to the tool's baseline, which only grows: a rewrite cannot drop an obligation by omitting
 //! it (only the user can, `autotool tools baseline NAME --drop ID`, an audit event).
 //!
 //! Checking a new version against it ([`check`]): a smoke test or example obligation is called
 //! again and must give the answer on record: the same value where the function was found
 //! deterministic (and always for an example), the same shape otherwise (live data changes, its
-//! form should not). A `deterministic` obligation fails when the new version declares the
+//! form should not). A relation obligation calls its input as it is and transformed, and the
+//! two answers must be alike, whether or not the new version still declares the relation. A
+//! `deterministic` obligation fails when the new version declares the
 //! function `NONDETERMINISTIC`; a function that is gone fails every obligation it had. Calls of
 //! a tool that declares keys are made only with `verify: "thorough"`, so no API quota is spent
 //! behind the user's back; those obligations are then skipped, and said so. Answers are
 //! compared redacted, as they are kept.
 
-use super::probes::{self, Probe};
+use super::judge;
+use super::probes::Probe;
+use super::relations::{Pair, Relation};
 use super::verdicts::{self, Answer, Check, Outcome, Verdict};
 use super::{Stage, VerifyFailure};
 use crate::redact::Redactor;
@@ -36,9 +40,13 @@ pub struct Obligation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<i64>,
     pub function: String,
-    /// `smoke_test`, `example`, `deterministic` or `non_degenerate`.
+    /// `smoke_test`, `example`, `relation`, `deterministic` or `non_degenerate`.
     pub check: Check,
+    /// The call's arguments (for a relation: the input before it is transformed).
     pub arguments: JsonObject,
+    /// For a relation: what it changes, and how.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relation: Option<Relation>,
     /// The answer owed (smoke test, example), redacted; its shape when `exact` is false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<Value>,
@@ -49,11 +57,17 @@ pub struct Obligation {
 }
 
 impl Obligation {
-    /// `#3 smoke_test forecast({"city":"Paris"}) from v1`.
+    /// `#3 smoke_test forecast({"city":"Paris"}) from v1`, `#4 relation
+    /// lookup({"isbn":"0306406152"}) unchanged with isbn padded with spaces, from v1`.
     pub fn shown(&self) -> String {
         let id = self.id.map(|i| format!("#{i} ")).unwrap_or_default();
+        let relation = self
+            .relation
+            .as_ref()
+            .map(|r| format!(" unchanged with {},", r.describe()))
+            .unwrap_or_default();
         format!(
-            "{id}{} {}({}) from v{}",
+            "{id}{} {}({}){relation} from v{}",
             self.check.name(),
             self.function,
             Value::Object(self.arguments.clone()),
@@ -95,12 +109,13 @@ fn redacted(value: &Value, redactor: Option<&Redactor>) -> Value {
 }
 
 /// What `version` met, from its smoke test (`smoke`: function, arguments, answer), its
-/// examples and its verdicts, answers redacted. (The ledger keeps it under the version it is
-/// committed as, whatever `version` says.)
+/// examples, its relations' `pairs` and its verdicts, answers redacted. (The ledger keeps it
+/// under the version it is committed as, whatever `version` says.)
 pub fn met(
     version: u32,
     smoke: Option<(&str, &JsonObject, &Answer)>,
     examples: &[super::Example],
+    pairs: &[Pair],
     verdicts: &[Verdict],
     redactor: Option<&Redactor>,
 ) -> Vec<Obligation> {
@@ -123,6 +138,7 @@ pub fn met(
             function: function.to_string(),
             check: Check::SmokeTest,
             arguments: arguments.clone(),
+            relation: None,
             answer: Some(if exact { value } else { shape(&value) }),
             exact,
             since_version: version,
@@ -142,16 +158,32 @@ pub fn met(
                     function: example.function.clone(),
                     check: Check::Example,
                     arguments: example.arguments.clone(),
+                    relation: None,
                     answer: Some(redacted(&example.expect, redactor)),
                     exact: true,
                     since_version: version,
                 });
+            }
+            Check::Relation => {
+                for pair in pairs.iter().filter(|p| Some(p.index) == v.example) {
+                    met.push(Obligation {
+                        id: None,
+                        function: pair.relation.function.clone(),
+                        check: Check::Relation,
+                        arguments: pair.original.clone(),
+                        relation: Some(pair.relation.clone()),
+                        answer: None,
+                        exact: true,
+                        since_version: version,
+                    });
+                }
             }
             Check::Deterministic | Check::NonDegenerate => met.push(Obligation {
                 id: None,
                 function: v.function.clone(),
                 check: v.check,
                 arguments: JsonObject::new(),
+                relation: None,
                 answer: None,
                 exact: false,
                 since_version: version,
@@ -204,7 +236,7 @@ pub(super) async fn check(
             ));
         }
         let verdict = match ob.check {
-            Check::SmokeTest | Check::Example if owed.no_calls => judged(
+            Check::SmokeTest | Check::Example | Check::Relation if owed.no_calls => judged(
                 Outcome::Skipped,
                 "not called: the tool declares keys; verify \"thorough\" calls it".into(),
             ),
@@ -214,16 +246,8 @@ pub(super) async fn check(
                     arguments: ob.arguments.clone(),
                     what: format!("baseline obligation {}", ob.shown()),
                 };
-                let answer = probes::call(process, &probe, timeout, tool_file)
-                    .await
-                    .map_err(|mut f| {
-                        f.stage = Stage::Baseline;
-                        f
-                    })?
-                    .unwrap_or(Answer {
-                        is_error: true,
-                        value: "the tool refused the call (a JSON-RPC error)".into(),
-                    });
+                let answer =
+                    judge::answer(process, &probe, timeout, tool_file, Stage::Baseline).await?;
                 let now = Answer {
                     is_error: answer.is_error,
                     value: redacted(&answer.value, owed.redactor),
@@ -252,6 +276,49 @@ pub(super) async fn check(
                             } else {
                                 format!("{} (shape {})", now.shown(), shape(&now.value))
                             }
+                        ),
+                    ));
+                }
+                judged(Outcome::Passed, "met".into())
+            }
+            Check::Relation => {
+                // Kept from a pair that changed its input: it still does, unless the row was
+                // written by another build.
+                let (Some(relation), Ok(Some(transformed))) = (
+                    &ob.relation,
+                    ob.relation
+                        .as_ref()
+                        .map_or(Ok(None), |r| r.apply(&ob.arguments)),
+                ) else {
+                    out.push(judged(
+                        Outcome::Skipped,
+                        "its relation does not apply to its input".into(),
+                    ));
+                    continue;
+                };
+                let pair = Pair {
+                    index: 0,
+                    relation: relation.clone(),
+                    original: ob.arguments.clone(),
+                    transformed,
+                };
+                if let Some(why) = judge::not_taken(tools, relation) {
+                    return Err(unmet(ob, owed.tool, why));
+                }
+                let what = format!("baseline obligation {}", ob.shown());
+                let ((a, first), (b, second)) =
+                    judge::answer_pair(process, &pair, &what, timeout, tool_file, Stage::Baseline)
+                        .await?;
+                // v1 answered the input (it is an example's); an error to both is no relation.
+                if first.is_error || !first.same(&second) {
+                    return Err(unmet(
+                        ob,
+                        owed.tool,
+                        format!(
+                            "v{} answered both alike, with a result; this version answers {} to {a} and {} to {b}",
+                            ob.since_version,
+                            first.shown(),
+                            second.shown()
                         ),
                     ));
                 }
@@ -354,6 +421,7 @@ mod tests {
             2,
             Some(("forecast", &args, &answer)),
             &examples,
+            &[],
             &passed,
             None,
         );
@@ -375,9 +443,79 @@ mod tests {
             Outcome::Recorded,
             None,
         )];
-        let got = met(2, Some(("forecast", &args, &answer)), &[], &recorded, None);
+        let got = met(
+            2,
+            Some(("forecast", &args, &answer)),
+            &[],
+            &[],
+            &recorded,
+            None,
+        );
         assert_eq!(got.len(), 1);
         assert!(!got[0].exact);
         assert_eq!(got[0].answer, Some(json!({"temp": "number"})));
+    }
+
+    #[test]
+    fn a_kept_relation_is_owed_on_each_input_it_was_kept_on() {
+        use crate::verify::relations::Transform;
+        let relation = |transform, value: Option<&str>| Relation {
+            function: "lookup".into(),
+            argument: "isbn".into(),
+            transform,
+            value: value.map(String::from),
+        };
+        let input = |isbn: &str| {
+            json!({"isbn": isbn})
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+        };
+        let pair = |index, relation: Relation, isbn: &str| Pair {
+            index,
+            original: input(isbn),
+            transformed: relation.apply(&input(isbn)).unwrap().unwrap(),
+            relation,
+        };
+        let padded = relation(Transform::SurroundingWhitespace, None);
+        let prefixed = relation(Transform::Prefix, Some("ISBN "));
+        let pairs = [
+            pair(1, padded.clone(), "0306406152"),
+            pair(1, padded.clone(), "0140449132"),
+            pair(2, prefixed.clone(), "0306406152"),
+        ];
+        // Relation 1 kept, relation 2 not judged (a tool with keys, verify "standard").
+        let verdicts = [
+            verdict("lookup", Check::Relation, Outcome::Passed, Some(1)),
+            verdict("lookup", Check::Relation, Outcome::Skipped, Some(2)),
+        ];
+        let got = met(1, None, &[], &pairs, &verdicts, None);
+        assert_eq!(
+            got.iter()
+                .map(|o| (
+                    o.check,
+                    Value::Object(o.arguments.clone()),
+                    o.relation.clone()
+                ))
+                .collect::<Vec<_>>(),
+            [
+                (
+                    Check::Relation,
+                    json!({"isbn": "0306406152"}),
+                    Some(padded.clone())
+                ),
+                (Check::Relation, json!({"isbn": "0140449132"}), Some(padded)),
+            ]
+        );
+        let mut shown = got[0].clone();
+        shown.id = Some(4);
+        assert_eq!(
+            shown.shown(),
+            "#4 relation lookup({\"isbn\":\"0306406152\"}) unchanged with isbn padded with spaces, from v1"
+        );
+        // The relation travels with the obligation (the team record, the ledger's JSON).
+        let back: Obligation =
+            serde_json::from_value(serde_json::to_value(&got[0]).unwrap()).unwrap();
+        assert_eq!(back, got[0]);
     }
 }

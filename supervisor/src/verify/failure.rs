@@ -1,6 +1,7 @@
 //! How verification fails: the [`Stage`] a failure happened at, the [`VerifyFailure`] the agent
 //! reads (what went wrong, what to do, the log), and the one rule for logs: redacted before they
-//! are cut ([`cap_head`], [`cap_tail`], [`tail_of`]).
+//! are cut ([`cap_head`], [`cap_tail`], [`tail_of`]); a traceback summed up at the tool's own
+//! frame ([`traceback_summary`]).
 
 use super::LOG_CAP;
 use crate::redact::Redactor;
@@ -19,13 +20,14 @@ pub enum Stage {
     ListTools,
     SmokeTest,
     Examples,
+    Relations,
     Robustness,
     Baseline,
 }
 
 impl Stage {
     /// Every stage, in the order they run.
-    pub const ALL: [Stage; 10] = [
+    pub const ALL: [Stage; 11] = [
         Stage::Lint,
         Stage::Declarations,
         Stage::Packages,
@@ -34,12 +36,13 @@ impl Stage {
         Stage::ListTools,
         Stage::SmokeTest,
         Stage::Examples,
+        Stage::Relations,
         Stage::Robustness,
         Stage::Baseline,
     ];
 
     /// `lint`, `declarations`, `packages`, `launch`, `initialize`, `list_tools`, `smoke_test`,
-    /// `examples`, `robustness`, `baseline`.
+    /// `examples`, `relations`, `robustness`, `baseline`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Lint => "lint",
@@ -50,6 +53,7 @@ impl Stage {
             Stage::ListTools => "list_tools",
             Stage::SmokeTest => "smoke_test",
             Stage::Examples => "examples",
+            Stage::Relations => "relations",
             Stage::Robustness => "robustness",
             Stage::Baseline => "baseline",
         }
@@ -77,6 +81,9 @@ impl Stage {
             }
             Stage::Examples => {
                 "An example the code declares in EXAMPLES did not hold. Fix the function, or the example if the function is right, then create the tool again."
+            }
+            Stage::Relations => {
+                "A relation the code declares in RELATIONS did not hold: the function answered the changed input differently. Make the function treat that change as the relation says (strip surrounding whitespace, ignore case, accept the prefix or suffix, not depend on the list's order), or remove the relation if it should not hold, then create the tool again."
             }
             Stage::Baseline => {
                 "A trusted version of this tool met the obligation above; every later version owes it. Fix the function, then create the tool again."
@@ -198,4 +205,38 @@ pub fn tail_of(text: &str, max: usize) -> String {
         start += 1;
     }
     format!("[… {start} bytes before]\n{}", &text[start..])
+}
+
+/// The exception of the first traceback in `stderr` that passes through the tool's own file,
+/// with that frame: `ZeroDivisionError: division by zero (tool.py, line 10, in divide)`.
+pub(super) fn traceback_summary(stderr: &str, tool_file: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        if !lines[i].starts_with("Traceback (most recent call last):") {
+            i += 1;
+            continue;
+        }
+        let mut frame = None;
+        i += 1;
+        while i < lines.len() && lines[i].starts_with(' ') {
+            frame = tool_frame(lines[i], tool_file).or(frame);
+            i += 1;
+        }
+        if let (Some(frame), Some(raised)) = (frame, lines.get(i)) {
+            let raised = raised.trim();
+            if !raised.is_empty() {
+                return Some(format!("{raised} ({frame})"));
+            }
+        }
+    }
+    None
+}
+
+/// `  File "/tool/tool.py", line 10, in divide` → `tool.py, line 10, in divide`.
+fn tool_frame(line: &str, tool_file: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix("File \"")?;
+    let (path, place) = rest.split_once("\", ")?;
+    let ours = path == tool_file || path.ends_with(&format!("/{tool_file}"));
+    ours.then(|| format!("{tool_file}, {place}"))
 }

@@ -1,10 +1,13 @@
 //! The calls [`verdicts`](super::verdicts) are judged from, made on the verified process:
-//! [`Stage::Examples`](super::Stage::Examples) (each declared example called and compared) and,
+//! [`Stage::Examples`](super::Stage::Examples) (each declared example called and compared),
+//! [`Stage::Relations`](super::Stage::Relations) (each declared relation's pairs of calls
+//! answered alike) and,
 //! after the robustness probes, the non-degeneracy and determinism verdicts (each function's
 //! plain call made a second time). The first failed verdict fails its stage, named.
 
 use super::declarations::Example;
 use super::probes::{self, Probe};
+use super::relations::{Pair, Relation};
 use super::verdicts::{self, Answer, Check, Outcome, Strictness, Verdict};
 use super::{Skipped, Stage, VerifyFailure};
 use crate::tool::process::{SandboxMode, ToolInfo, ToolProcess};
@@ -54,16 +57,7 @@ pub(super) async fn examples(
             arguments: example.arguments.clone(),
             what: format!("EXAMPLES entry {index}"),
         };
-        let answer = probes::call(process, &probe, timeout, tool_file)
-            .await
-            .map_err(|mut f| {
-                f.stage = Stage::Examples;
-                f
-            })?;
-        let answer = answer.unwrap_or(Answer {
-            is_error: true,
-            value: "the tool refused the call (a JSON-RPC error)".into(),
-        });
+        let answer = answer(process, &probe, timeout, tool_file, Stage::Examples).await?;
         let verdict = verdicts::example(&example.function, index, &example.expect, &answer);
         if verdict.outcome == Outcome::Failed {
             return Err(VerifyFailure::new(
@@ -82,6 +76,138 @@ pub(super) async fn examples(
         verdicts.push(verdict);
     }
     Ok(verdicts)
+}
+
+/// Check `relations` on `process` by their `pairs` (each called as it is and transformed, the
+/// answers compared), unless `skip` says why not. A relation on an argument its function does
+/// not take (in `tools`), or the first pair answered differently, fails [`Stage::Relations`],
+/// naming the relation (and both inputs and both answers).
+pub(super) async fn relations(
+    process: &ToolProcess,
+    tools: &[ToolInfo],
+    (relations, pairs): (&[Relation], &[Pair]),
+    skip: Option<Skipped>,
+    timeout: Duration,
+    tool_file: &str,
+) -> Result<Vec<Verdict>, VerifyFailure> {
+    for (i, relation) in relations.iter().enumerate() {
+        if let Some(why) = not_taken(tools, relation) {
+            return Err(VerifyFailure::new(
+                Stage::Relations,
+                format!("RELATIONS entry {}: {why}", i + 1),
+                "",
+            ));
+        }
+    }
+    let mut verdicts = Vec::with_capacity(relations.len());
+    for (i, relation) in relations.iter().enumerate() {
+        let index = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let verdict = |outcome, detail: String| Verdict {
+            function: relation.function.clone(),
+            check: Check::Relation,
+            example: Some(index),
+            outcome,
+            detail: format!("{}: {detail}", relation.describe()),
+        };
+        if let Some(why) = skip {
+            verdicts.push(verdict(Outcome::Skipped, skipped_because(why).into()));
+            continue;
+        }
+        let mut seen = None;
+        for pair in pairs.iter().filter(|p| p.index == index) {
+            let what = format!("RELATIONS entry {index}: {}", relation.describe());
+            let (original, transformed) =
+                answer_pair(process, pair, &what, timeout, tool_file, Stage::Relations).await?;
+            if !original.1.same(&transformed.1) {
+                return Err(VerifyFailure::new(
+                    Stage::Relations,
+                    format!(
+                        "verdict relation {index} failed for {}: RELATIONS entry {index} says \
+                         its answer does not change with {}, but {} answered {} and {} \
+                         answered {}",
+                        relation.function,
+                        relation.describe(),
+                        original.0,
+                        original.1.shown(),
+                        transformed.0,
+                        transformed.1.shown()
+                    ),
+                    "",
+                ));
+            }
+            seen = Some(seen.map_or((original, transformed, 1), |(a, b, n)| (a, b, n + 1)));
+        }
+        if let Some(((a, answer), (b, _), n)) = seen {
+            let inputs = if n == 1 { "input" } else { "inputs" };
+            verdicts.push(verdict(
+                Outcome::Passed,
+                format!(
+                    "kept on {n} {inputs}: {a} and {b} both answered {}",
+                    answer.shown()
+                ),
+            ));
+        }
+    }
+    Ok(verdicts)
+}
+
+/// Why `relation` cannot hold of the functions `tools` lists: its function is not one of them,
+/// or does not take its argument (an argument the schema lacks would be dropped, and every
+/// input answered alike).
+pub(super) fn not_taken(tools: &[ToolInfo], relation: &Relation) -> Option<String> {
+    let Some(tool) = tools.iter().find(|t| t.name == relation.function) else {
+        return Some(format!("there is no function {}", relation.function));
+    };
+    let arguments = verdicts::arguments_of(&tool.input_schema);
+    (!arguments.contains(&relation.argument)).then(|| {
+        format!(
+            "{} takes no argument {:?} (its arguments: {})",
+            relation.function,
+            relation.argument,
+            arguments.join(", ")
+        )
+    })
+}
+
+/// A pair's two calls, each shown (`f({…})`) with its answer.
+pub(super) async fn answer_pair(
+    process: &ToolProcess,
+    pair: &Pair,
+    what: &str,
+    timeout: Duration,
+    tool_file: &str,
+    stage: Stage,
+) -> Result<((String, Answer), (String, Answer)), VerifyFailure> {
+    let probe = |arguments: &JsonObject| Probe {
+        function: pair.relation.function.clone(),
+        arguments: arguments.clone(),
+        what: what.to_string(),
+    };
+    let (original, transformed) = (probe(&pair.original), probe(&pair.transformed));
+    let first = answer(process, &original, timeout, tool_file, stage).await?;
+    let second = answer(process, &transformed, timeout, tool_file, stage).await?;
+    Ok(((original.shown(), first), (transformed.shown(), second)))
+}
+
+/// `probe`'s answer; a refusal (a JSON-RPC error) is an error answer, and a crash or a dead
+/// process fails `stage`.
+pub(super) async fn answer(
+    process: &ToolProcess,
+    probe: &Probe,
+    timeout: Duration,
+    tool_file: &str,
+    stage: Stage,
+) -> Result<Answer, VerifyFailure> {
+    let answer = probes::call(process, probe, timeout, tool_file)
+        .await
+        .map_err(|mut f| {
+            f.stage = stage;
+            f
+        })?;
+    Ok(answer.unwrap_or(Answer {
+        is_error: true,
+        value: "the tool refused the call (a JSON-RPC error)".into(),
+    }))
 }
 
 /// What the tool's process is and may do, for the determinism verdict.

@@ -16,6 +16,8 @@
 //!   randomness) may differ: the difference is recorded, not failed. Where the network was or
 //!   may have been reached (`--sandbox off`), a difference is recorded only.
 //! - [`Check::Example`]: each entry of `EXAMPLES` called, its answer compared with `expect`.
+//! - [`Check::Relation`]: each entry of `RELATIONS` ([`super::relations`]): an example's input
+//!   and the same input transformed must be answered alike.
 //!
 //! An answer is compared as a value ([`Answer`]): the structured result (a return value
 //! FastMCP wraps as `{"result": …}` unwrapped), otherwise the text, read as JSON when it is
@@ -39,6 +41,8 @@ pub enum Check {
     NonDegenerate,
     /// An entry of `EXAMPLES` (which one: [`Verdict::example`]).
     Example,
+    /// An entry of `RELATIONS` (which one: [`Verdict::example`]).
+    Relation,
     /// The smoke test, as an obligation of later versions ([`super::baseline`]).
     SmokeTest,
     /// An obligation inherited from a trusted version, checked.
@@ -50,21 +54,24 @@ pub enum Check {
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 6] = [
+    pub const ALL: [Check; 7] = [
         Check::Deterministic,
         Check::NonDegenerate,
         Check::Example,
+        Check::Relation,
         Check::SmokeTest,
         Check::Baseline,
         Check::Trigger,
     ];
 
-    /// `deterministic`, `non_degenerate`, `example`, `smoke_test`, `baseline`, `trigger`.
+    /// `deterministic`, `non_degenerate`, `example`, `relation`, `smoke_test`, `baseline`,
+    /// `trigger`.
     pub fn name(self) -> &'static str {
         match self {
             Check::Deterministic => "deterministic",
             Check::NonDegenerate => "non_degenerate",
             Check::Example => "example",
+            Check::Relation => "relation",
             Check::SmokeTest => "smoke_test",
             Check::Baseline => "baseline",
             Check::Trigger => "trigger",
@@ -118,7 +125,8 @@ impl Outcome {
 pub struct Verdict {
     pub function: String,
     pub check: Check,
-    /// For [`Check::Example`]: which entry of `EXAMPLES`, from 1.
+    /// For [`Check::Example`]: which entry of `EXAMPLES`, from 1; for [`Check::Relation`],
+    /// which entry of `RELATIONS`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub example: Option<u32>,
     pub outcome: Outcome,
@@ -127,7 +135,7 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// `non_degenerate`, or `example 2`.
+    /// `non_degenerate`, or `example 2`, or `relation 1`.
     pub fn label(&self) -> String {
         match self.example {
             Some(n) => format!("{} {n}", self.check.name()),

@@ -31,7 +31,8 @@
 //!   systemd unit;
 //! - `states`: probation, promotion, automatic quarantine, `force`, rehab and retire;
 //! - `unconfined`: a quick pass of the same with `--sandbox off`;
-//! - `verdicts`: constant answers, undeclared differences and broken examples refused.
+//! - `verdicts`: constant answers, undeclared differences and broken examples refused;
+//! - `relations`: declared relations kept, broken, and owed by a rewrite once trusted.
 //!
 //! Tests that create tools run with the default strict sandbox, and print `SKIP` (see
 //! [`super::skip`]) on a machine that cannot confine. They need the `autotool` binary
@@ -53,6 +54,7 @@ mod misbehaving;
 mod packages;
 mod persistence;
 mod protocol;
+mod relations;
 mod render;
 mod runtime_build;
 mod service;
