@@ -192,7 +192,24 @@ pub struct PackagesAsk {
 
 /// The question put to the user about the keys `asks` names ([`rules::question`]) and the
 /// package set `packages`.
-pub fn question(tool: &str, asks: &[Ask], packages: Option<&PackagesAsk>) -> String {
+pub fn question(
+    tool: &str,
+    asks: &[Ask],
+    packages: Option<&PackagesAsk>,
+    uses: &[String],
+) -> String {
+    let mut q = question_without_uses(tool, asks, packages);
+    if !uses.is_empty() {
+        q.push_str(&format!(
+            " It also calls {} (USES): each call runs that tool in its own sandbox with its own \
+             keys, which this tool never sees.",
+            uses.join(", ")
+        ));
+    }
+    q
+}
+
+fn question_without_uses(tool: &str, asks: &[Ask], packages: Option<&PackagesAsk>) -> String {
     let Some(p) = packages else {
         return rules::question(tool, asks);
     };
@@ -376,6 +393,7 @@ pub fn approve_from_cli(
             code_hash,
             declared,
             packages: None,
+            uses: &[],
         };
         // Approved for confined use: with an allowlist it holds across rewrites while tools run
         // confined; a server running unconfined still matches it to this code only.
@@ -495,6 +513,7 @@ mod tests {
             code_hash: &hash,
             declared: &keys,
             packages: None,
+            uses: &[],
         };
         let a = args(serde_json::json!({"city": "Oslo", "days": 3}));
         let sealed = c

@@ -128,6 +128,10 @@ pub const MIGRATIONS: &[&str] = &[
     ) STRICT;
     ALTER TABLE pending_consent ADD COLUMN packages TEXT;
     "#,
+    // 5: uses. The other tools' functions a version calls (`USES`, JSON array of mounted names).
+    r#"
+    ALTER TABLE versions ADD COLUMN uses TEXT NOT NULL DEFAULT '[]';
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -33,6 +33,9 @@ pub struct Prepared {
     /// The keys the code declares; empty when `REQUIRED_ENV` does not parse (verification
     /// then reports why).
     pub declared: Vec<KeyName>,
+    /// The other tools' functions it declares in `USES` (mounted names); empty when `USES`
+    /// does not parse (verification then reports why).
+    pub uses: Vec<String>,
     /// Whether `REQUIRED_ENV` parsed.
     declarations_read: bool,
     /// Its `REQUIRED_PACKAGES`, resolved ([`Library::resolve_packages`]); `None` before that,
@@ -51,6 +54,7 @@ impl Prepared {
             code_hash: &self.code_hash,
             declared: &self.declared,
             packages: self.packages.as_ref(),
+            uses: &self.uses,
         }
     }
 }
@@ -123,10 +127,14 @@ impl Library {
             Ok(d) => (d, true),
             Err(_) => (Vec::new(), false),
         };
+        let uses = crate::verify::declarations::uses(&request.code)
+            .map(|u| u.iter().map(ToString::to_string).collect())
+            .unwrap_or_default();
         Ok(Prepared {
             request,
             code_hash,
             declared,
+            uses,
             declarations_read,
             packages: None,
             carried_baseline: Vec::new(),
@@ -221,6 +229,7 @@ impl Library {
                 .map(FunctionSpec::from)
                 .collect(),
             packages: prepared.packages.clone(),
+            uses: prepared.uses.clone(),
         };
         let functions: Vec<(MountedName, FunctionSpec)> = manifest
             .functions

@@ -28,8 +28,10 @@ use autotool_policy::names::{KeyName, MAX_KEY_NAME};
 mod literal;
 mod packages;
 mod tokens;
+mod uses;
 
 pub use packages::{PACKAGES_FORM, required_packages};
+pub use uses::{MAX_USES, USES_FORM, uses};
 pub use tokens::TokenError;
 use tokens::{Kind, Token, tokenize};
 
