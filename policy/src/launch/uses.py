@@ -6,12 +6,18 @@
 Each call runs the called function in its own tool's sandbox, with that tool's own keys (which
 this tool never sees: its answer is redacted before it arrives). `call` returns the function's
 structured answer when it has one (a plain return value), else its text, and raises UsesError
-with the reason when autotool refuses the call or the function fails.
+with the reason when autotool refuses the call or the function fails. UsesError is a ToolError,
+so one left uncaught reaches the caller of this tool as its answer, with the reason.
 """
 
 import json
 import os
 import threading
+
+try:
+    from mcp.server.mcpserver.exceptions import ToolError as _Base
+except ImportError:  # a tool that does not run on the SDK
+    _Base = Exception
 
 __all__ = ["UsesError", "call"]
 
@@ -20,7 +26,7 @@ _lock = threading.Lock()
 _buffer = bytearray()
 
 
-class UsesError(Exception):
+class UsesError(_Base):
     """autotool refused the call, or the called function failed: the message says why."""
 
 

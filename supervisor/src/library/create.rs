@@ -159,8 +159,21 @@ impl Library {
         if let Some(same) = self.unchanged(&prepared, &grants) {
             return Ok(same);
         }
-        let python = self.runtime().await.map_err(CreateError::Runtime)?;
         let name = prepared.request.name.clone();
+        if let Err(why) = self.check_uses(name.as_str(), &prepared.uses) {
+            let failure = VerifyFailure {
+                stage: crate::verify::Stage::Declarations,
+                message: why,
+                log: String::new(),
+            };
+            self.audit(
+                name.as_str(),
+                Event::VerificationFailed,
+                &format!("{}: {}", failure.stage, failure.message),
+            );
+            return Err(CreateError::Verify(failure));
+        }
+        let python = self.runtime().await.map_err(CreateError::Runtime)?;
         self.resolve_packages(&mut prepared).await?;
         // Nothing is installed for a set the user has not said yes to: a tool placed by hand
         // or synthesized has nobody to ask, and waits for `autotool tools approve --packages`.
@@ -182,13 +195,14 @@ impl Library {
         let keys = grants.keys;
         let grants = self.fingerprint(&keys);
         let secrets = self.secrets();
-        let spec = self.spec(
+        let mut spec = self.spec(
             name.as_str(),
             staged.dir().to_path_buf(),
             python,
             &keys,
             layer,
         );
+        spec.uses = self.uses_channel(name.as_str(), &prepared.uses);
         let mut request = VerifyRequest::new(name.clone(), prepared.request.code.clone(), spec);
         request.smoke_test = prepared.request.smoke_test.clone();
         request.thoroughness = prepared.request.thoroughness;

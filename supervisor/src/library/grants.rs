@@ -424,7 +424,9 @@ mod tests {
             ..Settings::default()
         };
         let mut library = Library::new(settings, Home::at(dir.path())).unwrap();
-        let lib = Arc::get_mut(&mut library).unwrap();
+        // The library holds a weak reference to itself (its tools' uses channels).
+        let mut library = Arc::try_unwrap(library).unwrap();
+        let lib = &mut library;
         lib.api_bases = BTreeMap::from([(
             "OPENAI_API_BASE".to_string(),
             "http://127.0.0.1:4010/v1".to_string(),

@@ -40,12 +40,14 @@ mod answers;
 mod egress;
 mod error;
 mod monitor;
+mod uses;
 
 pub use answers::{CallOutcome, ServerDetails, ShutdownReport, ToolInfo};
 #[cfg(test)]
 pub(crate) use child::launch_policy;
 pub use egress::EgressSetupError;
 pub use error::{InitFailure, ToolProcError};
+pub use uses::{MAX_REQUEST_BYTES, UsesHandler};
 
 use egress::{egress_failed, start_egress};
 use error::{describe_exit, secs};
@@ -136,6 +138,9 @@ pub struct ToolSpec {
     /// The most output an answer may carry (serve's `max_output_bytes`): the tool link takes
     /// no message larger than an answer of this much needs ([`Bounds::for_output`]).
     pub max_output_bytes: usize,
+    /// What answers the tool's calls of the other tools it declares in `USES`: the process
+    /// gets a channel to it ([`uses`]); `None` for a tool that declares none.
+    pub uses: Option<Arc<dyn UsesHandler>>,
 }
 
 impl ToolSpec {
@@ -159,6 +164,7 @@ impl ToolSpec {
             start_timeout: DEFAULT_START_TIMEOUT,
             egress: None,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            uses: None,
         }
     }
 }
@@ -212,6 +218,9 @@ impl ToolProcess {
         let t0 = Instant::now();
         let mut spawned = child::spawn(&spec)?;
         let egress = spawned.egress.take();
+        if let (Some(end), Some(handler)) = (spawned.uses.take(), spec.uses.clone()) {
+            tokio::spawn(uses::serve(end, handler));
+        }
         let pid = spawned.child.id();
         let bounds = Bounds::for_output(spec.max_output_bytes);
         let label = tool_label(&spec);

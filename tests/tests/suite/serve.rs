@@ -27,6 +27,8 @@
 //!   systemd unit;
 //! - `states`: probation, promotion, automatic quarantine, `force`, rehab and retire;
 //! - `unconfined`: a quick pass of the same with `--sandbox off`;
+//! - `uses`: tools built from tools: a composite's calls, redacted, bounded to its `USES`; cycles
+//!   refused; a quarantined dependency's reason;
 //! - `verdicts`: constant answers, undeclared differences and broken examples refused.
 //!
 //! Tests that create tools run with the default strict sandbox, and print `SKIP` (see
@@ -54,6 +56,7 @@ mod states;
 mod team;
 mod team_auth;
 mod unconfined;
+mod uses;
 mod verdicts;
 
 use autotool_tests::serve::{CallResult, RpcError, Sandbox, Serve, ServeHome, Server};
