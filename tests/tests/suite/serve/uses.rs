@@ -6,7 +6,7 @@
 //! dependency's reason (the control: the same call before the quarantine answers).
 
 use super::{HEALTHY, create_healthy, listed, ok, refused, start, strict};
-use autotool_tests::serve::{ServeHome, Server, fixture};
+use autotool_tests::serve::{Sandbox, Serve, ServeHome, Server, fixture};
 use autotool_tests::tool::{Mode, ToolBuilder};
 use serde_json::json;
 
@@ -225,5 +225,30 @@ fn a_quarantined_dependency_fails_the_composites_calls_with_its_reason() {
             && text.contains("3 failures in a row"),
         "{text}"
     );
+    super::finish(server);
+}
+
+#[test]
+fn the_channel_works_unconfined_too() {
+    let home = ServeHome::new().unwrap();
+    let serve = Serve::new(Sandbox::Off)
+        .arg("--dangerously-allow-all-tools")
+        .env("USES_KEY", SECRET);
+    let mut server = start(&serve, &home);
+    created(&mut server, "keyed", "uses_keyed.py");
+    created(&mut server, "composite", "uses_composite.py");
+    let reversed = server.call_text("composite__relay", json!({})).unwrap();
+    assert_eq!(
+        reversed.chars().rev().collect::<String>(),
+        "key=[REDACTED:USES_KEY]"
+    );
+    assert_eq!(
+        server.call_text("composite__fourth", json!({"x": 2})).unwrap(),
+        "16"
+    );
+    let r = server
+        .call_result("composite__reach", json!({"name": "keyed__nothing"}))
+        .unwrap();
+    assert!(r.is_error && r.text.contains("declares in USES"), "{}", r.text);
     super::finish(server);
 }
