@@ -534,7 +534,9 @@ impl LaunchPolicy {
         }
         if self.uses_fd.is_some() {
             // A template hands its children the report socket only.
-            return Some("it calls other tools, and its channel is passed only to a started tool".into());
+            return Some(
+                "it calls other tools, and its channel is passed only to a started tool".into(),
+            );
         }
         match &self.packages {
             Some(p) if !shared(p) && template.packages.as_ref() != Some(p) => Some(format!(

@@ -505,6 +505,25 @@ mod tests {
     }
 
     #[test]
+    fn the_question_names_the_functions_a_tool_calls() {
+        let asks = [Ask {
+            key: key(),
+            allowlist: None,
+            reason: autotool_policy::consent::Reason::First,
+        }];
+        let plain = question("trip", &asks, None, &[]);
+        let composite = question("trip", &asks, None, &["weather__forecast".to_string()]);
+        assert_eq!(
+            composite,
+            format!(
+                "{plain} It also calls weather__forecast (USES): each call runs that tool in its \
+                 own sandbox with its own keys, which this tool never sees."
+            )
+        );
+        assert!(!plain.contains("USES"), "{plain}");
+    }
+
+    #[test]
     fn a_state_opens_once_for_the_same_call_on_the_same_channel_only() {
         let c = Consent::new().unwrap();
         let (tool, hash, keys) = (tool(), "ab".repeat(32), vec![key()]);

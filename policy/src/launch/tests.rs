@@ -1402,7 +1402,10 @@ fn a_uses_channel_is_kept_open_and_the_tool_gets_its_module() {
     assert_eq!(plan.argv.len(), 6, "{:?}", plan.argv);
     assert_eq!(plan.argv[3], "-c");
     let program = &plan.argv[4];
-    assert!(program.contains("sys.modules['autotool_uses'] = m"), "{program}");
+    assert!(
+        program.contains("sys.modules['autotool_uses'] = m"),
+        "{program}"
+    );
     assert!(!program.contains("sys.path.append("), "{program}");
     // The module's source is one string literal that reads back whole.
     let start = program.find("compile(").unwrap() + "compile(".len();

@@ -558,6 +558,9 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             writeln!(out, "description: {}", cur.description)?;
         }
         writeln!(out, "keys: {}", or_none(&cur.required_env))?;
+        if !cur.uses.is_empty() {
+            writeln!(out, "uses: {}", cur.uses.join(", "))?;
+        }
         packages(cur, out)?;
         writeln!(
             out,

@@ -185,7 +185,9 @@ impl Library {
             ));
         }
         let Some(t) = self.mounted(callee) else {
-            return Err(format!("{name} cannot be called: no tool {callee} is mounted"));
+            return Err(format!(
+                "{name} cannot be called: no tool {callee} is mounted"
+            ));
         };
         let grants = self.grants(t.subject());
         if !grants.asks.is_empty() {
@@ -210,7 +212,13 @@ impl Library {
         let bound = self.settings.call_timeout;
         let called = tokio::time::timeout(
             bound,
-            self.call_with(callee, function, arguments, false, Some((t.version, grants))),
+            self.call_with(
+                callee,
+                function,
+                arguments,
+                false,
+                Some((t.version, grants)),
+            ),
         )
         .await
         .map_err(|_| format!("{name} did not answer within {} s", bound.as_secs()))?;

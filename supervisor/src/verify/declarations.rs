@@ -31,9 +31,9 @@ mod tokens;
 mod uses;
 
 pub use packages::{PACKAGES_FORM, required_packages};
-pub use uses::{MAX_USES, USES_FORM, uses};
 pub use tokens::TokenError;
 use tokens::{Kind, Token, tokenize};
+pub use uses::{MAX_USES, USES_FORM, uses};
 
 /// Refusals end with this, so an agent can rewrite the line in one go.
 pub const EXPECTED_FORM: &str = "Declare the keys the tool needs once, at the top level of the \

@@ -247,8 +247,7 @@ fn spawn_off(
     cmd.args(["-I", "-B"]);
     // Unconfined there is no `/packages`: the layer is put on `sys.path` where it is.
     let packages = spec.packages.as_ref().map(|d| d.to_string_lossy());
-    if let Some(bootstrap) = autotool_policy::launch::program(packages.as_deref(), uses.is_some())
-    {
+    if let Some(bootstrap) = autotool_policy::launch::program(packages.as_deref(), uses.is_some()) {
         cmd.arg("-c").arg(bootstrap);
     }
     if let Some(mapping) = uses {

@@ -134,7 +134,11 @@ mod tests {
         let mut theirs = tokio::net::UnixStream::from_std(theirs).unwrap();
         let served = tokio::spawn(serve(ours, Arc::new(Echo)));
         assert_eq!(
-            exchange(&mut theirs, b"{\"name\": \"t__f\", \"arguments\": {\"a\": 1}}\n").await,
+            exchange(
+                &mut theirs,
+                b"{\"name\": \"t__f\", \"arguments\": {\"a\": 1}}\n"
+            )
+            .await,
             Some("{\"result\":{\"a\":1}}".into())
         );
         assert_eq!(

@@ -56,7 +56,9 @@ fn a_composite_gets_the_answer_of_the_tool_it_calls_without_its_key() {
     assert!(!reversed.contains(&backwards) && !reversed.contains(SECRET));
     // Structured answers come back as values; the called tool's calls are its own ledger rows.
     assert_eq!(
-        server.call_text("composite__fourth", json!({"x": 3})).unwrap(),
+        server
+            .call_text("composite__fourth", json!({"x": 3}))
+            .unwrap(),
         "81"
     );
     let keyed = listed(&home, "keyed");
@@ -68,7 +70,10 @@ fn a_composite_gets_the_answer_of_the_tool_it_calls_without_its_key() {
     // The control: keyed itself, called directly with the key, says it.
     let mut direct = ToolBuilder::new("attack_tool.py")
         .unwrap()
-        .with_file("uses_keyed.py", fixture("uses_keyed.py").unwrap().as_bytes())
+        .with_file(
+            "uses_keyed.py",
+            fixture("uses_keyed.py").unwrap().as_bytes(),
+        )
         .unwrap();
     direct.policy_mut().tool_file = "uses_keyed.py".into();
     direct
@@ -111,7 +116,8 @@ fn a_composite_reaches_only_the_functions_it_declares() {
             .unwrap();
         assert!(r.is_error, "{name}: {}", r.text);
         assert!(
-            r.text.contains("may call only the functions it declares in USES")
+            r.text
+                .contains("may call only the functions it declares in USES")
                 && r.text.contains("keyed__reveal, keyed__square"),
             "{name}: {}",
             r.text
@@ -170,8 +176,7 @@ fn a_cycle_between_tools_is_refused_when_it_would_be_made() {
         .unwrap();
     assert!(r.is_error, "{}", r.text);
     assert!(
-        r.text.contains("declarations")
-            && r.text.contains("cycle: healthy → adder → healthy"),
+        r.text.contains("declarations") && r.text.contains("cycle: healthy → adder → healthy"),
         "{}",
         r.text
     );
@@ -243,12 +248,18 @@ fn the_channel_works_unconfined_too() {
         "key=[REDACTED:USES_KEY]"
     );
     assert_eq!(
-        server.call_text("composite__fourth", json!({"x": 2})).unwrap(),
+        server
+            .call_text("composite__fourth", json!({"x": 2}))
+            .unwrap(),
         "16"
     );
     let r = server
         .call_result("composite__reach", json!({"name": "keyed__nothing"}))
         .unwrap();
-    assert!(r.is_error && r.text.contains("declares in USES"), "{}", r.text);
+    assert!(
+        r.is_error && r.text.contains("declares in USES"),
+        "{}",
+        r.text
+    );
     super::finish(server);
 }
