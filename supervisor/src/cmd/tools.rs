@@ -558,9 +558,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             writeln!(out, "description: {}", cur.description)?;
         }
         writeln!(out, "keys: {}", or_none(&cur.required_env))?;
-        if !cur.uses.is_empty() {
-            writeln!(out, "uses: {}", cur.uses.join(", "))?;
-        }
+        writeln!(out, "uses: {}", or_none(&cur.uses))?;
         packages(cur, out)?;
         writeln!(
             out,
