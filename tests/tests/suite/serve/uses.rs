@@ -15,7 +15,11 @@ const SECRET: &str = "uses-s3cr3t/v@lue 42";
 
 /// Create `name` from `file` with `verify: quick`; the result's text.
 fn create(server: &mut Server, name: &str, file: &str) -> Result<String, String> {
-    let code = fixture(file).unwrap();
+    create_code(server, name, &fixture(file).unwrap())
+}
+
+/// Create `name` from `code` with `verify: quick`; the result's text.
+fn create_code(server: &mut Server, name: &str, code: &str) -> Result<String, String> {
     let created = server
         .call_result(
             "create_tool",
@@ -29,6 +33,22 @@ fn create(server: &mut Server, name: &str, file: &str) -> Result<String, String>
     }
 }
 
+/// Create `name` from `file` with `from` replaced by `to`, which must be refused: why.
+#[track_caller]
+fn refused_variant(
+    server: &mut Server,
+    (name, file): (&str, &str),
+    from: &str,
+    to: &str,
+) -> String {
+    let code = fixture(file).unwrap();
+    assert!(code.contains(from), "{file} holds no {from:?}");
+    match create_code(server, name, &code.replace(from, to)) {
+        Ok(text) => panic!("{name} was created: {text}"),
+        Err(why) => why,
+    }
+}
+
 #[track_caller]
 fn created(server: &mut Server, name: &str, file: &str) {
     if let Err(text) = create(server, name, file) {
@@ -36,9 +56,9 @@ fn created(server: &mut Server, name: &str, file: &str) {
     }
 }
 
-#[test]
-fn a_composite_gets_the_answer_of_the_tool_it_calls_without_its_key() {
-    let Some(serve) = strict() else { return };
+/// A server holding [`SECRET`] as `USES_KEY`, granting declared keys without asking, with
+/// `keyed` and `composite` (which uses it) created.
+fn keyed_and_composite(serve: Serve) -> (ServeHome, Server) {
     let home = ServeHome::new().unwrap();
     let serve = serve
         .arg("--dangerously-allow-all-tools")
@@ -46,6 +66,13 @@ fn a_composite_gets_the_answer_of_the_tool_it_calls_without_its_key() {
     let mut server = start(&serve, &home);
     created(&mut server, "keyed", "uses_keyed.py");
     created(&mut server, "composite", "uses_composite.py");
+    (home, server)
+}
+
+#[test]
+fn a_composite_gets_the_answer_of_the_tool_it_calls_without_its_key() {
+    let Some(serve) = strict() else { return };
+    let (home, mut server) = keyed_and_composite(serve);
 
     // The composite reverses what it got: had it seen the key, the host would see the key
     // reversed, a form no redactor looks for.
@@ -90,14 +117,8 @@ fn a_composite_gets_the_answer_of_the_tool_it_calls_without_its_key() {
 #[test]
 fn a_composite_reaches_only_the_functions_it_declares() {
     let Some(serve) = strict() else { return };
-    let home = ServeHome::new().unwrap();
-    let serve = serve
-        .arg("--dangerously-allow-all-tools")
-        .env("USES_KEY", SECRET);
-    let mut server = start(&serve, &home);
+    let (home, mut server) = keyed_and_composite(serve);
     create_healthy(&mut server);
-    created(&mut server, "keyed", "uses_keyed.py");
-    created(&mut server, "composite", "uses_composite.py");
 
     // The control: a declared function answers through the same call.
     let declared = server.call_text("composite__reach", json!({"name": "keyed__square"}));
@@ -130,31 +151,32 @@ fn a_composite_reaches_only_the_functions_it_declares() {
     );
 
     // USES naming a function that is not mounted is refused when the tool is created.
-    let code = fixture("uses_composite.py")
-        .unwrap()
-        .replace("\"keyed__square\"]", "\"keyed__cube\"]");
-    let r = server
-        .call_result(
-            "create_tool",
-            json!({"name": "composite2", "code": code, "verify": "quick"}),
-        )
-        .unwrap();
-    assert!(
-        r.is_error && r.text.contains("keyed has no function cube"),
-        "{}",
-        r.text
+    let refused = refused_variant(
+        &mut server,
+        ("composite2", "uses_composite.py"),
+        "\"keyed__square\"]",
+        "\"keyed__cube\"]",
     );
+    assert!(refused.contains("keyed has no function cube"), "{refused}");
     super::finish(server);
+}
+
+/// A strict server with the healthy fixture and `adder`, which uses `healthy__add`.
+fn healthy_and_adder() -> Option<(ServeHome, Server)> {
+    let serve = strict()?;
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve, &home);
+    create_healthy(&mut server);
+    created(&mut server, "adder", "uses_on_healthy.py");
+    Some((home, server))
 }
 
 #[test]
 fn a_cycle_between_tools_is_refused_when_it_would_be_made() {
-    let Some(serve) = strict() else { return };
-    let home = ServeHome::new().unwrap();
-    let mut server = start(&serve, &home);
-    create_healthy(&mut server);
     // The control: adder uses healthy, one way round.
-    created(&mut server, "adder", "uses_on_healthy.py");
+    let Some((_home, mut server)) = healthy_and_adder() else {
+        return;
+    };
     assert_eq!(
         server
             .call_text("adder__plus", json!({"a": 2, "b": 3}))
@@ -162,23 +184,15 @@ fn a_cycle_between_tools_is_refused_when_it_would_be_made() {
         "5"
     );
     // healthy rewritten to call adder back: a cycle.
-    let code = fixture("healthy.py").unwrap().replacen(
+    let refused = refused_variant(
+        &mut server,
+        (HEALTHY, "healthy.py"),
         "\nmcp = MCPServer",
         "\nUSES = [\"adder__plus\"]\nmcp = MCPServer",
-        1,
     );
-    assert!(code.contains("USES = [\"adder__plus\"]"), "{code}");
-    let r = server
-        .call_result(
-            "create_tool",
-            json!({"name": HEALTHY, "code": code, "verify": "quick"}),
-        )
-        .unwrap();
-    assert!(r.is_error, "{}", r.text);
     assert!(
-        r.text.contains("declarations") && r.text.contains("cycle: healthy → adder → healthy"),
-        "{}",
-        r.text
+        refused.contains("declarations") && refused.contains("cycle: healthy → adder → healthy"),
+        "{refused}"
     );
     // Nothing changed: adder still answers through the healthy that was.
     assert_eq!(
@@ -188,30 +202,21 @@ fn a_cycle_between_tools_is_refused_when_it_would_be_made() {
         "9"
     );
     // A tool calling itself is a cycle too.
-    let selfish = fixture("uses_on_healthy.py")
-        .unwrap()
-        .replace("healthy__add", "loop__plus");
-    let r = server
-        .call_result(
-            "create_tool",
-            json!({"name": "loop", "code": selfish, "verify": "quick"}),
-        )
-        .unwrap();
-    assert!(
-        r.is_error && r.text.contains("cycle: loop → loop"),
-        "{}",
-        r.text
+    let refused = refused_variant(
+        &mut server,
+        ("loop", "uses_on_healthy.py"),
+        "healthy__add",
+        "loop__plus",
     );
+    assert!(refused.contains("cycle: loop → loop"), "{refused}");
     super::finish(server);
 }
 
 #[test]
 fn a_quarantined_dependency_fails_the_composites_calls_with_its_reason() {
-    let Some(serve) = strict() else { return };
-    let home = ServeHome::new().unwrap();
-    let mut server = start(&serve, &home);
-    create_healthy(&mut server);
-    created(&mut server, "adder", "uses_on_healthy.py");
+    let Some((home, mut server)) = healthy_and_adder() else {
+        return;
+    };
     // The control: before the quarantine the call answers.
     let before = server.call_result("adder__plus", json!({"a": 1, "b": 2}));
     assert_eq!(ok(&Ok(before.unwrap())).text, "3");
@@ -235,13 +240,7 @@ fn a_quarantined_dependency_fails_the_composites_calls_with_its_reason() {
 
 #[test]
 fn the_channel_works_unconfined_too() {
-    let home = ServeHome::new().unwrap();
-    let serve = Serve::new(Sandbox::Off)
-        .arg("--dangerously-allow-all-tools")
-        .env("USES_KEY", SECRET);
-    let mut server = start(&serve, &home);
-    created(&mut server, "keyed", "uses_keyed.py");
-    created(&mut server, "composite", "uses_composite.py");
+    let (_home, mut server) = keyed_and_composite(Serve::new(Sandbox::Off));
     let reversed = server.call_text("composite__relay", json!({})).unwrap();
     assert_eq!(
         reversed.chars().rev().collect::<String>(),
