@@ -34,7 +34,9 @@ def call(name, /, **arguments):
     """Call the mounted function `name` (one of this tool's USES) with `arguments`."""
     fd = os.environ.get("AUTOTOOL_USES_FD")
     if not fd:
-        raise UsesError("this tool declares no USES, so it has no channel to other tools")
+        raise UsesError(
+            "this tool declares no USES, so it has no channel to other tools"
+        )
     request = json.dumps({"name": name, "arguments": arguments}).encode() + b"\n"
     with _lock:
         view = memoryview(request)

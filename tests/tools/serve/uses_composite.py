@@ -1,9 +1,8 @@
 """A tool built from another: it calls keyed's functions through autotool_uses."""
 
+from autotool_uses import UsesError, call
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-
-from autotool_uses import UsesError, call
 
 USES = ["keyed__reveal", "keyed__square"]
 mcp = MCPServer("composite")

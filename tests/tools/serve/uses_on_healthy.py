@@ -1,8 +1,7 @@
 """A tool built on the healthy fixture's `add`."""
 
-from mcp.server.mcpserver import MCPServer
-
 from autotool_uses import call
+from mcp.server.mcpserver import MCPServer
 
 USES = ["healthy__add"]
 mcp = MCPServer("adder")
