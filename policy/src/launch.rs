@@ -144,6 +144,12 @@ pub struct LaunchPolicy {
     /// The egress listener: bound inside the tool's network namespace and passed to the parent.
     #[serde(default)]
     pub egress: Option<Egress>,
+    /// The tool's channel to the other tools it declares in `USES`: a stream socket the
+    /// supervisor serves, inherited at this descriptor and left open in the tool at the same
+    /// number (like [`LaunchPolicy::keep_fds`]). When set, the tool runs through [`program`],
+    /// which gives it the module `autotool_uses` ([`USES_MODULE`]).
+    #[serde(default)]
+    pub uses_fd: Option<i32>,
     /// Lowest Landlock ABI accepted; a kernel below it is an error, never a downgrade.
     #[serde(default = "default_landlock_abi")]
     pub min_landlock_abi: u8,
@@ -272,6 +278,11 @@ pub enum PolicyError {
     KeepFd(i32),
     #[error("egress report descriptor {0} must be above 2 (0-2 are the tool's stdio)")]
     ReportFd(i32),
+    #[error(
+        "uses descriptor {0} must be above 2 and differ from the egress report socket and the \
+         kept descriptors"
+    )]
+    UsesFd(i32),
     #[error("interpreter argument {0:?} holds a NUL byte")]
     InterpreterArg(String),
     #[error(
@@ -471,6 +482,7 @@ impl LaunchPolicy {
             limits: Limits::default(),
             keep_fds: Vec::new(),
             egress: None,
+            uses_fd: None,
             min_landlock_abi: MIN_LANDLOCK_ABI,
             hostname: default_hostname(),
         }
@@ -519,6 +531,12 @@ impl LaunchPolicy {
                 "its directory {:?} is not below a directory the template shares",
                 self.tool_dir
             ));
+        }
+        if self.uses_fd.is_some() {
+            // A template hands its children the report socket only.
+            return Some(
+                "it calls other tools, and its channel is passed only to a started tool".into(),
+            );
         }
         match &self.packages {
             Some(p) if !shared(p) && template.packages.as_ref() != Some(p) => Some(format!(
@@ -646,6 +664,13 @@ impl LaunchPolicy {
             }
             if e.report_fd <= 2 {
                 return Err(PolicyError::ReportFd(e.report_fd));
+            }
+        }
+        if let Some(fd) = self.uses_fd {
+            let taken = self.egress.as_ref().is_some_and(|e| e.report_fd == fd)
+                || self.keep_fds.contains(&fd);
+            if fd <= 2 || taken {
+                return Err(PolicyError::UsesFd(fd));
             }
         }
 
@@ -812,13 +837,15 @@ impl LaunchPolicy {
         let exec_path = self.exec_path();
         let mut argv = vec![exec_path.to_string_lossy().into_owned()];
         argv.extend(self.interpreter_args.iter().cloned());
-        if self.packages.is_some() {
+        let packages = self.packages.as_ref().map(|_| PACKAGES_MOUNT);
+        if let Some(program) = program(packages, self.uses_fd.is_some()) {
             argv.push("-c".into());
-            argv.push(bootstrap(PACKAGES_MOUNT));
+            argv.push(program);
         }
         argv.push(tool_path.to_string_lossy().into_owned());
 
         let mut keep_fds = self.keep_fds.clone();
+        keep_fds.extend(self.uses_fd);
         keep_fds.sort_unstable();
         keep_fds.dedup();
 
@@ -856,6 +883,39 @@ pub fn bootstrap(dir: &str) -> String {
         "import runpy, sys; sys.argv.pop(0); sys.path.append({dir}); \
          runpy.run_path(sys.argv[0], run_name='__main__')"
     )
+}
+
+/// The module a tool that declares `USES` imports as `autotool_uses`: `call(name, **arguments)`
+/// over the descriptor named by [`USES_FD_VARIABLE`].
+pub const USES_MODULE: &str = include_str!("launch/uses.py");
+/// The variable naming the descriptor of a tool's uses channel.
+pub const USES_FD_VARIABLE: &str = "AUTOTOOL_USES_FD";
+
+/// The `-c` program a tool runs through, when it needs one: with `packages`, [`bootstrap`]
+/// (the layer appended to `sys.path`); with `uses`, also the module `autotool_uses`
+/// ([`USES_MODULE`]) put in `sys.modules` before the tool's code runs, so nothing is written
+/// anywhere and the runtime stays as it is. `None`: the tool runs directly.
+pub fn program(packages: Option<&str>, uses: bool) -> Option<String> {
+    match (packages, uses) {
+        (None, false) => None,
+        (Some(dir), false) => Some(bootstrap(dir)),
+        (packages, true) => {
+            let source = serde_json::Value::String(USES_MODULE.to_string());
+            let path = packages
+                .map(|dir| {
+                    let dir = serde_json::Value::String(dir.to_string());
+                    format!("sys.path.append({dir}); ")
+                })
+                .unwrap_or_default();
+            Some(format!(
+                "import runpy, sys, types; sys.argv.pop(0); {path}\
+                 m = types.ModuleType('autotool_uses'); \
+                 exec(compile({source}, '<autotool_uses>', 'exec'), m.__dict__); \
+                 sys.modules['autotool_uses'] = m; del m; \
+                 runpy.run_path(sys.argv[0], run_name='__main__')"
+            ))
+        }
+    }
 }
 
 /// The environment of a tool process: exactly the approved keys, the OS basics, `*_API_BASE`

@@ -12,6 +12,7 @@
 //! `search_tools` ranks tools; [`listing`] which tools `tools/list` shows when
 //! the library is larger than hosts handle well. [`packages`] holds which package requirements a
 //! tool may declare, the hash-pinned lock they resolve to, and how that lock is named to the user.
+//! [`uses`] holds which tools may call which (`USES`): no cycle, no chain deeper than a bound.
 
 pub mod consent;
 pub mod hosts;
@@ -21,6 +22,7 @@ pub mod listing;
 pub mod names;
 pub mod packages;
 pub mod search;
+pub mod uses;
 
 pub use launch::{
     Egress, FsAccess, LaunchPolicy, Limits, Mount, PathRule, Plan, PolicyError, Rlimit,

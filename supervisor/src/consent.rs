@@ -192,7 +192,24 @@ pub struct PackagesAsk {
 
 /// The question put to the user about the keys `asks` names ([`rules::question`]) and the
 /// package set `packages`.
-pub fn question(tool: &str, asks: &[Ask], packages: Option<&PackagesAsk>) -> String {
+pub fn question(
+    tool: &str,
+    asks: &[Ask],
+    packages: Option<&PackagesAsk>,
+    uses: &[String],
+) -> String {
+    let mut q = question_without_uses(tool, asks, packages);
+    if !uses.is_empty() {
+        q.push_str(&format!(
+            " It also calls {} (USES): each call runs that tool in its own sandbox with its own \
+             keys, which this tool never sees.",
+            uses.join(", ")
+        ));
+    }
+    q
+}
+
+fn question_without_uses(tool: &str, asks: &[Ask], packages: Option<&PackagesAsk>) -> String {
     let Some(p) = packages else {
         return rules::question(tool, asks);
     };
@@ -388,6 +405,7 @@ pub fn approve_key(
             code_hash,
             declared,
             packages: None,
+            uses: &[],
         };
         // Approved for confined use: with an allowlist it holds across rewrites while tools run
         // confined; a server running unconfined still matches it to this code only.
@@ -517,6 +535,25 @@ mod tests {
     }
 
     #[test]
+    fn the_question_names_the_functions_a_tool_calls() {
+        let asks = [Ask {
+            key: key(),
+            allowlist: None,
+            reason: autotool_policy::consent::Reason::First,
+        }];
+        let plain = question("trip", &asks, None, &[]);
+        let composite = question("trip", &asks, None, &["weather__forecast".to_string()]);
+        assert_eq!(
+            composite,
+            format!(
+                "{plain} It also calls weather__forecast (USES): each call runs that tool in its \
+                 own sandbox with its own keys, which this tool never sees."
+            )
+        );
+        assert!(!plain.contains("USES"), "{plain}");
+    }
+
+    #[test]
     fn a_state_opens_once_for_the_same_call_on_the_same_channel_only() {
         let c = Consent::new().unwrap();
         let (tool, hash, keys) = (tool(), "ab".repeat(32), vec![key()]);
@@ -525,6 +562,7 @@ mod tests {
             code_hash: &hash,
             declared: &keys,
             packages: None,
+            uses: &[],
         };
         let a = args(serde_json::json!({"city": "Oslo", "days": 3}));
         let sealed = c

@@ -164,7 +164,7 @@ fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqli
     })
 }
 
-const VERSION_COLS: &str = "v.name, v.version, v.code_hash, v.description, v.required_env, v.functions, v.state, v.created_at, v.packages";
+const VERSION_COLS: &str = "v.name, v.version, v.code_hash, v.description, v.required_env, v.functions, v.state, v.created_at, v.packages, v.uses";
 
 /// A `versions` row as a [`Version`]; `None` for a row whose name no longer passes the rule
 /// ([`ToolName`]), which is left alone and not served. A declared key whose name does not pass
@@ -197,6 +197,7 @@ fn version_row(row: &Row<'_>) -> rusqlite::Result<Option<Version>> {
         functions: json_col(row, 5)?,
         state: State::parse(&row.get::<_, String>(6)?),
         created_at: row.get(7)?,
+        uses: json_col(row, 9)?,
         packages: match row.get::<_, Option<String>>(8)? {
             Some(text) => Some(std::sync::Arc::new(serde_json::from_str(&text).map_err(
                 |e| {
@@ -579,6 +580,7 @@ impl Tx<'_> {
         };
         let required_env = json("required_env", serde_json::to_string(&row.required_env))?;
         let functions = json("functions", serde_json::to_string(&row.functions))?;
+        let uses = json("uses", serde_json::to_string(&row.uses))?;
         let packages = row
             .packages
             .as_deref()
@@ -594,8 +596,8 @@ impl Tx<'_> {
         self.tx.execute(
             "INSERT INTO versions
                (name, version, code_hash, description, required_env, functions, state, created_at,
-                packages)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                packages, uses)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 row.name.as_str(),
                 row.version,
@@ -605,7 +607,8 @@ impl Tx<'_> {
                 functions,
                 row.state.as_str(),
                 row.created_at,
-                packages
+                packages,
+                uses
             ],
         )?;
         Ok(())
@@ -682,6 +685,7 @@ mod tests {
                             required_env: Vec::new(),
                             functions: Default::default(),
                             packages: None,
+                            uses: Vec::new(),
                             state: State::Probation,
                             created_at: now_ms(),
                         })?;

@@ -121,6 +121,9 @@ pub struct Manifest {
     /// The packages from `REQUIRED_PACKAGES`, resolved and locked with hashes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packages: Option<crate::packages::PackageSet>,
+    /// Mounted names from `USES`: the other tools' functions it calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uses: Vec<String>,
 }
 
 /// `manifest.json`, as written next to `tool.py`.
@@ -133,6 +136,8 @@ struct ManifestFile<'a> {
     functions: &'a [FunctionSpec],
     #[serde(skip_serializing_if = "Option::is_none")]
     packages: Option<&'a crate::packages::PackageSet>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    uses: &'a [String],
     code_hash: &'a str,
     /// The code hash, description and schemas together ([`crate::pin::pin`]).
     pin: &'a str,
@@ -422,6 +427,7 @@ impl Registry {
                 required_env: manifest.required_env.clone(),
                 functions: Functions::new(&manifest.functions),
                 packages: manifest.packages.clone().map(std::sync::Arc::new),
+                uses: manifest.uses.clone(),
                 // Verified, not yet trusted: it becomes active after successful calls.
                 state: State::Probation,
                 created_at,
@@ -434,6 +440,7 @@ impl Registry {
                 required_env: &row.required_env,
                 functions: &manifest.functions,
                 packages: manifest.packages.as_ref(),
+                uses: &manifest.uses,
                 code_hash: &row.code_hash,
                 pin: &pin,
                 created_at: ledger::format_ms(created_at),

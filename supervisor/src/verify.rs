@@ -44,7 +44,8 @@
 //! size, so a key value straddling the cut cannot leave a piece behind; the message is redacted
 //! again where it is rendered for the host.
 //!
-//! Layout: [`declarations`] reads `REQUIRED_ENV`, `EXAMPLES` and `NONDETERMINISTIC`;
+//! Layout: [`declarations`] reads `REQUIRED_ENV`, `EXAMPLES`, `NONDETERMINISTIC` and `USES`
+//! (whether what `USES` names may be called is the library's check, `crate::library::uses`);
 //! [`relations`] reads `RELATIONS` and makes its pairs;
 //! [`lint`](mod@lint) runs ruff; [`probes`] plans and makes the robustness calls; [`verdicts`]
 //! judges answers; `judge` makes the calls verdicts are judged from.
@@ -552,6 +553,7 @@ async fn check_source_timed(
     let nondeterministic = declarations::nondeterministic(code).map_err(refused)?;
     let declared_relations = relations::relations(code).map_err(refused)?;
     let pairs = relations::pairs(&declared_relations, &examples).map_err(refused)?;
+    declarations::uses(code).map_err(refused)?;
     timings.push((Stage::Declarations, t.elapsed()));
     Ok(Declared {
         keys,

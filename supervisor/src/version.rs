@@ -158,6 +158,10 @@ pub struct Version {
     /// was created: what its processes get mounted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub packages: Option<Arc<PackageSet>>,
+    /// The other tools' functions its code declares in `USES` (mounted names): all its channel
+    /// offers it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uses: Vec<String>,
     /// Its lifecycle state (a decision, kept apart from health).
     pub state: State,
     /// Unix milliseconds.
@@ -179,6 +183,7 @@ impl Version {
             code_hash: &self.code_hash,
             declared: &self.required_env,
             packages: self.packages.as_deref(),
+            uses: &self.uses,
         }
     }
 }
@@ -195,6 +200,8 @@ pub struct Subject<'a> {
     pub declared: &'a [KeyName],
     /// Its packages, resolved (`REQUIRED_PACKAGES`); `None` when it declares none.
     pub packages: Option<&'a PackageSet>,
+    /// The other tools' functions it calls (`USES`, mounted names): named in the question.
+    pub uses: &'a [String],
 }
 
 /// A tool's packages (`REQUIRED_PACKAGES`), resolved and locked (`crate::packages`): part of

@@ -181,6 +181,7 @@ fn home_with_a_hostile_tool() -> (tempfile::TempDir, Home) {
                 required_env: vec![KeyName::parse(KEY).unwrap()],
                 functions: vec![function("forecast", "<b>bold</b>")],
                 packages: None,
+                uses: Vec::new(),
             },
         )
         .unwrap();

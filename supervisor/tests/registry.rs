@@ -54,6 +54,7 @@ fn manifest(fns: &[&str], keys: &[&str]) -> Manifest {
         required_env: keys.iter().map(|k| KeyName::parse(k).unwrap()).collect(),
         functions: fns.iter().map(|f| function(f)).collect(),
         packages: None,
+        uses: Vec::new(),
     }
 }
 

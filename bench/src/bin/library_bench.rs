@@ -686,6 +686,7 @@ fn register(root: &Path, count: usize, calls: usize) -> Result<Library> {
                 required_env: Vec::new(),
                 functions,
                 packages: None,
+                uses: Vec::new(),
             },
         )?;
         names.push(name);

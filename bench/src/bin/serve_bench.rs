@@ -822,6 +822,7 @@ fn preregister(root: &Path, count: usize) -> Result<()> {
                 required_env: Vec::new(),
                 functions: vec![function.clone()],
                 packages: None,
+                uses: Vec::new(),
             },
         )?;
     }

@@ -128,6 +128,7 @@ fn register(root: &Path, count: usize) -> Result<()> {
                 description: format!("Tool {i} of startup-bench."),
                 required_env: Vec::new(),
                 packages: None,
+                uses: Vec::new(),
                 functions: vec![FunctionSpec {
                     name: "ping".into(),
                     title: None,

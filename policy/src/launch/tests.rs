@@ -1392,3 +1392,56 @@ fn a_tool_forks_from_a_template_only_on_the_same_runtime_and_below_a_shared_dire
     other_args.interpreter_args.push("-X".into());
     assert!(other_args.fork_mismatch(&template, &shares).is_some());
 }
+
+#[test]
+fn a_uses_channel_is_kept_open_and_the_tool_gets_its_module() {
+    let mut policy = base();
+    policy.uses_fd = Some(5);
+    let plan = policy.plan().unwrap();
+    assert_eq!(plan.keep_fds, vec![5]);
+    assert_eq!(plan.argv.len(), 6, "{:?}", plan.argv);
+    assert_eq!(plan.argv[3], "-c");
+    let program = &plan.argv[4];
+    assert!(
+        program.contains("sys.modules['autotool_uses'] = m"),
+        "{program}"
+    );
+    assert!(!program.contains("sys.path.append("), "{program}");
+    // The module's source is one string literal that reads back whole.
+    let start = program.find("compile(").unwrap() + "compile(".len();
+    let end = program.find(", '<autotool_uses>'").unwrap();
+    assert_eq!(
+        serde_json::from_str::<String>(&program[start..end]).unwrap(),
+        USES_MODULE
+    );
+    // With packages, both.
+    let both = program_of(Some("/packages"), true);
+    assert!(both.contains("sys.path.append(\"/packages\"); m = types.ModuleType"));
+    assert_eq!(program_of(Some("/packages"), false), bootstrap("/packages"));
+    assert_eq!(super::program(None, false), None);
+    // Never forked from a template: only a started tool gets the channel.
+    let template = policy.clone();
+    assert!(
+        policy
+            .fork_mismatch(&template, &[p("/")])
+            .is_some_and(|why| why.contains("calls other tools"))
+    );
+}
+
+fn program_of(packages: Option<&str>, uses: bool) -> String {
+    super::program(packages, uses).unwrap_or_default()
+}
+
+#[test]
+fn a_uses_descriptor_must_be_free() {
+    for (fd, keep, report) in [(2, vec![], None), (7, vec![7], None), (4, vec![], Some(4))] {
+        let mut policy = base();
+        policy.uses_fd = Some(fd);
+        policy.keep_fds = keep;
+        policy.egress = report.map(|report_fd| Egress {
+            report_fd,
+            port: 3128,
+        });
+        assert_eq!(policy.plan(), Err(PolicyError::UsesFd(fd)));
+    }
+}

@@ -5,7 +5,8 @@
 //! back arriving redacted; a request to a host outside the key's allowlist refused. Then the
 //! lifecycle half ([`lifecycle`]): the tool's upstream breaks and it is quarantined on the third
 //! failure, `rehab` puts it back on trial, `search_tools` picks a working tool over a
-//! better-described failing one, and a rewrite breaking a trusted version's example is refused.
+//! better-described failing one, a rewrite breaking a trusted version's example is refused, and
+//! a tool built on the first one (`USES`) calls its key-echoing function and gets the key redacted.
 //! All under the strict sandbox, or saying clearly why strict is unavailable.
 //!
 //! It runs on a fresh temporary `AUTOTOOL_HOME` (removed afterwards unless `--keep`), so it

@@ -524,6 +524,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             writeln!(out, "description: {}", cur.description)?;
         }
         writeln!(out, "keys: {}", or_none(&cur.required_env))?;
+        writeln!(out, "uses: {}", or_none(&cur.uses))?;
         packages(cur, out)?;
         writeln!(
             out,

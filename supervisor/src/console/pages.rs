@@ -414,6 +414,7 @@ impl View<'_> {
                 code_hash: &p.code_hash,
                 declared: &declared,
                 packages: None,
+                uses: &[],
             };
             let approvals = ledger.approvals(tool.as_str())?;
             let keys: Vec<KeyName> =

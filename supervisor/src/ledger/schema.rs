@@ -157,6 +157,10 @@ pub const MIGRATIONS: &[&str] = &[
     DROP TABLE obligations;
     ALTER TABLE obligations_5 RENAME TO obligations;
     "#,
+    // 6: uses. The other tools' functions a version calls (`USES`, JSON array of mounted names).
+    r#"
+    ALTER TABLE versions ADD COLUMN uses TEXT NOT NULL DEFAULT '[]';
+    "#,
 ];
 
 /// The schema version this build writes.

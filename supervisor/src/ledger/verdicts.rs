@@ -314,6 +314,7 @@ mod tests {
                     required_env: Vec::new(),
                     functions: Default::default(),
                     packages: None,
+                    uses: Vec::new(),
                     state: State::Probation,
                     created_at: now_ms(),
                 })

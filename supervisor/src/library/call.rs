@@ -190,10 +190,12 @@ impl Library {
         }
         let layer = self.version_layer(&t).await.map_err(CallError::Packages)?;
         let dir = self.registry.dir_of(&t);
+        let mut spec = self.spec(tool, dir.clone(), python, &keys, layer);
+        spec.uses = self.uses_channel(tool, &t.uses);
         let what = Launchable {
             version: t.version,
             grants: self.fingerprint(&keys),
-            spec: self.spec(tool, dir.clone(), python, &keys, layer),
+            spec,
             pin: Some(PinCheck {
                 file: dir.join(crate::version::TOOL_FILE),
                 code_hash: t.code_hash.clone(),

@@ -33,6 +33,9 @@ pub struct Prepared {
     /// The keys the code declares; empty when `REQUIRED_ENV` does not parse (verification
     /// then reports why).
     pub declared: Vec<KeyName>,
+    /// The other tools' functions it declares in `USES` (mounted names); empty when `USES`
+    /// does not parse (verification then reports why).
+    pub uses: Vec<String>,
     /// Whether `REQUIRED_ENV` parsed.
     declarations_read: bool,
     /// Its `REQUIRED_PACKAGES`, resolved ([`Library::resolve_packages`]); `None` before that,
@@ -51,6 +54,7 @@ impl Prepared {
             code_hash: &self.code_hash,
             declared: &self.declared,
             packages: self.packages.as_ref(),
+            uses: &self.uses,
         }
     }
 }
@@ -123,10 +127,14 @@ impl Library {
             Ok(d) => (d, true),
             Err(_) => (Vec::new(), false),
         };
+        let uses = crate::verify::declarations::uses(&request.code)
+            .map(|u| u.iter().map(ToString::to_string).collect())
+            .unwrap_or_default();
         Ok(Prepared {
             request,
             code_hash,
             declared,
+            uses,
             declarations_read,
             packages: None,
             carried_baseline: Vec::new(),
@@ -151,8 +159,21 @@ impl Library {
         if let Some(same) = self.unchanged(&prepared, &grants) {
             return Ok(same);
         }
-        let python = self.runtime().await.map_err(CreateError::Runtime)?;
         let name = prepared.request.name.clone();
+        if let Err(why) = self.check_uses(name.as_str(), &prepared.uses) {
+            let failure = VerifyFailure {
+                stage: crate::verify::Stage::Declarations,
+                message: why,
+                log: String::new(),
+            };
+            self.audit(
+                name.as_str(),
+                Event::VerificationFailed,
+                &format!("{}: {}", failure.stage, failure.message),
+            );
+            return Err(CreateError::Verify(failure));
+        }
+        let python = self.runtime().await.map_err(CreateError::Runtime)?;
         self.resolve_packages(&mut prepared).await?;
         // Nothing is installed for a set the user has not said yes to: a tool placed by hand
         // or synthesized has nobody to ask, and waits for `autotool tools approve --packages`.
@@ -174,13 +195,14 @@ impl Library {
         let keys = grants.keys;
         let grants = self.fingerprint(&keys);
         let secrets = self.secrets();
-        let spec = self.spec(
+        let mut spec = self.spec(
             name.as_str(),
             staged.dir().to_path_buf(),
             python,
             &keys,
             layer,
         );
+        spec.uses = self.uses_channel(name.as_str(), &prepared.uses);
         let mut request = VerifyRequest::new(name.clone(), prepared.request.code.clone(), spec);
         request.smoke_test = prepared.request.smoke_test.clone();
         request.thoroughness = prepared.request.thoroughness;
@@ -221,6 +243,7 @@ impl Library {
                 .map(FunctionSpec::from)
                 .collect(),
             packages: prepared.packages.clone(),
+            uses: prepared.uses.clone(),
         };
         let functions: Vec<(MountedName, FunctionSpec)> = manifest
             .functions

@@ -450,8 +450,10 @@ mod tests {
             sandbox: SandboxMode::Strict,
             ..Settings::default()
         };
-        let mut library = Library::new(settings, Home::at(dir.path())).unwrap();
-        let lib = Arc::get_mut(&mut library).unwrap();
+        let library = Library::new(settings, Home::at(dir.path())).unwrap();
+        // The library holds a weak reference to itself (its tools' uses channels).
+        let mut library = Arc::try_unwrap(library).unwrap();
+        let lib = &mut library;
         lib.api_bases = BTreeMap::from([(
             "OPENAI_API_BASE".to_string(),
             "http://127.0.0.1:4010/v1".to_string(),
@@ -549,6 +551,7 @@ mod tests {
                     report_fd: 4,
                     port: DEFAULT_EGRESS_PORT,
                 }),
+                uses_fd: None,
                 min_landlock_abi: 6,
                 hostname: "autotool".into(),
             }
@@ -564,5 +567,20 @@ mod tests {
         // The same policy the launcher reads: it survives its JSON unchanged.
         let json = serde_json::to_vec(&policy).unwrap();
         assert_eq!(LaunchPolicy::from_json(&json).unwrap(), policy);
+
+        // The same tool declaring USES: one more descriptor and the variable naming it, nothing
+        // else.
+        let mut composite = spec.clone();
+        composite.uses = lib.uses_channel("weather", &["geo__lookup".to_string()]);
+        let mut with_uses =
+            crate::tool::process::launch_policy(&composite, Some(DEFAULT_EGRESS_PORT));
+        assert_eq!(with_uses.uses_fd, Some(5));
+        assert_eq!(
+            with_uses.env.remove("AUTOTOOL_USES_FD").as_deref(),
+            Some("5")
+        );
+        with_uses.uses_fd = None;
+        assert_eq!(with_uses, policy);
+        assert!(lib.uses_channel("weather", &[]).is_none());
     }
 }

@@ -13,7 +13,8 @@
 //!   `Result<Called, CallError>`;
 //! - [`watch`]: the poll round: changes by other processes, keys, pins, hand-placed files;
 //! - [`search`]: `search_tools` ranking;
-//! - [`trigger`]: the trigger check of a created tool, with autotool's own model.
+//! - [`trigger`]: the trigger check of a created tool, with autotool's own model;
+//! - [`uses`]: tools built from tools: what a tool's `USES` channel may call, and how.
 
 pub mod call;
 pub mod create;
@@ -23,6 +24,7 @@ pub mod search;
 pub mod settings;
 pub mod snapshot;
 pub mod trigger;
+pub mod uses;
 pub mod watch;
 
 pub use call::{CallError, Called};
@@ -83,6 +85,10 @@ pub struct Library {
     /// autotool's own model (`$AUTOTOOL_HOME/.env`), behind `synthesize_tool`.
     #[cfg(feature = "own-model")]
     pub own_model: crate::own_model::synthesize::ModelSlot,
+    /// The library itself, for the uses channels of its tools' processes.
+    me: std::sync::Weak<Library>,
+    /// Calls between tools in flight ([`uses::MAX_CALLS_AT_ONCE`]).
+    uses_slots: tokio::sync::Semaphore,
 }
 
 impl Library {
@@ -98,7 +104,8 @@ impl Library {
             home.runtime_dir(),
             home.log_dir().join(crate::tool::runtime::detach::LOG_NAME),
         );
-        let library = Arc::new(Library {
+        let consent = Consent::new().map_err(OpenError::Random)?;
+        let library = Arc::new_cyclic(|me| Library {
             settings,
             home,
             registry,
@@ -109,12 +116,14 @@ impl Library {
             pool: Pool::default(),
             changes,
             api_bases,
-            consent: Consent::new().map_err(OpenError::Random)?,
+            consent,
             grants_hasher: std::hash::RandomState::new(),
             watch: watch::Watched::default(),
             recent: Mutex::new((None, RecentCalls::default())),
             #[cfg(feature = "own-model")]
             own_model: Default::default(),
+            me: me.clone(),
+            uses_slots: tokio::sync::Semaphore::new(uses::MAX_CALLS_AT_ONCE),
         });
         library.refresh_keys();
         library.refresh_model();

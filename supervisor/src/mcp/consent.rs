@@ -258,7 +258,8 @@ pub async fn obtain(
     let keys = keys_of(&grants.asks);
     let asked_packages = grants.packages.is_some();
     let asked = about(&keys, grants.packages.as_ref());
-    let question = crate::consent::question(tool, &grants.asks, grants.packages.as_ref());
+    let question =
+        crate::consent::question(tool, &grants.asks, grants.packages.as_ref(), subject.uses);
     let cannot_ask = "this host cannot ask the user: it offers no elicitation";
     if super::handler::modern(context) {
         let can_ask = context.client_capabilities().is_some_and(|c| {

@@ -59,7 +59,11 @@ value; a tool declaring keys has its examples called only with verify \"thorough
 what an answer keeps when an example's input changes: RELATIONS = [{\"function\": \"lookup\", \
 \"argument\": \"isbn\", \"transform\": \"prefix\", \"value\": \"ISBN \"}] (transforms: \
 surrounding_whitespace, upper, lower, prefix, suffix for strings; reverse, rotate for lists); \
-both calls must answer alike. `name`: 1 to 40 of a-z, \
+both calls must answer alike. Build on \
+tools already mounted: declare the functions a tool calls, USES = [\"weather__forecast\"], and \
+call them with `from autotool_uses import call` then `call(\"weather__forecast\", city=\"Paris\")` \
+(returns the function's value, or its text; raises with the reason otherwise; the called tool \
+runs with its own keys, which the caller never sees; no cycles). `name`: 1 to 40 of a-z, \
 0-9 and single underscores, starting with a letter, not ending with `_` \
 (^[a-z](_?[a-z0-9])*$). `verify`: \"standard\" (default) probes tools that declare \
 no keys; \"thorough\" probes even those (it may spend API quota); \"quick\" skips the probes.";

@@ -40,12 +40,14 @@ mod answers;
 mod egress;
 mod error;
 mod monitor;
+mod uses;
 
 pub use answers::{CallOutcome, ServerDetails, ShutdownReport, ToolInfo};
 #[cfg(test)]
 pub(crate) use child::launch_policy;
 pub use egress::EgressSetupError;
 pub use error::{InitFailure, ToolProcError};
+pub use uses::{MAX_REQUEST_BYTES, UsesHandler};
 
 use egress::{egress_failed, start_egress};
 use error::{describe_exit, secs};
@@ -139,6 +141,9 @@ pub struct ToolSpec {
     /// With [`SandboxMode::Strict`], fork the tool from its runtime's template, which shares
     /// these directories ([`crate::tool::template`]); `None` always starts the launcher.
     pub template: Option<crate::tool::template::Shares>,
+    /// What answers the tool's calls of the other tools it declares in `USES`: the process
+    /// gets a channel to it ([`uses`]); `None` for a tool that declares none.
+    pub uses: Option<Arc<dyn UsesHandler>>,
 }
 
 impl ToolSpec {
@@ -163,6 +168,7 @@ impl ToolSpec {
             egress: None,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             template: None,
+            uses: None,
         }
     }
 }
@@ -216,6 +222,9 @@ impl ToolProcess {
         let t0 = Instant::now();
         let mut spawned = child::spawn(&spec)?;
         let egress = spawned.egress.take();
+        if let (Some(end), Some(handler)) = (spawned.uses.take(), spec.uses.clone()) {
+            tokio::spawn(uses::serve(end, handler));
+        }
         let pid = spawned.child.id();
         let bounds = Bounds::for_output(spec.max_output_bytes);
         let label = tool_label(&spec);

@@ -28,10 +28,12 @@ use autotool_policy::names::{KeyName, MAX_KEY_NAME};
 mod literal;
 mod packages;
 mod tokens;
+mod uses;
 
 pub use packages::{PACKAGES_FORM, required_packages};
 pub use tokens::TokenError;
 use tokens::{Kind, Token, tokenize};
+pub use uses::{MAX_USES, USES_FORM, uses};
 
 /// Refusals end with this, so an agent can rewrite the line in one go.
 pub const EXPECTED_FORM: &str = "Declare the keys the tool needs once, at the top level of the \

@@ -31,6 +31,8 @@
 //!   systemd unit;
 //! - `states`: probation, promotion, automatic quarantine, `force`, rehab and retire;
 //! - `unconfined`: a quick pass of the same with `--sandbox off`;
+//! - `uses`: tools built from tools: a composite's calls, redacted, bounded to its `USES`; cycles
+//!   refused; a quarantined dependency's reason;
 //! - `verdicts`: constant answers, undeclared differences and broken examples refused;
 //! - `relations`: declared relations kept, broken, and owed by a rewrite once trusted.
 //!
@@ -62,6 +64,7 @@ mod states;
 mod team;
 mod team_auth;
 mod unconfined;
+mod uses;
 mod verdicts;
 
 use autotool_tests::serve::{CallResult, RpcError, Sandbox, Serve, ServeHome, Server};

@@ -2,7 +2,8 @@
 //! the `hn` tool's upstream breaks and the ledger quarantines it on the third failure (off the
 //! list), `rehab` puts it back on trial; two near-identically described tools, the
 //! better-described one failing, and `search_tools` picks the one that works; a rewrite that
-//! breaks an example a trusted version met is refused. Each step is printed and checked.
+//! breaks an example a trusted version met is refused; a tool built on `hn` (`USES`) calls its
+//! key-echoing function and gets the key redacted. Each step is printed and checked.
 
 use crate::client::{Client, ConnectOptions};
 use crate::home::Home;
@@ -21,6 +22,7 @@ pub struct Shown {
     pub rehabbed: bool,
     pub search_picked_working: bool,
     pub regression_refused: bool,
+    pub composite_redacted: bool,
 }
 
 impl Shown {
@@ -39,6 +41,10 @@ impl Shown {
             (
                 self.regression_refused,
                 "the rewrite breaking an inherited example refused",
+            ),
+            (
+                self.composite_redacted,
+                "a tool built on hn getting hn's key redacted",
             ),
         ]
         .into_iter()
@@ -81,6 +87,27 @@ mcp = MCPServer("temperature")
 def to_fahrenheit(celsius: float) -> float:
     """Degrees Celsius in Fahrenheit."""
     return FORMULA
+
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+/// A tool built on `hn`: it calls hn's `whoami` (which echoes hn's key) and hands back what it
+/// got, and that reversed: a key it had seen would come back reversed, past any redactor.
+const BRIEFING: &str = r#"from mcp.server.mcpserver import MCPServer
+
+from autotool_uses import call
+
+USES = ["hn__whoami"]
+mcp = MCPServer("briefing")
+
+
+@mcp.tool()
+def credential() -> str:
+    """What hn's API saw, as this tool got it, and reversed."""
+    seen = call("hn__whoami")
+    return seen + " | reversed: " + seen[::-1]
 
 
 if __name__ == "__main__":
@@ -317,6 +344,36 @@ pub async fn run(
         && refusal.contains("212");
     if shown.regression_refused {
         say("✔ the rewrite was refused: it broke an example a trusted version met".into());
+    }
+
+    // 5. A tool built from a tool: it calls hn, which holds the key, and never sees the key.
+    say("\n> step: a tool built on hn (USES = [\"hn__whoami\"]) calls the function that echoes hn's key".into());
+    let r = client
+        .call_tool(
+            "create_tool",
+            args(json!({"name": "briefing", "code": BRIEFING, "verify": "quick"})),
+        )
+        .await?;
+    say(format!(
+        "  create_tool briefing: {}",
+        text_of(&r).lines().next().unwrap_or("")
+    ));
+    let r = client
+        .call_tool("briefing__credential", args(json!({})))
+        .await?;
+    let got = text_of(&r);
+    say(format!("  briefing__credential: {got}"));
+    let redacted = format!("[REDACTED:{}]", super::KEY_NAME);
+    let reversed = got
+        .split_once(" | reversed: ")
+        .map(|(_, r)| r.chars().rev().collect::<String>());
+    shown.composite_redacted =
+        r.is_error != Some(true) && reversed.is_some_and(|r| r.contains(&redacted));
+    if shown.composite_redacted {
+        say(format!(
+            "✔ briefing got hn's answer with the key already {redacted}: even its reversed copy, \
+             which no redactor would find, holds no key"
+        ));
     }
     client.close().await?;
     Ok(shown)

@@ -13,13 +13,16 @@
 //! policy's report descriptor (the launcher sends the listeners it bound inside the tool's
 //! network namespace on it); `Off` binds a listener on the host's loopback. Either way the
 //! tool's proxy variables point at the listener.
+//!
+//! A tool that declares `USES` always starts through the launcher, and gets one end of another socket pair at [`USES_FD`] in either mode,
+//! named by `AUTOTOOL_USES_FD` ([`uses_channel`]); the supervisor serves the other end.
 
 use super::{SandboxMode, ToolProcError, ToolSpec};
 use crate::egress;
 use crate::tool::{launcher, template};
-use autotool_policy::launch::DEFAULT_EGRESS_PORT;
+use autotool_policy::launch::{DEFAULT_EGRESS_PORT, USES_FD_VARIABLE};
 use autotool_policy::{Egress, LaunchPolicy};
-use command_fds::FdMapping;
+use command_fds::{CommandFdExt, FdMapping};
 use rustix::process::{Pid, PidfdFlags, Resource, Rlimit, Signal, WaitId, WaitIdOptions};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
@@ -39,6 +42,8 @@ pub(super) struct Spawned {
     pub stderr: ChildStderr,
     /// The supervisor's end of the tool's egress, when the spec asks for egress.
     pub egress: Option<EgressEnd>,
+    /// The supervisor's end of the tool's uses channel, when the spec has one.
+    pub uses: Option<UnixStream>,
 }
 
 /// The supervisor's end of a tool's egress.
@@ -52,6 +57,8 @@ pub(super) enum EgressEnd {
 
 /// Descriptor on which the launcher finds the egress report socket.
 const REPORT_FD: i32 = launcher::POLICY_FD + 1;
+/// Descriptor at which a tool that declares `USES` holds its channel, in either mode.
+pub(crate) const USES_FD: i32 = launcher::POLICY_FD + 2;
 
 /// The direct child of the supervisor.
 pub(super) enum Child {
@@ -108,8 +115,31 @@ pub(crate) fn launch_policy(spec: &ToolSpec, egress_port: Option<u16>) -> Launch
             });
         }
     }
+    if spec.uses.is_some() {
+        policy.uses_fd = Some(USES_FD);
+        policy
+            .env
+            .insert(USES_FD_VARIABLE.into(), USES_FD.to_string());
+    }
     policy.limits = spec.limits;
     policy
+}
+
+/// The uses channel of a tool whose spec has one: the supervisor's end, and the mapping that
+/// puts the tool's end at [`USES_FD`] (both modes; the policy names it, [`launch_policy`]).
+fn uses_channel(spec: &ToolSpec) -> Result<Option<(UnixStream, FdMapping)>, ToolProcError> {
+    if spec.uses.is_none() {
+        return Ok(None);
+    }
+    let (ours, theirs) = UnixStream::pair().map_err(|e| ToolProcError::Spawn {
+        program: spec.python.interpreter.clone(),
+        source: e,
+    })?;
+    let mapping = FdMapping {
+        parent_fd: theirs.into(),
+        child_fd: USES_FD,
+    };
+    Ok(Some((ours, mapping)))
 }
 
 /// Start the process described by `spec`, with its stdio piped.
@@ -123,6 +153,7 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
             (Some(listener), Some(port))
         }
     };
+    let (uses_end, uses_mapping) = uses_channel(spec)?.unzip();
     let policy = launch_policy(spec, port);
     // Both modes refuse what the launcher would (a relative tool directory, a tool file with a
     // path in it, a malformed variable, a zero limit), with the policy's own message rather
@@ -134,7 +165,10 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
                 Some(path) => path.clone(),
                 None => launcher::locate()?,
             };
+            // A tool with a uses channel starts through the launcher (the template protocol
+            // carries no such descriptor; `LaunchPolicy::fork_mismatch` says so too).
             if let Some(shares) = &spec.template
+                && uses_mapping.is_none()
                 && let Some(forked) = spawn_forked(&launcher, shares, spec, &policy)?
             {
                 return Ok(forked);
@@ -150,13 +184,17 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
                 }
                 None => (None, Vec::new()),
             };
+            let mut extra = extra;
+            extra.extend(uses_mapping);
             let mut spawned = spawn_strict(&launcher, &policy, extra)?;
             spawned.egress = report;
+            spawned.uses = uses_end;
             Ok(spawned)
         }
         SandboxMode::Off => {
-            let mut spawned = spawn_off(spec, &policy.env)?;
+            let mut spawned = spawn_off(spec, &policy.env, uses_mapping)?;
             spawned.egress = host_listener.map(EgressEnd::Host);
+            spawned.uses = uses_end;
             Ok(spawned)
         }
     }
@@ -223,6 +261,7 @@ fn spawn_forked(
         stdout,
         stderr,
         egress: report_ours.map(EgressEnd::Report),
+        uses: None,
     }))
 }
 
@@ -269,6 +308,7 @@ fn spawn_strict(
         stdout,
         stderr,
         egress: None,
+        uses: None,
     })
 }
 
@@ -297,14 +337,25 @@ fn watch_exit(pid: Pid) -> Option<oneshot::Receiver<()>> {
     spawned.ok().map(|_| rx)
 }
 
-fn spawn_off(spec: &ToolSpec, env: &BTreeMap<String, String>) -> Result<Spawned, ToolProcError> {
+fn spawn_off(
+    spec: &ToolSpec,
+    env: &BTreeMap<String, String>,
+    uses: Option<FdMapping>,
+) -> Result<Spawned, ToolProcError> {
     let program = &spec.python.interpreter;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(["-I", "-B"]);
     // Unconfined there is no `/packages`: the layer is put on `sys.path` where it is.
-    if let Some(dir) = &spec.packages {
-        cmd.arg("-c")
-            .arg(autotool_policy::launch::bootstrap(&dir.to_string_lossy()));
+    let packages = spec.packages.as_ref().map(|d| d.to_string_lossy());
+    if let Some(bootstrap) = autotool_policy::launch::program(packages.as_deref(), uses.is_some()) {
+        cmd.arg("-c").arg(bootstrap);
+    }
+    if let Some(mapping) = uses {
+        cmd.fd_mappings(vec![mapping])
+            .map_err(|e| ToolProcError::Spawn {
+                program: program.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
     }
     cmd.arg(&spec.tool_file)
         .current_dir(&spec.tool_dir)
@@ -341,6 +392,7 @@ fn spawn_off(spec: &ToolSpec, env: &BTreeMap<String, String>) -> Result<Spawned,
         stdout,
         stderr,
         egress: None,
+        uses: None,
     })
 }
 
