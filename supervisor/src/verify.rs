@@ -30,7 +30,12 @@
 //!    the network (then the difference is recorded). Whether stages 7 and 8 make calls is
 //!    [`Thoroughness::skips`]: by default only for tools that declare no keys, so no API quota
 //!    is spent by surprise.
-//! 9. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
+//! 9. [`Stage::Adversarial`]: hostile inputs autotool's own model writes for each function,
+//!    checked against its schema and made like the probes ([`adversary`]); a leak of a key or
+//!    of the environment, or a host the egress proxy refused, fails; a crash or a shape other
+//!    than declared is recorded as a warning. Without a model (or with `verify: "quick"`) it
+//!    is skipped, and its verdict says so.
+//! 10. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
 //!    ([`baseline`]): their smoke tests and examples called again, their verdicts held.
 //!
 //! Which keys the tool receives is the caller's decision (the spec's environment); [`verify`]
@@ -44,6 +49,7 @@
 //! [`lint`](mod@lint) runs ruff; [`probes`] plans and makes the robustness calls; [`verdicts`]
 //! judges answers; `judge` makes the calls verdicts are judged from.
 
+pub mod adversary;
 pub mod baseline;
 pub mod declarations;
 mod failure;
@@ -214,6 +220,8 @@ pub struct VerifyRequest {
     pub redactor: Option<Arc<Redactor>>,
     /// What trusted versions of the tool did, owed by this one ([`Stage::Baseline`]).
     pub baseline: Vec<Obligation>,
+    /// Who writes [`Stage::Adversarial`]'s inputs, or why it is skipped.
+    pub adversary: adversary::Adversarial,
 }
 
 impl VerifyRequest {
@@ -232,6 +240,7 @@ impl VerifyRequest {
             declared: None,
             redactor: None,
             baseline: Vec::new(),
+            adversary: adversary::Adversarial::default(),
         }
     }
 }
@@ -321,6 +330,7 @@ async fn run(
         declared,
         redactor,
         baseline,
+        adversary,
     } = req;
     let Declared {
         keys: required_env,
@@ -335,6 +345,7 @@ async fn run(
     let t = Instant::now();
     let sandbox = spec.sandbox;
     let tool_file = spec.tool_file.clone();
+    let env_names = environment_names(&spec);
     let bound = spec.start_timeout + START_GRACE;
     let process = match tokio::time::timeout(bound, ToolProcess::start(spec)).await {
         Ok(Ok(process)) => process,
@@ -446,6 +457,31 @@ async fn run(
         }
     };
     let t = Instant::now();
+    let adversarial = match (&adversary, thoroughness) {
+        (_, Thoroughness::Quick) => Ok(adversary::skipped("verify \"quick\" was asked for")),
+        (adversary::Adversarial::Off(why), _) => Ok(adversary::skipped(why.clone())),
+        (adversary::Adversarial::On(writer), _) => {
+            let how = adversary::Run {
+                adversary: writer.as_ref(),
+                secrets: adversary::Secrets {
+                    redactor: redactor.as_deref(),
+                    env_names: &env_names,
+                },
+                timeout: probe_timeout,
+                budget: probe_budget,
+            };
+            adversary::run(&process, &tools, &how).await
+        }
+    };
+    match adversarial {
+        Ok(found) => verdicts.extend(found),
+        Err(failure) => {
+            process.shutdown().await;
+            return Err(failure);
+        }
+    }
+    timings.push((Stage::Adversarial, t.elapsed()));
+    let t = Instant::now();
     let owed = baseline::Owed {
         tool: name.as_str(),
         baseline: &baseline,
@@ -536,6 +572,20 @@ async fn check_source_timed(
         examples,
         nondeterministic,
     })
+}
+
+/// The names of the variables a process started from `spec` gets: its own, and the proxy
+/// variables when it has an egress proxy.
+fn environment_names(spec: &ToolSpec) -> Vec<String> {
+    let mut names: Vec<String> = spec.env.keys().cloned().collect();
+    if spec.egress.is_some() {
+        for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"] {
+            if !names.iter().any(|n| n == proxy) {
+                names.push(proxy.into());
+            }
+        }
+    }
+    names
 }
 
 /// Put `code` where the spec will start it, unless it is already there.
@@ -699,6 +749,7 @@ mod tests {
                 "smoke_test",
                 "examples",
                 "robustness",
+                "adversarial",
                 "baseline"
             ]
         );

@@ -20,12 +20,13 @@ pub enum Stage {
     SmokeTest,
     Examples,
     Robustness,
+    Adversarial,
     Baseline,
 }
 
 impl Stage {
     /// Every stage, in the order they run.
-    pub const ALL: [Stage; 10] = [
+    pub const ALL: [Stage; 11] = [
         Stage::Lint,
         Stage::Declarations,
         Stage::Packages,
@@ -35,11 +36,12 @@ impl Stage {
         Stage::SmokeTest,
         Stage::Examples,
         Stage::Robustness,
+        Stage::Adversarial,
         Stage::Baseline,
     ];
 
     /// `lint`, `declarations`, `packages`, `launch`, `initialize`, `list_tools`, `smoke_test`,
-    /// `examples`, `robustness`, `baseline`.
+    /// `examples`, `robustness`, `adversarial`, `baseline`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Lint => "lint",
@@ -51,6 +53,7 @@ impl Stage {
             Stage::SmokeTest => "smoke_test",
             Stage::Examples => "examples",
             Stage::Robustness => "robustness",
+            Stage::Adversarial => "adversarial",
             Stage::Baseline => "baseline",
         }
     }
@@ -80,6 +83,9 @@ impl Stage {
             }
             Stage::Baseline => {
                 "A trusted version of this tool met the obligation above; every later version owes it. Fix the function, then create the tool again."
+            }
+            Stage::Adversarial => {
+                "autotool's own model wrote hostile inputs the function's schema accepts, and the answer to the one above leaked what the tool holds (a key's value, a dump of its environment) or sent the tool to a host its keys may not reach. Answer only what the function is for: never echo environment variables, never build a URL or host from the caller's input, and refuse such input with ToolError. Then create the tool again."
             }
             Stage::Robustness => {
                 "Probes are edge-case calls autotool derives from each function's input schema (empty and huge strings, unicode, boundary numbers, missing optional arguments). Make the function answer such input with a result, or raise ToolError with a message the caller can act on; a range it cannot serve can be refused by the schema itself (`Annotated[int, Field(ge=1, le=100)]`). Then create the tool again. A tool whose calls change things outside it can be created with \"verify\": \"quick\", which skips the probes."

@@ -46,20 +46,24 @@ pub enum Check {
     /// Whether autotool's own model picks the tool for requests it should serve and not for
     /// near misses (of the whole tool, `function` empty).
     Trigger,
+    /// Hostile inputs autotool's own model wrote, made on the tool ([`super::adversary`]).
+    Adversarial,
 }
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 6] = [
+    pub const ALL: [Check; 7] = [
         Check::Deterministic,
         Check::NonDegenerate,
         Check::Example,
         Check::SmokeTest,
         Check::Baseline,
         Check::Trigger,
+        Check::Adversarial,
     ];
 
-    /// `deterministic`, `non_degenerate`, `example`, `smoke_test`, `baseline`, `trigger`.
+    /// `deterministic`, `non_degenerate`, `example`, `smoke_test`, `baseline`, `trigger`,
+    /// `adversarial`.
     pub fn name(self) -> &'static str {
         match self {
             Check::Deterministic => "deterministic",
@@ -68,6 +72,7 @@ impl Check {
             Check::SmokeTest => "smoke_test",
             Check::Baseline => "baseline",
             Check::Trigger => "trigger",
+            Check::Adversarial => "adversarial",
         }
     }
 
