@@ -689,3 +689,104 @@ async fn the_adversary_catches_a_tool_that_leaks_its_environment_and_passes_a_ro
     assert!(shown.contains("lookup: adversarial passed"), "{shown}");
     client.close().await.unwrap();
 }
+
+/// `autotool forge ARGS` on `home`, with no terminal (stdin empty), confined where this
+/// machine can.
+async fn forge(home: &Path, args: &[&str]) -> std::process::Output {
+    let sandbox = if common::confining_launcher().is_ok() {
+        "strict"
+    } else {
+        "off"
+    };
+    let runtime = common::runtime();
+    let venv = runtime.interpreter.parent().and_then(Path::parent).unwrap();
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_autotool"))
+        .arg("forge")
+        .args(args)
+        .env("AUTOTOOL_HOME", home)
+        .env("AUTOTOOL_RUNTIME", venv)
+        .env("AUTOTOOL_SANDBOX", sandbox)
+        .env("AUTOTOOL_SYNTHESIZE_ROUNDS", "2")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_synthesizes_one_tool_from_the_shell_and_fails_when_no_candidate_passes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let broken = std::sync::Arc::new(AtomicBool::new(false));
+    let b = broken.clone();
+    let fake = ChatFake::start(move |request| {
+        if chat::offered(request).is_empty() {
+            return trigger_answer(request, PICKED_WELL);
+        }
+        create(if b.load(Ordering::Relaxed) {
+            BROKEN
+        } else {
+            FIXED
+        })
+    })
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let out_file = home.path().join("adder.py");
+    let out_arg = out_file.display().to_string();
+
+    // Without a model it says how to set one up.
+    let out = forge(home.path(), &["add two integers", "--yes"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("autotool setup --model"), "{stderr}");
+
+    // Without a terminal and without --yes nobody can say yes: nothing is asked of the model.
+    std::fs::write(home.path().join(".env"), model_env(&fake)).unwrap();
+    let out = forge(home.path(), &["add two integers", "--out", &out_arg]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("stdin is not a terminal") && stderr.contains("--yes"),
+        "{stderr}"
+    );
+    assert!(fake.requests().is_empty());
+    assert!(!out_file.exists());
+
+    // With --yes: the candidate, its verdicts, the file.
+    let out = forge(
+        home.path(),
+        &["add two integers", "--yes", "--out", &out_arg],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.starts_with("# adder v1, mounted: ")
+            && stdout.contains("def add(a: int, b: int) -> int:")
+            && stdout.contains("# verdicts:")
+            && stdout.contains("add: non_degenerate passed")
+            && stdout.contains("adversarial"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), FIXED);
+    assert!(synthesis_requests(&fake).len() == 1);
+
+    // A model whose every candidate fails: exit 1, the last failure said, no file written.
+    broken.store(true, Ordering::Relaxed);
+    std::fs::remove_file(&out_file).unwrap();
+    let out = forge(home.path(), &["add numbers", "--yes", "--out", &out_arg]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("no candidate passed verification")
+            && stderr.contains("numpy_is_not_installed_here"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty() && !out_file.exists(), "{stdout}");
+    assert_eq!(synthesis_requests(&fake).len(), 3);
+}

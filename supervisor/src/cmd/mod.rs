@@ -7,6 +7,8 @@ pub mod connect;
 #[cfg(feature = "own-model")]
 pub mod demo;
 pub mod doctor;
+#[cfg(feature = "own-model")]
+pub mod forge;
 pub mod keys;
 #[cfg(feature = "own-model")]
 pub mod run;
