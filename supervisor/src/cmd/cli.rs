@@ -270,7 +270,7 @@ pub enum Cmd {
         #[arg(long, value_name = "NAME")]
         model: Option<String>,
     },
-    /// Have autotool's own model write one tool for a need, verified and kept in your library.
+    /// Write one tool for a need with autotool's own model, verified and kept.
     ///
     /// Uses the model `autotool setup --model` set up ($AUTOTOOL_HOME/.env), asks before it
     /// starts (No by default; without a terminal, only with --yes), prints the candidate's code

@@ -4,6 +4,7 @@
 
 use super::LOG_CAP;
 use crate::redact::Redactor;
+use crate::tool::process::ToolProcError;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -204,4 +205,94 @@ pub fn tail_of(text: &str, max: usize) -> String {
         start += 1;
     }
     format!("[… {start} bytes before]\n{}", &text[start..])
+}
+
+/// A process error as (what happened, the tool's stderr).
+pub(super) fn split(e: ToolProcError) -> (String, String) {
+    match e {
+        ToolProcError::Initialize {
+            reason,
+            stderr_tail,
+        } => (
+            format!("the tool did not start as an MCP server: {reason}"),
+            stderr_tail,
+        ),
+        ToolProcError::Timeout {
+            operation,
+            after,
+            stderr_tail,
+        } => (
+            format!(
+                "`{operation}` got no answer within {:.1} s, so the tool process was stopped",
+                after.as_secs_f64()
+            ),
+            stderr_tail,
+        ),
+        ToolProcError::Exited {
+            operation,
+            exit,
+            stderr_tail,
+            ..
+        } => (
+            format!("the tool process ended ({exit}) before answering `{operation}`"),
+            stderr_tail,
+        ),
+        ToolProcError::Misused {
+            operation,
+            misuse,
+            stderr_tail,
+        } => (
+            format!(
+                "during `{operation}`, {}, so the tool was stopped. {}",
+                misuse.what(),
+                misuse.advice()
+            ),
+            stderr_tail,
+        ),
+        ToolProcError::Protocol {
+            operation,
+            what,
+            stderr_tail,
+        } => (
+            format!(
+                "the tool broke the MCP protocol during `{operation}`: {what}; print diagnostics to stderr, never to stdout"
+            ),
+            stderr_tail,
+        ),
+        other => (other.to_string(), String::new()),
+    }
+}
+
+/// The exception of the first traceback in `stderr` that passes through the tool's own file,
+/// with that frame: `ZeroDivisionError: division by zero (tool.py, line 10, in divide)`.
+pub(super) fn traceback_summary(stderr: &str, tool_file: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        if !lines[i].starts_with("Traceback (most recent call last):") {
+            i += 1;
+            continue;
+        }
+        let mut frame = None;
+        i += 1;
+        while i < lines.len() && lines[i].starts_with(' ') {
+            frame = tool_frame(lines[i], tool_file).or(frame);
+            i += 1;
+        }
+        if let (Some(frame), Some(raised)) = (frame, lines.get(i)) {
+            let raised = raised.trim();
+            if !raised.is_empty() {
+                return Some(format!("{raised} ({frame})"));
+            }
+        }
+    }
+    None
+}
+
+/// `  File "/tool/tool.py", line 10, in divide` → `tool.py, line 10, in divide`.
+fn tool_frame(line: &str, tool_file: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix("File \"")?;
+    let (path, place) = rest.split_once("\", ")?;
+    let ours = path == tool_file || path.ends_with(&format!("/{tool_file}"));
+    ours.then(|| format!("{tool_file}, {place}"))
 }
