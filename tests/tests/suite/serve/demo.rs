@@ -31,6 +31,8 @@ fn the_demo_shows_every_step_under_the_strict_sandbox() {
         "verification failed at baseline",
         "v1 answered 212; this version answers 230",
         "✔ the rewrite was refused: it broke an example a trusted version met",
+        "verification failed at adversarial",
+        "✔ the adversary's input read the key by its name; the tool was not mounted",
         // The command to run stays whole (long lines are wrapped, never cut).
         "the user can run `autotool keys allow HN_API_KEY hn.example evil.example`",
         "✔ every step of the demo happened",
