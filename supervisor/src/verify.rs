@@ -36,7 +36,7 @@
 //!    than declared is recorded as a warning. Without a model (or with `verify: "quick"`) it
 //!    is skipped, and its verdict says so.
 //! 10. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
-//!    ([`baseline`]): their smoke tests and examples called again, their verdicts held.
+//!     ([`baseline`]): their smoke tests and examples called again, their verdicts held.
 //!
 //! Which keys the tool receives is the caller's decision (the spec's environment); [`verify`]
 //! only reports what the code declares. A caller that must ask for consent before anything runs
