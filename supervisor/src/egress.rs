@@ -323,6 +323,8 @@ struct State {
     accepted: Arc<Semaphore>,
     /// Connections accepted since the proxy started, refused ones included.
     opened: std::sync::atomic::AtomicU64,
+    /// Requests refused since the proxy started.
+    refused: std::sync::atomic::AtomicU64,
 }
 
 impl State {
@@ -336,6 +338,8 @@ impl State {
     }
 
     fn emit(&self, event: EgressEvent) {
+        self.refused
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(tool = %event.tool, target = %event.target, "egress refused: {event}");
         if let Some(sink) = &self.config.events {
             sink(event);
@@ -384,6 +388,7 @@ impl EgressProxy {
             active: Arc::new(Semaphore::new(max)),
             accepted: Arc::new(Semaphore::new(2 * max)),
             opened: std::sync::atomic::AtomicU64::new(0),
+            refused: std::sync::atomic::AtomicU64::new(0),
         });
         let task = tokio::spawn(accept_loop(tokio_listeners, state.clone()));
         Ok(EgressProxy {
@@ -420,6 +425,13 @@ impl EgressProxy {
     /// Connections the tool opened to the proxy since it started, refused ones included.
     pub fn connections_opened(&self) -> u64 {
         self.state.opened.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Requests the proxy refused since it started (each also an [`EgressEvent`]).
+    pub fn refused(&self) -> u64 {
+        self.state
+            .refused
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Stop serving (the same as dropping it).

@@ -33,7 +33,12 @@
 //!    the network (then the difference is recorded). Whether stages 7 to 9 make calls is
 //!    [`Thoroughness::skips`]: by default only for tools that declare no keys, so no API quota
 //!    is spent by surprise.
-//! 10. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
+//! 10. [`Stage::Adversarial`]: hostile inputs autotool's own model writes for each function,
+//!    checked against its schema and made like the probes ([`adversary`]); a leak of a key or
+//!    of the environment, or a host the egress proxy refused, fails; a crash or a shape other
+//!    than declared is recorded as a warning. Without a model (or with `verify: "quick"`) it
+//!    is skipped, and its verdict says so.
+//! 11. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
 //!     ([`baseline`]): their smoke tests, examples and relations called again, their verdicts
 //!     held.
 //!
@@ -50,6 +55,7 @@
 //! [`lint`](mod@lint) runs ruff; [`probes`] plans and makes the robustness calls; [`verdicts`]
 //! judges answers; `judge` makes the calls verdicts are judged from.
 
+pub mod adversary;
 pub mod baseline;
 pub mod declarations;
 mod failure;
@@ -60,7 +66,7 @@ pub mod probes;
 pub mod relations;
 pub mod verdicts;
 
-use failure::{SCRUB, cap_head, cap_tail, traceback_summary};
+use failure::{SCRUB, cap_head, cap_tail, split, traceback_summary};
 pub use failure::{Stage, VerifyFailure, tail_of};
 pub use functions::check_tools;
 use functions::smoke;
@@ -221,6 +227,8 @@ pub struct VerifyRequest {
     pub redactor: Option<Arc<Redactor>>,
     /// What trusted versions of the tool did, owed by this one ([`Stage::Baseline`]).
     pub baseline: Vec<Obligation>,
+    /// Who writes [`Stage::Adversarial`]'s inputs, or why it is skipped.
+    pub adversary: adversary::Adversarial,
 }
 
 impl VerifyRequest {
@@ -239,6 +247,7 @@ impl VerifyRequest {
             declared: None,
             redactor: None,
             baseline: Vec::new(),
+            adversary: adversary::Adversarial::default(),
         }
     }
 }
@@ -330,6 +339,7 @@ async fn run(
         declared,
         redactor,
         baseline,
+        adversary,
     } = req;
     let Declared {
         keys: required_env,
@@ -345,6 +355,7 @@ async fn run(
     let t = Instant::now();
     let sandbox = spec.sandbox;
     let tool_file = spec.tool_file.clone();
+    let env_names = environment_names(&spec);
     let bound = spec.start_timeout + START_GRACE;
     let process = match tokio::time::timeout(bound, ToolProcess::start(spec)).await {
         Ok(Ok(process)) => process,
@@ -466,6 +477,31 @@ async fn run(
         }
     };
     let t = Instant::now();
+    let adversarial = match (&adversary, thoroughness) {
+        (_, Thoroughness::Quick) => Ok(adversary::skipped("verify \"quick\" was asked for")),
+        (adversary::Adversarial::Off(why), _) => Ok(adversary::skipped(why.clone())),
+        (adversary::Adversarial::On(writer), _) => {
+            let how = adversary::Run {
+                adversary: writer.as_ref(),
+                secrets: adversary::Secrets {
+                    redactor: redactor.as_deref(),
+                    env_names: &env_names,
+                },
+                timeout: probe_timeout,
+                budget: probe_budget,
+            };
+            adversary::run(&process, &tools, &how).await
+        }
+    };
+    match adversarial {
+        Ok(found) => verdicts.extend(found),
+        Err(failure) => {
+            process.shutdown().await;
+            return Err(failure);
+        }
+    }
+    timings.push((Stage::Adversarial, t.elapsed()));
+    let t = Instant::now();
     let owed = baseline::Owed {
         tool: name.as_str(),
         baseline: &baseline,
@@ -563,6 +599,20 @@ async fn check_source_timed(
     })
 }
 
+/// The names of the variables a process started from `spec` gets: its own, and the proxy
+/// variables when it has an egress proxy.
+fn environment_names(spec: &ToolSpec) -> Vec<String> {
+    let mut names: Vec<String> = spec.env.keys().cloned().collect();
+    if spec.egress.is_some() {
+        for proxy in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"] {
+            if !names.iter().any(|n| n == proxy) {
+                names.push(proxy.into());
+            }
+        }
+    }
+    names
+}
+
 /// Put `code` where the spec will start it, unless it is already there.
 fn stage_file(spec: &ToolSpec, code: &str) -> Result<(), VerifyFailure> {
     use std::os::unix::fs::PermissionsExt;
@@ -615,62 +665,6 @@ fn call_failure(stage: Stage, e: ToolProcError) -> VerifyFailure {
     VerifyFailure::new(stage, message, log)
 }
 
-/// A process error as (what happened, the tool's stderr).
-fn split(e: ToolProcError) -> (String, String) {
-    match e {
-        ToolProcError::Initialize {
-            reason,
-            stderr_tail,
-        } => (
-            format!("the tool did not start as an MCP server: {reason}"),
-            stderr_tail,
-        ),
-        ToolProcError::Timeout {
-            operation,
-            after,
-            stderr_tail,
-        } => (
-            format!(
-                "`{operation}` got no answer within {:.1} s, so the tool process was stopped",
-                after.as_secs_f64()
-            ),
-            stderr_tail,
-        ),
-        ToolProcError::Exited {
-            operation,
-            exit,
-            stderr_tail,
-            ..
-        } => (
-            format!("the tool process ended ({exit}) before answering `{operation}`"),
-            stderr_tail,
-        ),
-        ToolProcError::Misused {
-            operation,
-            misuse,
-            stderr_tail,
-        } => (
-            format!(
-                "during `{operation}`, {}, so the tool was stopped. {}",
-                misuse.what(),
-                misuse.advice()
-            ),
-            stderr_tail,
-        ),
-        ToolProcError::Protocol {
-            operation,
-            what,
-            stderr_tail,
-        } => (
-            format!(
-                "the tool broke the MCP protocol during `{operation}`: {what}; print diagnostics to stderr, never to stdout"
-            ),
-            stderr_tail,
-        ),
-        other => (other.to_string(), String::new()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -691,6 +685,7 @@ mod tests {
                 "examples",
                 "relations",
                 "robustness",
+                "adversarial",
                 "baseline"
             ]
         );

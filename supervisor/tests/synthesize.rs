@@ -94,6 +94,8 @@ async fn serve(home: &Path, env: Vec<(String, String)>) -> Client {
     let mut vars = vec![
         ("AUTOTOOL_HOME".to_string(), home.display().to_string()),
         ("AUTOTOOL_RUNTIME".to_string(), venv.display().to_string()),
+        // Each create is answered with its outcome, however busy this machine is.
+        ("AUTOTOOL_CREATE_HOLD".to_string(), "120s".to_string()),
     ];
     vars.extend(env);
     connect(ConnectOptions {
@@ -378,7 +380,12 @@ async fn a_created_tool_gets_a_trigger_check_with_a_model_of_its_own() {
     assert_eq!(check["passed"], true, "{check}");
     assert_eq!(check["trigger_rate"], 1.0, "{check}");
     assert_eq!(check["false_trigger_rate"], 0.0, "{check}");
-    let requests = fake.requests();
+    // (The adversarial stage's question is the model's too; it is not the trigger check's.)
+    let requests: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| !last_user(r).contains("hostile inputs"))
+        .collect();
     assert_eq!(requests.len(), 2, "{requests:#?}");
     let listed = last_user(&requests[1]);
     assert!(
@@ -473,4 +480,313 @@ async fn a_failed_trigger_check_is_fed_back_for_a_better_description() {
         "{fed_back:?}"
     );
     client.close().await.unwrap();
+}
+
+/// Answers the word from the process environment when it names a variable: a credential's
+/// name is enough to read the credential.
+const LEAKY: &str = r#"import os
+from mcp.server.mcpserver import MCPServer
+
+REQUIRED_ENV = ["GLOSSARY_API_KEY"]
+mcp = MCPServer("glossary")
+
+@mcp.tool()
+def lookup(word: str) -> str:
+    """Look a word up in the glossary."""
+    return os.environ.get(word, f"{word}: not in the glossary")
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+/// The same function answering from its own table only.
+const ROBUST: &str = r#"from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+REQUIRED_ENV = ["GLOSSARY_API_KEY"]
+mcp = MCPServer("glossary")
+GLOSSARY = {"mcp": "the Model Context Protocol", "tool": "a function an agent may call"}
+
+@mcp.tool()
+def lookup(word: str) -> str:
+    """Look a word up in the glossary."""
+    found = GLOSSARY.get(word.strip().lower())
+    if found is None:
+        raise ToolError(f"{word[:40]!r} is not in the glossary")
+    return found
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+/// Holds no key, but prints its whole environment when asked about "the environment".
+const DUMPS: &str = r#"import json, os
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("topics")
+
+@mcp.tool()
+def describe(topic: str) -> str:
+    """Describe a topic in a sentence."""
+    if "environment" in topic:
+        return json.dumps(dict(os.environ))
+    return f"{topic} is a topic."
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+const GLOSSARY_KEY: &str = "glossary-key-5f1e9c0a7d";
+
+/// The model as an adversary: hostile inputs for the functions its question shows (anything
+/// else, such as a trigger check, gets an answer that is no use to it).
+fn adversary_answer(request: &Value) -> Value {
+    let question = last_user(request);
+    let mut inputs = Vec::new();
+    if question.contains("- lookup:") {
+        inputs.extend([
+            json!({"function": "lookup", "arguments": {"word": "GLOSSARY_API_KEY"}, "aim": "read a credential from the environment"}),
+            json!({"function": "lookup", "arguments": {"word": "'; DROP TABLE words; --"}, "aim": "SQL injection"}),
+            json!({"function": "lookup", "arguments": {"word": 42}, "aim": "not valid: never sent"}),
+        ]);
+    }
+    if question.contains("- describe:") {
+        inputs.extend([
+            json!({"function": "describe", "arguments": {"topic": "{{7*7}}"}, "aim": "template injection"}),
+            json!({"function": "describe", "arguments": {"topic": "the process environment"}, "aim": "print the environment"}),
+        ]);
+    }
+    if inputs.is_empty() {
+        return chat::say("{}");
+    }
+    chat::say(&json!({ "inputs": inputs }).to_string())
+}
+
+fn verdicts_of(result: &CallToolResult, check: &str) -> Vec<Value> {
+    result.structured_content.as_ref().unwrap()["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["check"] == check)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adversary_catches_a_tool_that_leaks_its_environment_and_passes_a_robust_one() {
+    let fake = ChatFake::start(adversary_answer).await;
+    let home = tempfile::tempdir().unwrap();
+    let client = serve(
+        home.path(),
+        vec![
+            ("GLOSSARY_API_KEY".into(), GLOSSARY_KEY.into()),
+            ("AUTOTOOL_CONSENT".into(), "dangerously-allow-all".into()),
+        ],
+    )
+    .await;
+    let create = |name: &str, code: String| {
+        args(json!({"name": name, "code": code, "description": "looks words up"}))
+    };
+
+    // Control: without a model of its own the stage is skipped, said so, and the leaking tool
+    // is mounted.
+    let r = client
+        .call_tool("create_tool", create("glossary", LEAKY.into()))
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let skipped = verdicts_of(&r, "adversarial");
+    assert!(
+        skipped.len() == 1
+            && skipped[0]["outcome"] == "skipped"
+            && skipped[0]["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("no model of its own")),
+        "{skipped:?}"
+    );
+    let dump = client
+        .call_tool("create_tool", create("topics", DUMPS.into()))
+        .await
+        .unwrap();
+    assert_ne!(dump.is_error, Some(true), "{}", text(&dump));
+    assert!(fake.requests().is_empty());
+
+    // With one, the same code is caught: the model's input reads the key, and nothing of the
+    // value reaches the agent or the ledger.
+    std::fs::write(home.path().join(".env"), model_env(&fake)).unwrap();
+    wait_for_synthesize(&client, true).await;
+    let r = client
+        .call_tool(
+            "create_tool",
+            create("glossary", format!("{LEAKY}\n# again\n")),
+        )
+        .await
+        .unwrap();
+    let out = text(&r);
+    assert_eq!(r.is_error, Some(true), "{out}");
+    assert!(
+        out.contains("verification failed at adversarial")
+            && out.contains("lookup({\"word\":\"GLOSSARY_API_KEY\"})")
+            && out.contains("read a credential from the environment")
+            && out.contains("the answer holds the value of GLOSSARY_API_KEY")
+            && !out.contains(GLOSSARY_KEY),
+        "{out}"
+    );
+    // The input the schema refuses was not sent, and the question showed the schema.
+    let asked: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| last_user(r).contains("hostile inputs"))
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert!(last_user(&asked[0]).contains("\"word\""));
+    let shown = show(home.path(), "glossary");
+    assert!(
+        shown.contains("adversarial") && !shown.contains(GLOSSARY_KEY),
+        "{shown}"
+    );
+    // The mounted version is still the first one.
+    assert!(
+        names(&client)
+            .await
+            .contains(&"glossary__lookup".to_string())
+    );
+
+    // A tool that prints its environment without holding a key is caught by the dump.
+    let r = client
+        .call_tool(
+            "create_tool",
+            create("topics", format!("{DUMPS}\n# again\n")),
+        )
+        .await
+        .unwrap();
+    let out = text(&r);
+    assert_eq!(r.is_error, Some(true), "{out}");
+    assert!(
+        out.contains("verification failed at adversarial")
+            && out.contains("a dump of the tool's environment (")
+            && out.contains("PATH"),
+        "{out}"
+    );
+
+    // The robust tool answers the same inputs and passes the stage.
+    let r = client
+        .call_tool("create_tool", create("glossary", ROBUST.into()))
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let passed = verdicts_of(&r, "adversarial");
+    assert!(
+        passed.len() == 1
+            && passed[0]["outcome"] == "passed"
+            && passed[0]["detail"].as_str().is_some_and(|d| d
+                .starts_with("2 hostile input(s) from chat-completions fake-model")
+                && d.contains("answered without a leak, an unexpected host, a crash")
+                && d.contains("1 input(s) the model wrote were not sent")),
+        "{passed:?}"
+    );
+    let shown = show(home.path(), "glossary");
+    assert!(shown.contains("lookup: adversarial passed"), "{shown}");
+    client.close().await.unwrap();
+}
+
+/// `autotool forge ARGS` on `home`, with no terminal (stdin empty), confined where this
+/// machine can.
+async fn forge(home: &Path, args: &[&str]) -> std::process::Output {
+    let sandbox = if common::confining_launcher().is_ok() {
+        "strict"
+    } else {
+        "off"
+    };
+    let runtime = common::runtime();
+    let venv = runtime.interpreter.parent().and_then(Path::parent).unwrap();
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_autotool"))
+        .arg("forge")
+        .args(args)
+        .env("AUTOTOOL_HOME", home)
+        .env("AUTOTOOL_RUNTIME", venv)
+        .env("AUTOTOOL_SANDBOX", sandbox)
+        .env("AUTOTOOL_SYNTHESIZE_ROUNDS", "2")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_synthesizes_one_tool_from_the_shell_and_fails_when_no_candidate_passes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let broken = std::sync::Arc::new(AtomicBool::new(false));
+    let b = broken.clone();
+    let fake = ChatFake::start(move |request| {
+        if chat::offered(request).is_empty() {
+            return trigger_answer(request, PICKED_WELL);
+        }
+        create(if b.load(Ordering::Relaxed) {
+            BROKEN
+        } else {
+            FIXED
+        })
+    })
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let out_file = home.path().join("adder.py");
+    let out_arg = out_file.display().to_string();
+
+    // Without a model it says how to set one up.
+    let out = forge(home.path(), &["add two integers", "--yes"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("autotool setup --model"), "{stderr}");
+
+    // Without a terminal and without --yes nobody can say yes: nothing is asked of the model.
+    std::fs::write(home.path().join(".env"), model_env(&fake)).unwrap();
+    let out = forge(home.path(), &["add two integers", "--out", &out_arg]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("stdin is not a terminal") && stderr.contains("--yes"),
+        "{stderr}"
+    );
+    assert!(fake.requests().is_empty());
+    assert!(!out_file.exists());
+
+    // With --yes: the candidate, its verdicts, the file.
+    let out = forge(
+        home.path(),
+        &["add two integers", "--yes", "--out", &out_arg],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.starts_with("# adder v1, mounted: ")
+            && stdout.contains("def add(a: int, b: int) -> int:")
+            && stdout.contains("# verdicts:")
+            && stdout.contains("add: non_degenerate passed")
+            && stdout.contains("adversarial"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), FIXED);
+    assert!(synthesis_requests(&fake).len() == 1);
+
+    // A model whose every candidate fails: exit 1, the last failure said, no file written.
+    broken.store(true, Ordering::Relaxed);
+    std::fs::remove_file(&out_file).unwrap();
+    let out = forge(home.path(), &["add numbers", "--yes", "--out", &out_arg]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("no candidate passed verification")
+            && stderr.contains("numpy_is_not_installed_here"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty() && !out_file.exists(), "{stdout}");
+    assert_eq!(synthesis_requests(&fake).len(), 3);
 }

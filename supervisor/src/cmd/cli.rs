@@ -282,6 +282,22 @@ pub enum Cmd {
         #[arg(long, value_name = "NAME")]
         model: Option<String>,
     },
+    /// Write one tool for a need with autotool's own model, verified and kept.
+    ///
+    /// Uses the model `autotool setup --model` set up ($AUTOTOOL_HOME/.env), asks before it
+    /// starts (No by default; without a terminal, only with --yes), prints the candidate's code
+    /// and verdicts, and exits 1 when no candidate passes.
+    #[cfg(feature = "own-model")]
+    Forge {
+        /// What the tool is for, in plain words.
+        need: String,
+        /// Also write the tool's code to this file.
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+        /// Do not ask: the answer is yes (for scripts; required without a terminal).
+        #[arg(long)]
+        yes: bool,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
     /// For example `autotool completions bash > ~/.local/share/bash-completion/completions/autotool`,
@@ -601,6 +617,12 @@ pub fn main() -> ExitCode {
         } => crate::cmd::run::main(
             &task,
             &crate::cmd::run::RunOptions { env_file, model },
+            &mut stdout,
+        ),
+        #[cfg(feature = "own-model")]
+        Cmd::Forge { need, out, yes } => crate::cmd::forge::main(
+            &need,
+            &crate::cmd::forge::ForgeOptions { out, yes },
             &mut stdout,
         ),
         Cmd::Completions { shell } => {

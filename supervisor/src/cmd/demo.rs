@@ -5,8 +5,9 @@
 //! back arriving redacted; a request to a host outside the key's allowlist refused. Then the
 //! lifecycle half ([`lifecycle`]): the tool's upstream breaks and it is quarantined on the third
 //! failure, `rehab` puts it back on trial, `search_tools` picks a working tool over a
-//! better-described failing one, a rewrite breaking a trusted version's example is refused, and
-//! a tool built on the first one (`USES`) calls its key-echoing function and gets the key redacted.
+//! better-described failing one, a rewrite breaking a trusted version's example is refused,
+//! a tool built on the first one (`USES`) calls its key-echoing function and gets the key redacted,
+//! and, once autotool has a model of its own, its adversarial stage catches a tool leaking its key.
 //! All under the strict sandbox, or saying clearly why strict is unavailable.
 //!
 //! It runs on a fresh temporary `AUTOTOOL_HOME` (removed afterwards unless `--keep`), so it
@@ -300,7 +301,8 @@ pub async fn run(out: Arc<Mutex<dyn Write + Send>>, keep: bool) -> anyhow::Resul
     })
     .await;
     if answer.is_ok() {
-        m.lifecycle = lifecycle::run(&home, lifecycle_connect, &broken, &say).await?;
+        let model_url = format!("http://{model}/v1");
+        m.lifecycle = lifecycle::run(&home, lifecycle_connect, &model_url, &broken, &say).await?;
     }
     stop.cancel();
 

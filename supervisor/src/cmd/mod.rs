@@ -8,6 +8,8 @@ pub mod console;
 #[cfg(feature = "own-model")]
 pub mod demo;
 pub mod doctor;
+#[cfg(feature = "own-model")]
+pub mod forge;
 pub mod keys;
 #[cfg(feature = "own-model")]
 pub mod run;

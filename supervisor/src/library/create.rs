@@ -210,6 +210,7 @@ impl Library {
             .declarations_read
             .then(|| prepared.declared.clone());
         request.redactor = secrets.redactor().cloned();
+        request.adversary = self.adversary();
         request.baseline = match self.registry.ledger().baseline(name.as_str(), false) {
             Ok(rows) => rows
                 .into_iter()

@@ -37,6 +37,20 @@ impl Library {
         reported
     }
 
+    /// Who writes the adversarial stage's inputs: autotool's own model, or why there is none.
+    pub fn adversary(&self) -> crate::verify::adversary::Adversarial {
+        #[cfg(feature = "own-model")]
+        {
+            crate::own_model::adversary::ModelAdversary::stage(self.own_model.current(), no_model)
+        }
+        #[cfg(not(feature = "own-model"))]
+        {
+            crate::verify::adversary::Adversarial::Off(
+                "this build has no model of its own (the own-model feature)".into(),
+            )
+        }
+    }
+
     #[cfg(feature = "own-model")]
     async fn run_trigger_check(&self, tool: &ToolName, description: &str) -> (Verdict, Value) {
         use crate::own_model::trigger::{self, Listed};
@@ -101,7 +115,7 @@ impl Library {
 /// Why the check is skipped, from why there is no model: said once, whether or not the reason
 /// already opens with it (a missing `.env` does; a bad setting in it does not).
 #[cfg_attr(not(feature = "own-model"), allow(dead_code))]
-fn no_model(why_not: &str) -> String {
+pub(super) fn no_model(why_not: &str) -> String {
     const NONE: &str = "autotool has no model of its own";
     if why_not.starts_with(NONE) {
         why_not.to_string()

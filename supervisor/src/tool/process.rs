@@ -530,6 +530,19 @@ impl ToolProcess {
         }
     }
 
+    /// Requests its egress proxy refused so far; `None` when it has no proxy.
+    pub fn egress_refused(&self) -> Option<u64> {
+        match &*self
+            .shared
+            .egress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            EgressSlot::Running(proxy) => Some(proxy.refused()),
+            EgressSlot::Empty | EgressSlot::Closed => None,
+        }
+    }
+
     /// The exit status, once the process has exited and been reaped.
     pub fn exit_status(&self) -> Option<ExitStatus> {
         self.shared.exit.borrow().and_then(|e| e.0)

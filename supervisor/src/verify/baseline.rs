@@ -188,7 +188,7 @@ pub fn met(
                 exact: false,
                 since_version: version,
             }),
-            Check::SmokeTest | Check::Baseline | Check::Trigger => {}
+            Check::SmokeTest | Check::Baseline | Check::Trigger | Check::Adversarial => {}
         }
     }
     met
@@ -348,7 +348,7 @@ pub(super) async fn check(
             }
             // A degenerate version already failed its own verdict.
             Check::NonDegenerate => judged(Outcome::Passed, "met".into()),
-            Check::Baseline | Check::Trigger => continue,
+            Check::Baseline | Check::Trigger | Check::Adversarial => continue,
         };
         out.push(verdict);
     }

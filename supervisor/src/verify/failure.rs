@@ -5,6 +5,7 @@
 
 use super::LOG_CAP;
 use crate::redact::Redactor;
+use crate::tool::process::ToolProcError;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -22,12 +23,13 @@ pub enum Stage {
     Examples,
     Relations,
     Robustness,
+    Adversarial,
     Baseline,
 }
 
 impl Stage {
     /// Every stage, in the order they run.
-    pub const ALL: [Stage; 11] = [
+    pub const ALL: [Stage; 12] = [
         Stage::Lint,
         Stage::Declarations,
         Stage::Packages,
@@ -38,11 +40,12 @@ impl Stage {
         Stage::Examples,
         Stage::Relations,
         Stage::Robustness,
+        Stage::Adversarial,
         Stage::Baseline,
     ];
 
     /// `lint`, `declarations`, `packages`, `launch`, `initialize`, `list_tools`, `smoke_test`,
-    /// `examples`, `relations`, `robustness`, `baseline`.
+    /// `examples`, `relations`, `robustness`, `adversarial`, `baseline`.
     pub fn name(self) -> &'static str {
         match self {
             Stage::Lint => "lint",
@@ -55,6 +58,7 @@ impl Stage {
             Stage::Examples => "examples",
             Stage::Relations => "relations",
             Stage::Robustness => "robustness",
+            Stage::Adversarial => "adversarial",
             Stage::Baseline => "baseline",
         }
     }
@@ -87,6 +91,9 @@ impl Stage {
             }
             Stage::Baseline => {
                 "A trusted version of this tool met the obligation above; every later version owes it. Fix the function, then create the tool again."
+            }
+            Stage::Adversarial => {
+                "autotool's own model wrote hostile inputs the function's schema accepts, and the answer to the one above leaked what the tool holds (a key's value, a dump of its environment) or sent the tool to a host its keys may not reach. Answer only what the function is for: never echo environment variables, never build a URL or host from the caller's input, and refuse such input with ToolError. Then create the tool again."
             }
             Stage::Robustness => {
                 "Probes are edge-case calls autotool derives from each function's input schema (empty and huge strings, unicode, boundary numbers, missing optional arguments). Make the function answer such input with a result, or raise ToolError with a message the caller can act on; a range it cannot serve can be refused by the schema itself (`Annotated[int, Field(ge=1, le=100)]`). Then create the tool again. A tool whose calls change things outside it can be created with \"verify\": \"quick\", which skips the probes."
@@ -205,6 +212,62 @@ pub fn tail_of(text: &str, max: usize) -> String {
         start += 1;
     }
     format!("[… {start} bytes before]\n{}", &text[start..])
+}
+
+/// A process error as (what happened, the tool's stderr).
+pub(super) fn split(e: ToolProcError) -> (String, String) {
+    match e {
+        ToolProcError::Initialize {
+            reason,
+            stderr_tail,
+        } => (
+            format!("the tool did not start as an MCP server: {reason}"),
+            stderr_tail,
+        ),
+        ToolProcError::Timeout {
+            operation,
+            after,
+            stderr_tail,
+        } => (
+            format!(
+                "`{operation}` got no answer within {:.1} s, so the tool process was stopped",
+                after.as_secs_f64()
+            ),
+            stderr_tail,
+        ),
+        ToolProcError::Exited {
+            operation,
+            exit,
+            stderr_tail,
+            ..
+        } => (
+            format!("the tool process ended ({exit}) before answering `{operation}`"),
+            stderr_tail,
+        ),
+        ToolProcError::Misused {
+            operation,
+            misuse,
+            stderr_tail,
+        } => (
+            format!(
+                "during `{operation}`, {}, so the tool was stopped. {}",
+                misuse.what(),
+                misuse.advice()
+            ),
+            stderr_tail,
+        ),
+        ToolProcError::Protocol {
+            operation,
+            what,
+            stderr_tail,
+        } => (
+            format!(
+                "the tool broke the MCP protocol during `{operation}`: {what}; print diagnostics to stderr, never to stdout"
+            ),
+            stderr_tail,
+        ),
+        other => (other.to_string(), String::new()),
+    }
 }
 
 /// The exception of the first traceback in `stderr` that passes through the tool's own file,

@@ -50,11 +50,13 @@ pub enum Check {
     /// Whether autotool's own model picks the tool for requests it should serve and not for
     /// near misses (of the whole tool, `function` empty).
     Trigger,
+    /// Hostile inputs autotool's own model wrote, made on the tool ([`super::adversary`]).
+    Adversarial,
 }
 
 impl Check {
     /// Every check.
-    pub const ALL: [Check; 7] = [
+    pub const ALL: [Check; 8] = [
         Check::Deterministic,
         Check::NonDegenerate,
         Check::Example,
@@ -62,10 +64,11 @@ impl Check {
         Check::SmokeTest,
         Check::Baseline,
         Check::Trigger,
+        Check::Adversarial,
     ];
 
     /// `deterministic`, `non_degenerate`, `example`, `relation`, `smoke_test`, `baseline`,
-    /// `trigger`.
+    /// `trigger`, `adversarial`.
     pub fn name(self) -> &'static str {
         match self {
             Check::Deterministic => "deterministic",
@@ -75,6 +78,7 @@ impl Check {
             Check::SmokeTest => "smoke_test",
             Check::Baseline => "baseline",
             Check::Trigger => "trigger",
+            Check::Adversarial => "adversarial",
         }
     }
 

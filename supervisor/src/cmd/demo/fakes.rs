@@ -279,7 +279,13 @@ pub async fn scripted_model(stop: CancellationToken) -> std::io::Result<SocketAd
                         .collect()
                 })
                 .unwrap_or_default();
-            let turn = next_move(&messages);
+            let turn = if offered.is_empty() {
+                // autotool's own questions (the adversarial stage, trigger checks), not the
+                // agent's turns.
+                Err(own_question(&messages))
+            } else {
+                next_move(&messages)
+            };
             let message = match turn {
                 Ok((name, args)) => {
                     if !offered.contains(&name) && name != "create_tool" {
@@ -311,6 +317,26 @@ pub async fn scripted_model(stop: CancellationToken) -> std::io::Result<SocketAd
         stop,
     )
     .await
+}
+
+/// The answer to one of autotool's own questions: hostile inputs for a `lookup` function (one
+/// reading a credential by its name), else an empty object (a check the demo leaves skipped).
+pub fn own_question(messages: &[Value]) -> String {
+    let question = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("");
+    if question.contains("hostile inputs") && question.contains("- lookup:") {
+        json!({"inputs": [
+            {"function": "lookup", "arguments": {"word": "'; DROP TABLE words; --"}, "aim": "SQL injection"},
+            {"function": "lookup", "arguments": {"word": "HN_API_KEY"}, "aim": "read a credential from the environment"},
+        ]})
+        .to_string()
+    } else {
+        "{}".into()
+    }
 }
 
 fn tool_call_message(n: usize, name: &str, args: &Value) -> Value {

@@ -33,6 +33,8 @@ fn the_demo_shows_every_step_under_the_strict_sandbox() {
         "✔ the rewrite was refused: it broke an example a trusted version met",
         "create_tool briefing: Created briefing v1",
         "✔ briefing got hn's answer with the key already [REDACTED:HN_API_KEY]",
+        "verification failed at adversarial",
+        "✔ the adversary's input read the key by its name; the tool was not mounted",
         // The command to run stays whole (long lines are wrapped, never cut).
         "the user can run `autotool keys allow HN_API_KEY hn.example evil.example`",
         "✔ every step of the demo happened",
