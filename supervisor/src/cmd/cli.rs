@@ -437,6 +437,8 @@ pub fn main() -> ExitCode {
         Err(code) => return code,
     };
     JSON_ERRORS.store(wants_json(&cli.command), Ordering::Relaxed);
+    // What a command writes to the event log is the user's doing; serve names its own.
+    crate::ledger::actor::set_default(crate::ledger::Actor::cli());
     if let Cmd::Serve {
         transport,
         listen,

@@ -295,7 +295,8 @@ impl AutotoolServer {
             description: prepared.request.description.clone(),
         };
         let library = self.surface.library.clone();
-        let joined = self.surface.verifying.join_or_start(key, async move {
+        let by = crate::ledger::actor::current();
+        let joined = self.surface.verifying.join_or_start(key, crate::ledger::actor::scope(by, async move {
             let list_limit = library.settings.list_limit;
             match match grants {
                 Some(g) => library.create_with(prepared, g).await,
@@ -304,7 +305,7 @@ impl AutotoolServer {
                 Ok(created) => render::created(&created, list_limit),
                 Err(e) => render::create_failed(&e),
             }
-        });
+        }));
         let tool = joined.key.tool.clone();
         if joined.joined {
             tracing::info!(%tool, "create_tool: joined the verification under way");
@@ -617,7 +618,12 @@ impl ServerHandler for AutotoolServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.call(request, context).await
+        // What the call decides is the host's doing: named by the client name it gave.
+        let by = crate::ledger::Actor::host(
+            context.client_info().as_ref().map(|i| i.name.as_str()),
+            self.transport,
+        );
+        crate::ledger::actor::scope(by, self.call(request, context)).await
     }
 }
 
