@@ -219,6 +219,14 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::tools::ToolsCmd,
     },
+    /// Print the machine-wide event log: every decision across tools, and who caused it.
+    ///
+    /// Created, verified, state changes, consent asked and answered (and by whom), egress
+    /// refused, baseline grown, pulls, …: each with its time, tool, kind, who caused it (`cli`,
+    /// `host:<client name>`, `console`, `serve`, `follow`) and the surface it came through
+    /// (`cli`, `stdio`, `http`, `console`, `serve`), oldest first; the newest 50 unless
+    /// `--since` or `--all`. Details are redacted and cut.
+    Events(crate::cmd::events::EventsArgs),
     /// Make this machine's signing key; keep the publishers it accepts.
     ///
     /// `tools push` signs with this machine's key; `tools pull` accepts a tool only when a
@@ -326,6 +334,7 @@ fn wants_json(cmd: &Cmd) -> bool {
     use crate::cmd::tools::ToolsCmd;
     match cmd {
         Cmd::Doctor { json } | Cmd::Config { json, .. } => *json,
+        Cmd::Events(args) => args.json,
         Cmd::Service {
             cmd: ServiceCmd::Status { json },
         } => *json,
@@ -576,6 +585,7 @@ pub fn main() -> ExitCode {
             ..
         } => super::setup::hosts(apps, dry_run, service, !no_runtime, &mut stdout),
         Cmd::Tools { cmd } => crate::cmd::tools::run(cmd, &mut stdout),
+        Cmd::Events(args) => crate::cmd::events::main(args, &mut stdout),
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
         #[cfg(feature = "team")]
         Cmd::Trust { cmd } => crate::cmd::team::trust(cmd, &mut stdout),

@@ -7,6 +7,7 @@ pub mod connect;
 #[cfg(feature = "own-model")]
 pub mod demo;
 pub mod doctor;
+pub mod events;
 pub mod keys;
 #[cfg(feature = "own-model")]
 pub mod run;

@@ -5,7 +5,7 @@
 
 use crate::home::Home;
 use crate::ledger::{self, CallRow, EventRow, ToolStats};
-use crate::redact::{RedactingWriter, Redactor};
+use crate::redact::RedactingWriter;
 use crate::registry::{Registry, RegistryError, Version};
 use autotool_policy::lifecycle::Manual;
 use serde::Serialize;
@@ -127,9 +127,7 @@ enum CliError {
 /// value stored before its key was added is only known to be one now.
 pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
     let found = Home::from_env().map_err(CliError::from).and_then(|home| {
-        // Every key value this machine holds (an unreadable keychain gives none, as for serve).
-        let (values, _unreadable) = crate::credentials::KeyStore::open(&home).known_values();
-        let redactor = Redactor::new(&values).map_err(|e| CliError::Other(e.into()))?;
+        let redactor = super::events::held_redactor(&home).map_err(anyhow::Error::msg)?;
         Ok((home, redactor))
     });
     let (home, redactor) = match found {
