@@ -24,6 +24,7 @@ mod calls;
 mod event;
 mod log;
 mod packages;
+mod rollback;
 mod schema;
 mod verdicts;
 
@@ -31,6 +32,7 @@ pub use calls::{CallRecord, CallRow, ToolStats};
 pub use actor::Actor;
 pub use event::Event;
 pub use log::EventFilter;
+pub use rollback::{RollbackError, RolledBack};
 use schema::migrate;
 pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 pub use verdicts::BaselineRow;

@@ -12,6 +12,8 @@ use serde::Serialize;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+mod steer;
+
 /// How many recent calls and events `tools show` prints.
 const RECENT: u32 = 10;
 
@@ -20,6 +22,8 @@ pub enum ToolsCmd {
     #[cfg(feature = "team")]
     #[command(flatten)]
     Team(super::team::ToolsTeamCmd),
+    #[command(flatten)]
+    Steer(steer::SteerCmd),
     /// List the tools every agent on this machine can use.
     ///
     /// Each with its versions, functions, keys, calls, failures and the last error.
@@ -187,6 +191,7 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             json,
         } => baseline(&registry, &name, drop, why.as_deref(), json, out),
         ToolsCmd::Rehab { name } => manual(&registry, &name, Manual::Rehab, out),
+        ToolsCmd::Steer(cmd) => steer::run(home, &registry, cmd, out),
         // `run` takes these before a registry is opened here.
         #[cfg(feature = "team")]
         ToolsCmd::Team(_) => Ok(()),

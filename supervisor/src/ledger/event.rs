@@ -44,11 +44,13 @@ pub enum Event {
     Pulled,
     /// An artifact from a registry was refused (signature, hostile content, pin).
     PullRefused,
+    /// The user made an earlier trusted version current again (`autotool tools rollback`).
+    RolledBack,
 }
 
 impl Event {
     /// Every kind.
-    pub const ALL: [Event; 24] = [
+    pub const ALL: [Event; 25] = [
         Event::Created,
         Event::Verified,
         Event::VerificationFailed,
@@ -73,6 +75,7 @@ impl Event {
         Event::Published,
         Event::Pulled,
         Event::PullRefused,
+        Event::RolledBack,
     ];
 
     /// The word stored in `events.kind`.
@@ -102,6 +105,7 @@ impl Event {
             Event::Published => "published",
             Event::Pulled => "pulled",
             Event::PullRefused => "pull_refused",
+            Event::RolledBack => "rolled_back",
         }
     }
 }

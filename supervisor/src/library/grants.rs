@@ -385,6 +385,10 @@ impl Library {
         spec.limits = self.settings.limits;
         spec.max_output_bytes = self.settings.max_output_bytes;
         spec.launcher = self.settings.launcher.clone();
+        spec.stderr_file = Some(crate::tool::process::StderrFile {
+            path: self.home.tool_log(tool),
+            redactor: self.secrets().redactor().cloned(),
+        });
         spec
     }
 

@@ -12,6 +12,7 @@
 //! - [`call`]: a call of a mounted function, recorded, and the lifecycle after it:
 //!   `Result<Called, CallError>`;
 //! - [`watch`]: the poll round: changes by other processes, keys, pins, hand-placed files;
+//! - [`reverify`]: a current version verified again on request (`autotool tools verify`);
 //! - [`search`]: `search_tools` ranking;
 //! - [`trigger`]: the trigger check of a created tool, with autotool's own model.
 
@@ -19,6 +20,7 @@ pub mod call;
 pub mod create;
 pub mod grants;
 pub mod packages;
+pub mod reverify;
 pub mod search;
 pub mod settings;
 pub mod snapshot;

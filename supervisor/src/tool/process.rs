@@ -46,6 +46,7 @@ pub use answers::{CallOutcome, ServerDetails, ShutdownReport, ToolInfo};
 pub(crate) use child::launch_policy;
 pub use egress::EgressSetupError;
 pub use error::{InitFailure, ToolProcError};
+pub use stdio::{STDERR_FILE_CAP, StderrFile};
 
 use egress::{egress_failed, start_egress};
 use error::{describe_exit, secs};
@@ -136,6 +137,9 @@ pub struct ToolSpec {
     /// The most output an answer may carry (serve's `max_output_bytes`): the tool link takes
     /// no message larger than an answer of this much needs ([`Bounds::for_output`]).
     pub max_output_bytes: usize,
+    /// Where its stderr is also kept, redacted and bounded (`autotool tools logs`); `None`:
+    /// only in memory.
+    pub stderr_file: Option<StderrFile>,
 }
 
 impl ToolSpec {
@@ -159,6 +163,7 @@ impl ToolSpec {
             start_timeout: DEFAULT_START_TIMEOUT,
             egress: None,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            stderr_file: None,
         }
     }
 }
@@ -235,7 +240,11 @@ impl ToolProcess {
             stdin,
             egress: std::sync::Mutex::new(EgressSlot::Empty),
         });
-        let stderr_pump = tokio::spawn(stdio::pump_stderr(spawned.stderr, shared.stderr.clone()));
+        let stderr_pump = tokio::spawn(stdio::pump_stderr(
+            spawned.stderr,
+            shared.stderr.clone(),
+            spec.stderr_file.clone(),
+        ));
         let (guarded, guard_out) = tokio::io::simplex(stdio::LINK_PIPE);
         let on_stop = {
             let shared = shared.clone();
