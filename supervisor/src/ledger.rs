@@ -28,8 +28,8 @@ mod rollback;
 mod schema;
 mod verdicts;
 
-pub use calls::{CallRecord, CallRow, ToolStats};
 pub use actor::Actor;
+pub use calls::{CallRecord, CallRow, ToolStats};
 pub use event::Event;
 pub use log::EventFilter;
 pub use rollback::{RollbackError, RolledBack};

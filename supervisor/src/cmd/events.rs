@@ -216,10 +216,14 @@ fn run(args: &EventsArgs, out: &mut impl Write) -> Result<(), String> {
     }
     if !write(out, &rows, &redactor)? || !args.follow {
         if rows.is_empty() && !args.json && !args.follow {
-            let _ = writeln!(out, "No events{}.", match &args.tool {
-                Some(t) => format!(" of {}", shown(t, NAME)),
-                None => String::new(),
-            });
+            let _ = writeln!(
+                out,
+                "No events{}.",
+                match &args.tool {
+                    Some(t) => format!(" of {}", shown(t, NAME)),
+                    None => String::new(),
+                }
+            );
         }
         return Ok(());
     }

@@ -87,7 +87,9 @@ mod tests {
             )
             .unwrap();
         actor::sync_scope(Actor::console(), || {
-            ledger.event(Some("b"), Event::StateChanged, "retired").unwrap();
+            ledger
+                .event(Some("b"), Event::StateChanged, "retired")
+                .unwrap();
         });
         ledger.event(None, Event::PullRefused, "x").unwrap();
         let all = ledger.event_log(&EventFilter::default()).unwrap();

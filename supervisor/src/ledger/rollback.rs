@@ -12,9 +12,7 @@ pub enum RollbackError {
     NotFound(String),
     #[error("{0} was removed; create it again instead")]
     Removed(String),
-    #[error(
-        "{tool} has no version {version} (`autotool tools show {tool}` lists its versions)"
-    )]
+    #[error("{tool} has no version {version} (`autotool tools show {tool}` lists its versions)")]
     NoSuchVersion { tool: String, version: u32 },
     #[error("{tool} v{version} is already its current version")]
     AlreadyCurrent { tool: String, version: u32 },

@@ -29,9 +29,8 @@ impl Library {
             return Ok(None);
         };
         let path = self.registry.file_of(&current);
-        let code = std::fs::read_to_string(&path).map_err(|e| {
-            CreateError::Baseline(format!("cannot read {}: {e}", path.display()))
-        })?;
+        let code = std::fs::read_to_string(&path)
+            .map_err(|e| CreateError::Baseline(format!("cannot read {}: {e}", path.display())))?;
         if crate::version::code_hash(code.as_bytes()) != current.code_hash {
             return Err(CreateError::Baseline(format!(
                 "{} no longer holds the code {name} v{} was verified with; serve verifies a \
@@ -42,9 +41,7 @@ impl Library {
         }
         let python = self.runtime().await.map_err(CreateError::Runtime)?;
         let grants = self.grants(current.subject());
-        let layer = self
-            .layer(name, current.packages.as_deref())
-            .await?;
+        let layer = self.layer(name, current.packages.as_deref()).await?;
         let staged = self
             .registry
             .stage_hashed(&current.name, &code, current.code_hash.clone())

@@ -296,16 +296,19 @@ impl AutotoolServer {
         };
         let library = self.surface.library.clone();
         let by = crate::ledger::actor::current();
-        let joined = self.surface.verifying.join_or_start(key, crate::ledger::actor::scope(by, async move {
-            let list_limit = library.settings.list_limit;
-            match match grants {
-                Some(g) => library.create_with(prepared, g).await,
-                None => library.create(prepared).await,
-            } {
-                Ok(created) => render::created(&created, list_limit),
-                Err(e) => render::create_failed(&e),
-            }
-        }));
+        let joined = self.surface.verifying.join_or_start(
+            key,
+            crate::ledger::actor::scope(by, async move {
+                let list_limit = library.settings.list_limit;
+                match match grants {
+                    Some(g) => library.create_with(prepared, g).await,
+                    None => library.create(prepared).await,
+                } {
+                    Ok(created) => render::created(&created, list_limit),
+                    Err(e) => render::create_failed(&e),
+                }
+            }),
+        );
         let tool = joined.key.tool.clone();
         if joined.joined {
             tracing::info!(%tool, "create_tool: joined the verification under way");
