@@ -94,6 +94,20 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         let app = app.clone();
         tokio::task::spawn_blocking(move || app.collect_layers());
     }
+    // What a tool can reach here, measured once the runtime is ready (instructions and
+    // tool_info report it).
+    {
+        let app = app.clone();
+        tokio::spawn(async move {
+            match app.measure_reach().await {
+                Ok(reach) => tracing::info!(?reach, "measured what a tool can reach"),
+                Err(e) => tracing::warn!(
+                    "measuring what a tool can reach: {}",
+                    app.secrets().redact(&e)
+                ),
+            }
+        });
+    }
     let surface = Surface::new(app.clone());
     if app.settings.allow_all_keys {
         let _ = app.registry.event(
