@@ -219,7 +219,7 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::tools::ToolsCmd,
     },
-    /// Print the machine-wide event log: every decision across tools, and who caused it.
+    /// Print the event log: every decision across tools, and who caused it.
     ///
     /// Created, verified, state changes, consent asked and answered (and by whom), egress
     /// refused, baseline grown, pulls, …: each with its time, tool, kind, who caused it (`cli`,

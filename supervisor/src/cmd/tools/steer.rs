@@ -22,7 +22,7 @@ pub enum SteerCmd {
         /// The version to go back to (`tools show NAME` lists them).
         version: Option<u32>,
     },
-    /// Verify a tool's current version again, now (after a runtime or key change).
+    /// Verify a tool's current version again, now.
     ///
     /// The same gate a new version passes (lint, a confined launch with the keys it holds
     /// today, its functions listed, probes, its baseline), on a copy of its pinned code. No new
@@ -32,7 +32,7 @@ pub enum SteerCmd {
         /// The tool's name.
         name: String,
     },
-    /// Print what a tool's processes wrote to stderr (the newest part, redacted).
+    /// Print what a tool wrote to stderr (the newest part, redacted).
     ///
     /// Kept in $AUTOTOOL_HOME/logs/tools/NAME.log (the older part in NAME.log.1), redacted with
     /// the key values the process held when it was written, and again with those held now.
