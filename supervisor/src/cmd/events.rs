@@ -34,8 +34,8 @@ pub struct EventsArgs {
     pub tool: Option<String>,
     /// Only events since then: a time ago (30s, 10m, 2h, 7d) or a UTC date or time
     /// (2026-12-01, 2026-12-01T08:00:00Z).
-    #[arg(long, value_name = "WHEN")]
-    pub since: Option<String>,
+    #[arg(long, value_name = "WHEN", value_parser = since_now)]
+    pub since: Option<i64>,
     /// Every event selected, not only the newest 50.
     #[arg(long)]
     pub all: bool,
@@ -54,13 +54,18 @@ pub fn held_redactor(home: &Home) -> Result<Redactor, String> {
     Redactor::new(&values).map_err(|e| e.to_string())
 }
 
+/// `--since WHEN` read now.
+fn since_now(when: &str) -> Result<i64, String> {
+    parse_since(when, crate::ledger::now_ms())
+}
+
 /// `WHEN` as unix milliseconds: a time ago (`30s`, `10m`, `2h`, `7d`) before `now_ms`, or a
 /// UTC date (`2026-12-01`) or time (`2026-12-01T08:00[:00][Z]`).
 pub fn parse_since(when: &str, now_ms: i64) -> Result<i64, String> {
     let when = when.trim();
     let bad = || {
         format!(
-            "--since {when:?}: give a time ago (30s, 10m, 2h, 7d) or a UTC date or time \
+            "{when:?}: give a time ago (30s, 10m, 2h, 7d) or a UTC date or time \
              (2026-12-01, 2026-12-01T08:00:00Z)"
         )
     };
@@ -188,11 +193,7 @@ fn run(args: &EventsArgs, out: &mut impl Write) -> Result<(), String> {
     let home = Home::from_env().map_err(|e| e.to_string())?;
     let mut redactor = held_redactor(&home)?;
     let ledger = Ledger::open(&home.db_path()).map_err(|e| e.to_string())?;
-    let since_ms = args
-        .since
-        .as_deref()
-        .map(|w| parse_since(w, crate::ledger::now_ms()))
-        .transpose()?;
+    let since_ms = args.since;
     let mut filter = EventFilter {
         tool: args.tool.clone(),
         since_ms,

@@ -96,6 +96,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     }
     // What a tool can reach here, measured once the runtime is ready (instructions and
     // tool_info report it).
+    app.load_reach();
     {
         let app = app.clone();
         tokio::spawn(async move {

@@ -28,7 +28,14 @@ pub struct Reach {
     pub writes_own_code: bool,
     /// How long the measurement took, from start to answer (ms).
     pub took_ms: u64,
+    /// When it was measured (RFC 3339 UTC).
+    #[serde(default)]
+    pub at: String,
 }
+
+/// The file the last measurement is kept in (`$AUTOTOOL_HOME/reach.json`), so the next serve
+/// can tell a host at once what the last one measured, until it has measured again.
+const CACHE: &str = "reach.json";
 
 /// The probe: a minimal MCP server over stdio with one function, `measure`.
 const PROBE: &str = r#"import json, os, socket, sys
@@ -97,7 +104,40 @@ impl Library {
             .clone()
             .map_err(|e| format!("not measured: {}", self.secrets().redact(&e)));
         *self.reach.write().unwrap_or_else(|p| p.into_inner()) = Some(kept);
+        if let Ok(reach) = &found
+            && let Ok(text) = serde_json::to_vec(reach)
+        {
+            let path = self.home.root().join(CACHE);
+            let tmp = path.with_extension("json.tmp");
+            if std::fs::write(&tmp, text).is_ok() {
+                let _ = std::fs::rename(&tmp, &path);
+            }
+        }
         found
+    }
+
+    /// Take the last serve's measurement (`reach.json`) while this one measures again, when
+    /// it was made in the same sandbox mode.
+    pub fn load_reach(&self) {
+        let Ok(text) = std::fs::read(self.home.root().join(CACHE)) else {
+            return;
+        };
+        let Ok(reach) = serde_json::from_slice::<Reach>(&text) else {
+            return;
+        };
+        if reach.sandbox == self.sandbox_word() {
+            let mut slot = self.reach.write().unwrap_or_else(|p| p.into_inner());
+            if slot.is_none() {
+                *slot = Some(Ok(reach));
+            }
+        }
+    }
+
+    fn sandbox_word(&self) -> &'static str {
+        match self.settings.sandbox {
+            crate::tool::process::SandboxMode::Strict => "strict",
+            crate::tool::process::SandboxMode::Off => "off",
+        }
     }
 
     /// What [`Library::measure_reach`] found, `None` before it ends.
@@ -149,16 +189,13 @@ impl Library {
             return Err(format!("the probe answered {found}"));
         };
         Ok(Reach {
-            sandbox: match self.settings.sandbox {
-                crate::tool::process::SandboxMode::Strict => "strict",
-                crate::tool::process::SandboxMode::Off => "off",
-            }
-            .into(),
+            sandbox: self.sandbox_word().into(),
             route_out,
             egress_proxy,
             host_files,
             writes_own_code,
             took_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            at: crate::ledger::format_ms(crate::ledger::now_ms()),
         })
     }
 }
@@ -167,7 +204,8 @@ impl Reach {
     /// The report in words, for the agent: what was measured, what it means.
     pub fn sentence(&self) -> String {
         let mut said = format!(
-            "Measured at start by a probe tool launched as yours are (sandbox {}): ",
+            "measured {} by a probe tool launched as yours are (sandbox {}): ",
+            if self.at.is_empty() { "at start" } else { &self.at },
             self.sandbox
         );
         said.push_str(if self.route_out {
@@ -212,6 +250,7 @@ mod tests {
             host_files: false,
             writes_own_code: false,
             took_ms: 1,
+            at: String::new(),
         };
         let s = confined.sentence();
         assert!(

@@ -72,15 +72,15 @@ pub fn self_report(library: &Library) -> String {
     let reach = match library.reach() {
         Some(Ok(reach)) => reach.sentence(),
         Some(Err(why)) => format!(
-            "What a tool can reach was not measured ({}); tool_info says more.",
+            "what a tool can reach was not measured ({}); tool_info says more.",
             cut(&why, 200)
         ),
-        None => "What a tool can reach is being measured (a probe tool runs once the tool \
+        None => "what a tool can reach is being measured (a probe tool runs once the tool \
                  runtime is ready); tool_info reports it."
             .to_string(),
     };
     format!(
-        "The sandbox, as measured: {reach} Limits per tool process: {} of memory, {} threads, \
+        "The sandbox, {reach} Limits per tool process: {} of memory, {} threads, \
          {} per call, results cut at {}; a tool unused for {} is stopped and started again on \
          its next call. tool_info {{name}} shows a tool's record: state and why, verdicts, \
          obligations, recent failures, keys and hosts, packages.",
@@ -239,6 +239,7 @@ mod tests {
             host_files: false,
             writes_own_code: false,
             took_ms: 3,
+            at: String::new(),
         };
         let v = serde_json::to_value(&r).unwrap_or_default();
         assert_eq!(v["route_out"], false);
