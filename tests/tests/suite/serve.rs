@@ -47,6 +47,7 @@ mod misbehaving;
 mod packages;
 mod persistence;
 mod protocol;
+mod record;
 mod render;
 mod runtime_build;
 mod service;

@@ -210,6 +210,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_stderr_file_is_redacted_across_reads_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tools/t.log");
+        let redactor = crate::redact::Redactor::new(&[("K", "sk-split-value-0123")]).unwrap();
+        let mut sink = FileSink::new(StderrFile {
+            path: path.clone(),
+            redactor: Some(Arc::new(redactor)),
+        });
+        // A value split across two reads is still caught.
+        sink.write(b"leaked sk-split-", false);
+        sink.write(b"value-0123 here\n", false);
+        sink.write(b"", true);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "leaked [REDACTED:K] here\n");
+        // Past the cap it is moved aside: at most two files' worth.
+        let line = vec![b'x'; 8 << 10];
+        for _ in 0..(3 * STDERR_FILE_CAP as usize / line.len()) {
+            sink.write(&line, false);
+        }
+        sink.write(b"", true);
+        let len = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let aside = dir.path().join("tools/t.log.1");
+        assert!(len(&aside) >= STDERR_FILE_CAP, "{}", len(&aside));
+        assert!(len(&path) + len(&aside) <= 2 * STDERR_FILE_CAP + (16 << 10));
+    }
+
+    #[test]
     fn ring_keeps_the_newest_bytes_and_counts_all() {
         let log = StderrLog::default();
         log.push(b"first line\n");
