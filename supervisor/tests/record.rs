@@ -24,7 +24,8 @@ fn temp_home() -> (tempfile::TempDir, Home) {
 }
 
 fn create(reg: &Registry, name: &str, tag: &str) -> u32 {
-    let code = format!("from mcp.server.mcpserver import MCPServer\n# {tag}\nmcp = MCPServer('t')\n");
+    let code =
+        format!("from mcp.server.mcpserver import MCPServer\n# {tag}\nmcp = MCPServer('t')\n");
     let staged = reg.stage(&ToolName::parse(name).unwrap(), &code).unwrap();
     let function: FunctionSpec = serde_json::from_value(json!({
         "name": "run", "input_schema": {"type": "object"}
@@ -76,7 +77,10 @@ fn events_say_who_caused_each_decision_redacted_and_filtered() {
         .event_by(
             Some("weather"),
             Event::EgressDenied,
-            &format!("sent {VALUE} to evil.example \u{1b}[2J{}", "x".repeat(10_000)),
+            &format!(
+                "sent {VALUE} to evil.example \u{1b}[2J{}",
+                "x".repeat(10_000)
+            ),
             &Actor::host(Some("claude-code"), "stdio"),
         )
         .unwrap();
@@ -145,8 +149,8 @@ fn events_follow_prints_new_decisions_as_they_are_made() {
             }
         }
     });
-    let first: Value = serde_json::from_str(&seen.recv_timeout(Duration::from_secs(10)).unwrap())
-        .unwrap();
+    let first: Value =
+        serde_json::from_str(&seen.recv_timeout(Duration::from_secs(10)).unwrap()).unwrap();
     assert_eq!(first["kind"], "created");
     let out = autotool(&home, &["tools", "retire", "weather"]);
     assert!(out.status.success(), "{out:?}");
@@ -182,16 +186,27 @@ fn rollback_goes_back_to_a_trusted_version_and_keeps_the_baseline() {
         .unwrap();
     create(&reg, "weather", "v2");
     create(&reg, "weather", "v3");
-    let baseline = || stdout(&autotool(&home, &["tools", "baseline", "weather", "--json"]));
+    let baseline = || {
+        stdout(&autotool(
+            &home,
+            &["tools", "baseline", "weather", "--json"],
+        ))
+    };
     let before = baseline();
     assert!(before.contains("Paris"), "{before}");
 
     // Only a version that was trusted can be gone back to.
     let out = autotool(&home, &["tools", "rollback", "weather", "2"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("never trusted"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("never trusted"),
+        "{out:?}"
+    );
     let out = autotool(&home, &["tools", "rollback", "weather", "9"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("has no version 9"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no version 9"),
+        "{out:?}"
+    );
 
     // Without VERSION: the newest trusted one before the current.
     let out = autotool(&home, &["tools", "rollback", "weather"]);
@@ -206,14 +221,24 @@ fn rollback_goes_back_to_a_trusted_version_and_keeps_the_baseline() {
         .find(|e| e["kind"] == "rolled_back")
         .expect("no rolled_back event");
     assert_eq!(rolled["actor"], "cli");
-    assert!(rolled["detail"].as_str().unwrap().contains("from version 3 back to version 1"));
+    assert!(
+        rolled["detail"]
+            .as_str()
+            .unwrap()
+            .contains("from version 3 back to version 1")
+    );
 
     // Back at its only trusted version there is nothing older to go to.
     let out = autotool(&home, &["tools", "rollback", "weather"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no earlier trusted"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no earlier trusted"),
+        "{out:?}"
+    );
     // A trusted version whose file no longer holds its code is refused.
     let v3 = reg.get_version("weather", 3).unwrap().unwrap();
-    reg.ledger().set_state("weather", 3, State::Active, "x").unwrap();
+    reg.ledger()
+        .set_state("weather", 3, State::Active, "x")
+        .unwrap();
     std::fs::write(reg.file_of(&v3), "changed").unwrap();
     let out = autotool(&home, &["tools", "rollback", "weather", "3"]);
     assert!(
@@ -243,11 +268,20 @@ fn logs_print_a_tools_stderr_redacted_escaped_and_bounded() {
     let out = autotool(&home, &["tools", "logs", "weather"]);
     let text = stdout(&out);
     assert!(out.status.success(), "{out:?}");
-    assert!(text.contains("the oldest line") && text.ends_with("the newest line\n"), "{text}");
-    assert!(text.contains(&format!("[REDACTED:{KEY}]")) && !text.contains(VALUE), "{text}");
-    assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text}");
+    assert!(
+        text.contains("the oldest line") && text.ends_with("the newest line\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("[REDACTED:{KEY}]")) && !text.contains(VALUE),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text}"
+    );
     // Bounded: only the newest bytes, from a line start.
-    let out = autotool(&home, &["tools", "logs", "weather", "--bytes", "40"]);
+    let out = autotool(&home, &["tools", "logs", "weather", "--bytes", "20"]);
     assert_eq!(stdout(&out), "the newest line\n");
     let out = autotool(&home, &["tools", "logs", "nosuch"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");

@@ -52,58 +52,30 @@ impl Ledger {
 
     /// Make `to` (else the newest trusted version before the current one) `tool`'s current
     /// version, active, with an audit event; the baseline is left as it is. `check` is called
-    /// under the write lock with the version chosen and may refuse it (its file no longer
-    /// matches its pin, say).
+    /// with the version chosen, before anything changes, and may refuse it (its file no longer
+    /// matches its pin, say); the choice is checked again under the write lock.
     pub fn roll_back(
         &self,
         tool: &str,
         to: Option<u32>,
         check: impl FnOnce(u32) -> Result<(), String>,
     ) -> Result<Result<RolledBack, String>, RollbackError> {
+        let chosen = {
+            let conn = self.conn();
+            choose(&conn, tool, to)?
+        };
+        if let Err(why) = check(chosen.to) {
+            return Ok(Err(why));
+        }
         self.write(|tx| {
-            let row = tx
-                .tool(tool)?
-                .ok_or_else(|| RollbackError::NotFound(tool.into()))?;
-            if row.removed_at.is_some() {
-                return Err(RollbackError::Removed(tool.into()));
+            let again = choose(tx.tx, tool, Some(chosen.to))?;
+            if again != chosen {
+                return Ok(Err(format!(
+                    "{tool} changed meanwhile (now at version {}); try again",
+                    again.from
+                )));
             }
-            let from = row.current_version.unwrap_or(0);
-            let to = match to {
-                Some(v) => {
-                    if !tx.version_exists(tool, v)? {
-                        return Err(RollbackError::NoSuchVersion {
-                            tool: tool.into(),
-                            version: v,
-                        });
-                    }
-                    if v == from {
-                        return Err(RollbackError::AlreadyCurrent {
-                            tool: tool.into(),
-                            version: v,
-                        });
-                    }
-                    if !trusted(tx.tx, tool, v)? {
-                        return Err(RollbackError::NotTrusted {
-                            tool: tool.into(),
-                            version: v,
-                        });
-                    }
-                    v
-                }
-                None => {
-                    let mut found = None;
-                    for v in (1..from).rev() {
-                        if tx.version_exists(tool, v)? && trusted(tx.tx, tool, v)? {
-                            found = Some(v);
-                            break;
-                        }
-                    }
-                    found.ok_or_else(|| RollbackError::NoneTrusted { tool: tool.into() })?
-                }
-            };
-            if let Err(why) = check(to) {
-                return Ok(Err(why));
-            }
+            let RolledBack { from, to } = chosen;
             tx.tx.execute(
                 "UPDATE tools SET current_version = ?2 WHERE name = ?1",
                 params![tool, to],
@@ -125,9 +97,74 @@ impl Ledger {
                     "version {to} is now active: rolled back to from version {from} by the user"
                 ),
             )?;
-            Ok(Ok(RolledBack { from, to }))
+            Ok(Ok(chosen))
         })
     }
+}
+
+/// The version a rollback of `tool` to `to` (else the newest trusted one before the current)
+/// goes to, or why there is none.
+fn choose(
+    conn: &rusqlite::Connection,
+    tool: &str,
+    to: Option<u32>,
+) -> Result<RolledBack, RollbackError> {
+    let row: Option<(Option<u32>, Option<i64>)> = conn
+        .query_row(
+            "SELECT current_version, removed_at FROM tools WHERE name = ?1",
+            [tool],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (current, removed) = row.ok_or_else(|| RollbackError::NotFound(tool.into()))?;
+    if removed.is_some() {
+        return Err(RollbackError::Removed(tool.into()));
+    }
+    let from = current.unwrap_or(0);
+    let exists = |v: u32| -> rusqlite::Result<bool> {
+        Ok(conn
+            .query_row(
+                "SELECT 1 FROM versions WHERE name = ?1 AND version = ?2",
+                params![tool, v],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    };
+    let to = match to {
+        Some(v) => {
+            if !exists(v)? {
+                return Err(RollbackError::NoSuchVersion {
+                    tool: tool.into(),
+                    version: v,
+                });
+            }
+            if v == from {
+                return Err(RollbackError::AlreadyCurrent {
+                    tool: tool.into(),
+                    version: v,
+                });
+            }
+            if !trusted(conn, tool, v)? {
+                return Err(RollbackError::NotTrusted {
+                    tool: tool.into(),
+                    version: v,
+                });
+            }
+            v
+        }
+        None => {
+            let mut found = None;
+            for v in (1..from).rev() {
+                if exists(v)? && trusted(conn, tool, v)? {
+                    found = Some(v);
+                    break;
+                }
+            }
+            found.ok_or_else(|| RollbackError::NoneTrusted { tool: tool.into() })?
+        }
+    };
+    Ok(RolledBack { from, to })
 }
 
 /// Whether `version` of `tool` is active now or was promoted to active once (a

@@ -205,7 +205,11 @@ impl Reach {
     pub fn sentence(&self) -> String {
         let mut said = format!(
             "measured {} by a probe tool launched as yours are (sandbox {}): ",
-            if self.at.is_empty() { "at start" } else { &self.at },
+            if self.at.is_empty() {
+                "at start"
+            } else {
+                &self.at
+            },
             self.sandbox
         );
         said.push_str(if self.route_out {

@@ -175,6 +175,7 @@ fn logs(
     // The newest `bytes`: the end of the current file, and before it the end of the older.
     let mut kept = Vec::new();
     let mut want = bytes;
+    let mut cut = false;
     for file in [path.clone(), aside.into()] {
         if want == 0 {
             break;
@@ -184,6 +185,7 @@ fn logs(
         };
         let len = f.metadata()?.len();
         let take = len.min(want);
+        cut |= take < len;
         f.seek(SeekFrom::Start(len - take))?;
         let mut chunk = Vec::new();
         f.take(take).read_to_end(&mut chunk)?;
@@ -200,7 +202,12 @@ fn logs(
         return Ok(());
     }
     let text = String::from_utf8_lossy(&kept);
-    let text = tail(&text, usize::try_from(bytes).unwrap_or(usize::MAX));
+    // What was cut starts at the next line.
+    let text = match text.split_once('\n') {
+        Some((_, rest)) if cut => rest,
+        _ => &text,
+    };
+    let text = text.trim_end();
     for line in text.lines() {
         let shown: String = line
             .chars()

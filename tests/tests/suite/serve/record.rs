@@ -11,9 +11,13 @@ use std::time::{Duration, Instant};
 
 /// `tool_info {name}` as JSON.
 fn info(server: &mut Server, name: &str) -> Value {
-    let r = server.call_result("tool_info", json!({"name": name})).unwrap();
+    let r = server
+        .call_result("tool_info", json!({"name": name}))
+        .unwrap();
     assert!(!r.is_error, "{}", r.text);
-    r.structured.clone().unwrap_or_else(|| panic!("no structuredContent: {}", r.text))
+    r.structured
+        .clone()
+        .unwrap_or_else(|| panic!("no structuredContent: {}", r.text))
 }
 
 /// `tool_info`'s sandbox measurement, once serve has made it.
@@ -32,7 +36,9 @@ fn measured(server: &mut Server) -> Value {
 fn events(home: &ServeHome, tool: &str) -> Vec<Value> {
     let (status, out, err) = home.cli(&["events", "--json", "--tool", tool]).unwrap();
     assert!(status.success(), "{err}");
-    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -58,7 +64,9 @@ fn the_host_is_named_and_the_agent_reads_the_record_and_the_measured_sandbox() {
     );
 
     // A crash: its stderr is kept for `tools logs`, and tool_info shows the failure.
-    let r = server.call_result("healthy__crash", json!({"status": 3})).unwrap();
+    let r = server
+        .call_result("healthy__crash", json!({"status": 3}))
+        .unwrap();
     assert!(r.is_error, "{}", r.text);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -72,7 +80,10 @@ fn the_host_is_named_and_the_agent_reads_the_record_and_the_measured_sandbox() {
     }
     let record = info(&mut server, HEALTHY);
     assert_eq!(record["state"], "probation", "{record}");
-    assert_eq!(record["versions"][0]["created_by"]["actor"], "host:autotool-tests");
+    assert_eq!(
+        record["versions"][0]["created_by"]["actor"],
+        "host:autotool-tests"
+    );
     let failure = &record["recent_failures"][0];
     assert_eq!(failure["function"], "crash", "{record}");
     assert!(record["verdicts"].is_array() && record["obligations"].is_array());
@@ -91,13 +102,18 @@ fn the_host_is_named_and_the_agent_reads_the_record_and_the_measured_sandbox() {
     assert_eq!(reach["writes_own_code"], false, "{reach}");
 
     // A flood of stderr is kept bounded on disk.
-    server.call_text("healthy__flood", json!({"megabytes": 1})).unwrap();
+    server
+        .call_text("healthy__flood", json!({"megabytes": 1}))
+        .unwrap();
     let log = home.path().join("logs/tools/healthy.log");
     let kept = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0)
         + std::fs::metadata(log.with_extension("log.1"))
             .map(|m| m.len())
             .unwrap_or(0);
-    assert!(kept > 0 && kept <= 2 * (256 << 10) + (64 << 10), "{kept} bytes kept");
+    assert!(
+        kept > 0 && kept <= 2 * (256 << 10) + (64 << 10),
+        "{kept} bytes kept"
+    );
 
     // Verified again on request, from the command line: an event by the user.
     let (status, out, err) = home.cli(&["tools", "verify", HEALTHY]).unwrap();
@@ -107,15 +123,24 @@ fn the_host_is_named_and_the_agent_reads_the_record_and_the_measured_sandbox() {
         .into_iter()
         .find(|e| e["kind"] == "verified" && e["actor"] == "cli")
         .unwrap_or_else(|| panic!("no verified event by the cli"));
-    assert!(again["detail"].as_str().unwrap().contains("again on request"));
+    assert!(
+        again["detail"]
+            .as_str()
+            .unwrap()
+            .contains("again on request")
+    );
     finish(server);
 
     // The next serve tells a host at once what was measured, in its instructions.
     let mut next = serve.start(&home).unwrap();
     let init = next.initialize().unwrap();
-    let said = init["instructions"].as_str().unwrap_or_default().to_string();
+    let said = init["instructions"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(
-        said.contains("no direct route to the internet") && said.contains("cannot see the host's files"),
+        said.contains("no direct route to the internet")
+            && said.contains("cannot see the host's files"),
         "{said}"
     );
     assert!(said.contains("tool_info"), "{said}");
@@ -136,12 +161,18 @@ fn unconfined_the_measurement_finds_the_way_out() {
     // A route out exists where the machine has one (a default route); a machine without one
     // cannot show the control, and says so.
     let routes = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
-    if routes.lines().skip(1).any(|l| l.split_whitespace().nth(1) == Some("00000000")) {
+    if routes
+        .lines()
+        .skip(1)
+        .any(|l| l.split_whitespace().nth(1) == Some("00000000"))
+    {
         assert_eq!(reach["route_out"], true, "{reach}");
     } else {
         eprintln!("no default route on this machine: the route_out control is not shown");
     }
-    let r = server.call_result("tool_info", json!({"name": "nosuch"})).unwrap();
+    let r = server
+        .call_result("tool_info", json!({"name": "nosuch"}))
+        .unwrap();
     assert!(r.is_error && r.text.contains("no tool named"), "{}", r.text);
     finish(server);
 }
