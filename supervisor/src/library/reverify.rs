@@ -1,8 +1,10 @@
 //! Verifying a tool's current version again, now (`autotool tools verify`): after a runtime
-//! change, a key's new value, a kernel update. The same gate as a new version (lint, launch
-//! confined with the keys it holds today, `tools/list`, probes, its baseline), on a staging
-//! copy of its pinned code; no new version is made and its state is left alone: the outcome
-//! is a `verified` or `verification_failed` event and what is reported.
+//! change, a key's new value, a kernel update. The gate a new version passes (lint, launch
+//! confined with the keys it holds today, `tools/list`, its baseline), on a staging copy of its
+//! pinned code; no new version is made and its state is left alone: the outcome is a
+//! `verified` or `verification_failed` event and what is reported. The robustness probes are
+//! not run again: the code passed them at the level it was created with, which is not
+//! recorded (as when serve verifies a pinned version's schemas again).
 
 use super::{CreateError, Library};
 use crate::ledger::Event;
@@ -55,7 +57,7 @@ impl Library {
             layer,
         );
         let mut request = VerifyRequest::new(current.name.clone(), code, spec);
-        request.thoroughness = Thoroughness::default();
+        request.thoroughness = Thoroughness::Quick;
         request.declared = Some(current.required_env.clone());
         request.redactor = secrets.redactor().cloned();
         request.baseline = match self.registry.ledger().baseline(name, false) {

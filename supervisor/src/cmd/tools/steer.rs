@@ -24,8 +24,9 @@ pub enum SteerCmd {
     },
     /// Verify a tool's current version again, now.
     ///
-    /// The same gate a new version passes (lint, a confined launch with the keys it holds
-    /// today, its functions listed, probes, its baseline), on a copy of its pinned code. No new
+    /// For after a runtime, key or kernel change: the gate a new version passes (lint, a
+    /// confined launch with the keys it holds today, its functions listed, its baseline; not
+    /// the robustness probes, passed when it was created), on a copy of its pinned code. No new
     /// version is made and its state is left alone; the outcome is an event. Exits 1 when it
     /// fails, with the stage and the redacted log.
     Verify {
