@@ -270,7 +270,7 @@ fn over_the_list_limit_the_most_used_are_listed_and_the_rest_found_and_called() 
         create_tool["description"]
             .as_str()
             .unwrap_or("")
-            .contains("at most 5 entries"),
+            .contains("at most 6 entries"),
         "{create_tool}"
     );
     finish(server);
