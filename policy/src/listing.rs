@@ -26,9 +26,9 @@ pub struct Candidate {
     pub entries: usize,
 }
 
-/// How many entries autotool's built-in tools (`create_tool`, `run_tool`, `search_tools`) take
-/// in every list; `synthesize_tool` is one more when it is offered.
-pub const BUILT_INS: usize = 3;
+/// How many entries autotool's built-in tools (`create_tool`, `run_tool`, `search_tools`,
+/// `tool_info`) take in every list; `synthesize_tool` is one more when it is offered.
+pub const BUILT_INS: usize = 4;
 
 /// The names of the tools to show, given `builtins` entries that are always there and a
 /// `limit` on all entries (0: none).

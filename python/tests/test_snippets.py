@@ -182,8 +182,8 @@ async def test_own_loop_fragment(tmp_path: Path) -> None:
     }
     await eval(code, scope)
     listed, tools, result = scope["listed"], scope["tools"], scope["result"]
-    assert [t.name for t in listed] == ["create_tool", "run_tool", "search_tools"]
-    assert [t["name"] for t in tools] == ["create_tool", "run_tool", "search_tools"]
+    assert [t.name for t in listed] == ["create_tool", "run_tool", "search_tools", "tool_info"]
+    assert [t["name"] for t in tools] == ["create_tool", "run_tool", "search_tools", "tool_info"]
     assert all(t["type"] == "function" and t["strict"] is False for t in tools)
     assert not autotool.is_error(result), autotool.result_text(result)
     assert "adder__add" in autotool.result_text(result)

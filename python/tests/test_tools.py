@@ -30,7 +30,13 @@ async def listed() -> list[types.Tool]:
         created = await client.call_tool("create_tool", {"name": "adder", "code": fakes.ADDER_TOOL})
         assert not autotool.is_error(created), autotool.result_text(created)
         tools = await client.list_tools()
-    assert sorted(t.name for t in tools) == ["adder__add", "create_tool", "run_tool", "search_tools"]
+    assert sorted(t.name for t in tools) == [
+        "adder__add",
+        "create_tool",
+        "run_tool",
+        "search_tools",
+        "tool_info",
+    ]
     return tools
 
 

@@ -124,6 +124,12 @@ impl Home {
         self.root.join("logs")
     }
 
+    /// `logs/tools/<name>.log`: what a tool wrote to stderr, redacted and bounded (the older
+    /// part in `<name>.log.1`).
+    pub fn tool_log(&self, name: &str) -> PathBuf {
+        self.log_dir().join("tools").join(format!("{name}.log"))
+    }
+
     /// Create the home and its directories if missing, and set their modes: the root 0700 when
     /// autotool creates it (a directory the user pointed `AUTOTOOL_HOME` at keeps its mode, with
     /// a warning if others may write to it), `tools/` and `runtime/` 0755, `logs/` 0700. Safe

@@ -18,15 +18,21 @@
 //! The schema is versioned with `PRAGMA user_version` and created or migrated on open; add a
 //! change by appending to [`MIGRATIONS`], never by editing a shipped entry.
 
+pub mod actor;
 mod approvals;
 mod calls;
 mod event;
+mod log;
 mod packages;
+mod rollback;
 mod schema;
 mod verdicts;
 
+pub use actor::Actor;
 pub use calls::{CallRecord, CallRow, ToolStats};
 pub use event::Event;
+pub use log::EventFilter;
+pub use rollback::{RollbackError, RolledBack};
 use schema::migrate;
 pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 pub use verdicts::BaselineRow;
@@ -111,6 +117,11 @@ pub struct EventRow {
     pub tool: Option<String>,
     pub kind: String,
     pub detail: String,
+    /// Who caused it (`cli`, `host:<client name>`, `console`, `serve`, `follow`; `''` for
+    /// events written before this was kept).
+    pub actor: String,
+    /// The surface it came through (`cli`, `stdio`, `http`, `console`, `serve`).
+    pub surface: String,
 }
 
 /// An open ledger. One connection, behind a mutex so the handle can be shared between threads;
@@ -516,29 +527,33 @@ impl Ledger {
             .optional()?)
     }
 
-    /// Append an audit event (`tool` is `None` for events about autotool itself).
+    /// Append an audit event (`tool` is `None` for events about autotool itself), attributed
+    /// to [`actor::current`].
     pub fn event(&self, tool: Option<&str>, kind: Event, detail: &str) -> Result<(), LedgerError> {
         self.write(|tx| tx.event(tool, kind, detail))
+    }
+
+    /// [`Ledger::event`], attributed to `by`.
+    pub fn event_by(
+        &self,
+        tool: Option<&str>,
+        kind: Event,
+        detail: &str,
+        by: &Actor,
+    ) -> Result<(), LedgerError> {
+        self.write(|tx| tx.event_by(tool, kind, detail, by))
     }
 
     /// The last `limit` events of `tool` (`None`: of every tool and autotool itself), newest
     /// first.
     pub fn events(&self, tool: Option<&str>, limit: u32) -> Result<Vec<EventRow>, LedgerError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare(
-            "SELECT id, at, tool, kind, detail FROM events
-             WHERE ?1 IS NULL OR tool = ?1 ORDER BY id DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![tool, limit], |r| {
-            Ok(EventRow {
-                id: r.get(0)?,
-                at: r.get(1)?,
-                tool: r.get(2)?,
-                kind: r.get(3)?,
-                detail: r.get(4)?,
-            })
+        let mut rows = self.event_log(&EventFilter {
+            tool: tool.map(String::from),
+            newest: Some(limit),
+            ..EventFilter::default()
         })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        rows.reverse();
+        Ok(rows)
     }
 }
 
@@ -593,11 +608,12 @@ impl Tx<'_> {
                                               removed_at = NULL",
             params![row.name.as_str(), row.version, row.created_at],
         )?;
+        let by = actor::current();
         self.tx.execute(
             "INSERT INTO versions
                (name, version, code_hash, description, required_env, functions, state, created_at,
-                packages, uses)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                packages, uses, created_by, created_via)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 row.name.as_str(),
                 row.version,
@@ -608,7 +624,9 @@ impl Tx<'_> {
                 row.state.as_str(),
                 row.created_at,
                 packages,
-                uses
+                uses,
+                by.actor,
+                by.surface
             ],
         )?;
         Ok(())
@@ -647,11 +665,23 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Append an audit event in this transaction.
+    /// Append an audit event in this transaction, attributed to [`actor::current`].
     pub fn event(&self, tool: Option<&str>, kind: Event, detail: &str) -> Result<(), LedgerError> {
+        self.event_by(tool, kind, detail, &actor::current())
+    }
+
+    /// [`Tx::event`], attributed to `by`.
+    pub fn event_by(
+        &self,
+        tool: Option<&str>,
+        kind: Event,
+        detail: &str,
+        by: &Actor,
+    ) -> Result<(), LedgerError> {
         self.tx.execute(
-            "INSERT INTO events (at, tool, kind, detail) VALUES (?1, ?2, ?3, ?4)",
-            params![now_ms(), tool, kind.as_str(), detail],
+            "INSERT INTO events (at, tool, kind, detail, actor, surface)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![now_ms(), tool, kind.as_str(), detail, by.actor, by.surface],
         )?;
         Ok(())
     }

@@ -216,7 +216,8 @@ fn codex_app_server_lists_the_tools_of_the_serve_setup_registered() {
         setup.sandbox
     );
     c.check(
-        tools == ["create_tool", "run_tool", "search_tools"] && server["toolsError"].is_null(),
+        tools == ["create_tool", "run_tool", "search_tools", "tool_info"]
+            && server["toolsError"].is_null(),
         "mcpServerStatus/list shows autotool with create_tool, run_tool and search_tools",
         &server,
     );

@@ -139,7 +139,7 @@ fn http_python_sdk_hosts_of_both_eras_share_one_serve() {
     for (label, host) in [("legacy", &mut legacy), ("modern", &mut modern)] {
         let listed = names(host);
         c.check(
-            listed == ["create_tool", "run_tool", "search_tools"],
+            listed == ["create_tool", "run_tool", "search_tools", "tool_info"],
             &format!("the {label} host lists create_tool, run_tool and search_tools"),
             format!("{listed:?}"),
         );
@@ -221,6 +221,7 @@ fn http_python_sdk_hosts_of_both_eras_share_one_serve() {
                 "run_tool",
                 "search_tools",
                 "slow__ping",
+                "tool_info",
             ],
         "the legacy host lists both tools, sorted",
         format!("{listed:?}"),
@@ -574,7 +575,7 @@ fn http_unix_socket_is_private_and_serves_mcp_with_the_token() {
         .map(|a| a.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
     c.check(
-        listed == ["create_tool", "run_tool", "search_tools"],
+        listed == ["create_tool", "run_tool", "search_tools", "tool_info"],
         "2026-07-28 tools/list over the socket",
         &list,
     );

@@ -70,7 +70,14 @@ fn inspector_cli_lists_and_calls_a_created_tool() {
         let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
         c.check(
             list.status == Some(0)
-                && names == ["adder__add", "create_tool", "run_tool", "search_tools"],
+                && names
+                    == [
+                        "adder__add",
+                        "create_tool",
+                        "run_tool",
+                        "search_tools",
+                        "tool_info",
+                    ],
             &format!("{era}: tools/list shows adder__add, create_tool, run_tool (sorted)"),
             format!("exit {:?}, {names:?}", list.status),
         );

@@ -101,11 +101,11 @@ fn run(test: &str, era: Era) {
         &s["tools_capability"],
     );
 
-    // A fresh home lists exactly the three built-in tools, sorted.
+    // A fresh home lists exactly the four built-in tools, sorted.
     let initial = names(step(s, "list_initial"));
     c.check(
-        initial == ["create_tool", "run_tool", "search_tools"],
-        "a fresh home lists create_tool, run_tool and search_tools",
+        initial == ["create_tool", "run_tool", "search_tools", "tool_info"],
+        "a fresh home lists create_tool, run_tool, search_tools and tool_info",
         format!("{:?} / {}", initial, step(s, "list_initial")),
     );
 
@@ -169,7 +169,14 @@ fn run(test: &str, era: Era) {
     }
     let after = names(step(s, "list_after_create"));
     c.check(
-        after == ["adder__add", "create_tool", "run_tool", "search_tools"],
+        after
+            == [
+                "adder__add",
+                "create_tool",
+                "run_tool",
+                "search_tools",
+                "tool_info",
+            ],
         "tools/list after the create: adder__add mounted, sorted",
         format!("{after:?}"),
     );
@@ -301,6 +308,7 @@ fn run(test: &str, era: Era) {
             "greeter__greet",
             "run_tool",
             "search_tools",
+            "tool_info",
         ] && sorted(&last),
         "the final tools/list, sorted",
         format!("{last:?}"),

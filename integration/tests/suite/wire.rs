@@ -126,7 +126,7 @@ fn wire_modern_lists_carry_cache_hints_and_bad_json_is_survived() {
         .map(|a| a.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
     c.check(
-        names == ["create_tool", "run_tool", "search_tools"],
+        names == ["create_tool", "run_tool", "search_tools", "tool_info"],
         "a fresh home lists create_tool, run_tool and search_tools",
         format!("{names:?}"),
     );

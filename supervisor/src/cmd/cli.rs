@@ -231,6 +231,14 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::tools::ToolsCmd,
     },
+    /// Print the event log: every decision across tools, and who caused it.
+    ///
+    /// Created, verified, state changes, consent asked and answered (and by whom), egress
+    /// refused, baseline grown, pulls, …: each with its time, tool, kind, who caused it (`cli`,
+    /// `host:<client name>`, `console`, `serve`, `follow`) and the surface it came through
+    /// (`cli`, `stdio`, `http`, `console`, `serve`), oldest first; the newest 50 unless
+    /// `--since` or `--all`. Details are redacted and cut.
+    Events(crate::cmd::events::EventsArgs),
     /// Make this machine's signing key; keep the publishers it accepts.
     ///
     /// `tools push` signs with this machine's key; `tools pull` accepts a tool only when a
@@ -354,6 +362,7 @@ fn wants_json(cmd: &Cmd) -> bool {
     use crate::cmd::tools::ToolsCmd;
     match cmd {
         Cmd::Doctor { json } | Cmd::Config { json, .. } => *json,
+        Cmd::Events(args) => args.json,
         Cmd::Service {
             cmd: ServiceCmd::Status { json },
         } => *json,
@@ -465,6 +474,8 @@ pub fn main() -> ExitCode {
         Err(code) => return code,
     };
     JSON_ERRORS.store(wants_json(&cli.command), Ordering::Relaxed);
+    // What a command writes to the event log is the user's doing; serve names its own.
+    crate::ledger::actor::set_default(crate::ledger::Actor::cli());
     if let Cmd::Serve {
         transport,
         listen,
@@ -603,6 +614,7 @@ pub fn main() -> ExitCode {
         } => super::setup::hosts(apps, dry_run, service, !no_runtime, &mut stdout),
         Cmd::Console { no_open, port } => super::console::main(no_open, port, &mut stdout),
         Cmd::Tools { cmd } => crate::cmd::tools::run(cmd, &mut stdout),
+        Cmd::Events(args) => crate::cmd::events::main(args, &mut stdout),
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
         #[cfg(feature = "team")]
         Cmd::Trust { cmd } => crate::cmd::team::trust(cmd, &mut stdout),

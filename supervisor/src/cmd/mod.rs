@@ -8,6 +8,7 @@ pub mod console;
 #[cfg(feature = "own-model")]
 pub mod demo;
 pub mod doctor;
+pub mod events;
 #[cfg(feature = "own-model")]
 pub mod forge;
 pub mod keys;

@@ -53,6 +53,9 @@ pub enum Transport {
 /// Run the server with `config`'s settings until the host closes stdio, or (HTTP) until
 /// SIGTERM or SIGINT.
 pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
+    // Its own decisions (health, broken pins, stopped tools) are serve's; a host's request
+    // names the host ([`crate::ledger::actor::scope`]).
+    crate::ledger::actor::set_default(crate::ledger::Actor::serve());
     let home = Home::from_env()?;
     home.ensure()?;
     crate::logging::init_serve(&home);
@@ -99,6 +102,21 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     {
         let app = app.clone();
         tokio::task::spawn_blocking(move || app.collect_layers());
+    }
+    // What a tool can reach here, measured once the runtime is ready (instructions and
+    // tool_info report it).
+    app.load_reach();
+    {
+        let app = app.clone();
+        tokio::spawn(async move {
+            match app.measure_reach().await {
+                Ok(reach) => tracing::info!(?reach, "measured what a tool can reach"),
+                Err(e) => tracing::warn!(
+                    "measuring what a tool can reach: {}",
+                    app.secrets().redact(&e)
+                ),
+            }
+        });
     }
     let surface = Surface::new(app.clone());
     if app.settings.allow_all_keys {
@@ -194,7 +212,11 @@ fn start_following(app: &std::sync::Arc<Library>) -> Option<tokio::task::JoinHan
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                crate::team::follow::round(&app).await;
+                crate::ledger::actor::scope(
+                    crate::ledger::Actor::follow(),
+                    crate::team::follow::round(&app),
+                )
+                .await;
             }
         }))
     }

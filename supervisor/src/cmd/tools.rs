@@ -5,12 +5,15 @@
 
 use crate::home::Home;
 use crate::ledger::{self, CallRow, EventRow, ToolStats};
-use crate::redact::{RedactingWriter, Redactor};
+use crate::redact::RedactingWriter;
 use crate::registry::{Registry, RegistryError, Version};
 use autotool_policy::lifecycle::Manual;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::process::ExitCode;
+
+mod baseline;
+mod steer;
 
 /// How many recent calls and events `tools show` prints.
 const RECENT: u32 = 10;
@@ -20,6 +23,8 @@ pub enum ToolsCmd {
     #[cfg(feature = "team")]
     #[command(flatten)]
     Team(super::team::ToolsTeamCmd),
+    #[command(flatten)]
+    Steer(steer::SteerCmd),
     /// List the tools every agent on this machine can use.
     ///
     /// Each with its versions, functions, keys, calls, failures and the last error.
@@ -127,9 +132,7 @@ enum CliError {
 /// value stored before its key was added is only known to be one now.
 pub fn run(cmd: ToolsCmd, out: &mut impl Write) -> ExitCode {
     let found = Home::from_env().map_err(CliError::from).and_then(|home| {
-        // Every key value this machine holds (an unreadable keychain gives none, as for serve).
-        let (values, _unreadable) = crate::credentials::KeyStore::open(&home).known_values();
-        let redactor = Redactor::new(&values).map_err(|e| CliError::Other(e.into()))?;
+        let redactor = super::events::held_redactor(&home).map_err(anyhow::Error::msg)?;
         Ok((home, redactor))
     });
     let (home, redactor) = match found {
@@ -187,8 +190,9 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             drop,
             why,
             json,
-        } => baseline(&registry, &name, drop, why.as_deref(), json, out),
+        } => baseline::baseline(&registry, &name, drop, why.as_deref(), json, out),
         ToolsCmd::Rehab { name } => manual(&registry, &name, Manual::Rehab, out),
+        ToolsCmd::Steer(cmd) => steer::run(home, &registry, cmd, out),
         // `run` takes these before a registry is opened here.
         #[cfg(feature = "team")]
         ToolsCmd::Team(_) => Ok(()),
@@ -199,63 +203,6 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             Ok(())
         }
     }
-}
-
-/// `tools baseline`: list a tool's obligations, or drop one.
-fn baseline(
-    registry: &Registry,
-    name: &str,
-    drop: Option<i64>,
-    why: Option<&str>,
-    json: bool,
-    out: &mut impl Write,
-) -> Result<(), CliError> {
-    if registry.tool(name)?.is_none() {
-        return Err(RegistryError::NotFound(name.to_string()).into());
-    }
-    let ledger = registry.ledger();
-    if let Some(id) = drop {
-        let why = why.unwrap_or("dropped by the user");
-        if !ledger.drop_obligation(name, id, why)? {
-            return Err(anyhow::anyhow!(
-                "{name} owes no obligation #{id}; `autotool tools baseline {name}` lists them"
-            )
-            .into());
-        }
-        writeln!(
-            out,
-            "Dropped obligation #{id} of {name}: later versions no longer owe it."
-        )?;
-        return Ok(());
-    }
-    let rows = ledger.baseline(name, json)?;
-    if json {
-        serde_json::to_writer_pretty(&mut *out, &rows)?;
-        writeln!(out)?;
-        return Ok(());
-    }
-    if rows.is_empty() {
-        writeln!(
-            out,
-            "{name} owes nothing yet: what a version meets joins its baseline when the version is promoted to active."
-        )?;
-        return Ok(());
-    }
-    writeln!(out, "{name} owes, from its trusted versions:")?;
-    for r in &rows {
-        let ob = &r.obligation;
-        let owed = match (&ob.answer, ob.exact) {
-            (Some(a), true) => format!(" → {}", one_line(&a.to_string(), 100)),
-            (Some(a), false) => format!(" → shape {}", one_line(&a.to_string(), 100)),
-            (None, _) => String::new(),
-        };
-        writeln!(out, "  {}{owed}", ob.shown())?;
-    }
-    writeln!(
-        out,
-        "Drop one (for an intended change) with `autotool tools baseline {name} --drop ID`."
-    )?;
-    Ok(())
 }
 
 /// `tools rehab` / `tools retire`: move the current version by hand, with an audit event.
@@ -452,6 +399,9 @@ struct VersionView {
     #[serde(flatten)]
     version: Version,
     dir: String,
+    /// Who created it and through what (`host:<client name>` via `stdio`, `cli`, `follow`…);
+    /// empty for a version from before this was kept.
+    created_by: Option<ledger::Actor>,
 }
 
 /// `tools show --json`.
@@ -481,6 +431,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         .into_iter()
         .map(|v| VersionView {
             dir: registry.dir_of(&v).display().to_string(),
+            created_by: registry.ledger().created_by(name, v.version).ok().flatten(),
             version: v,
         })
         .collect();
@@ -563,14 +514,20 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         }
     }
     writeln!(out, "versions:")?;
-    for v in output.versions.iter().map(|v| &v.version) {
+    for view in &output.versions {
+        let v = &view.version;
         writeln!(
             out,
-            "  {:>3}  {}  {}  sha256 {}",
+            "  {:>3}  {}  {}  sha256 {}{}",
             v.version,
             ledger::format_ms(v.created_at),
             v.state.as_str(),
-            &v.code_hash[..v.code_hash.len().min(16)]
+            &v.code_hash[..v.code_hash.len().min(16)],
+            match &view.created_by {
+                Some(by) if !by.actor.is_empty() =>
+                    format!("  by {}", one_line(&by.to_string(), 80)),
+                _ => String::new(),
+            }
         )?;
     }
     if !output.approvals.is_empty() || !output.package_approvals.is_empty() {

@@ -93,7 +93,13 @@ pub async fn serve(
         session,
     });
     ready(&console.session.url());
-    let service = hyper::service::service_fn(move |req| handle(console.clone(), req));
+    // What the console does is the console's, in the event log.
+    let service = hyper::service::service_fn(move |req| {
+        crate::ledger::actor::scope(
+            crate::ledger::actor::Actor::console(),
+            handle(console.clone(), req),
+        )
+    });
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => break,

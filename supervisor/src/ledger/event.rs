@@ -46,11 +46,13 @@ pub enum Event {
     PullRefused,
     /// Where a key may be sent changed (a host allowed or disallowed, by whom).
     AllowlistChanged,
+    /// The user made an earlier trusted version current again (`autotool tools rollback`).
+    RolledBack,
 }
 
 impl Event {
     /// Every kind.
-    pub const ALL: [Event; 25] = [
+    pub const ALL: [Event; 26] = [
         Event::Created,
         Event::Verified,
         Event::VerificationFailed,
@@ -76,6 +78,7 @@ impl Event {
         Event::Pulled,
         Event::PullRefused,
         Event::AllowlistChanged,
+        Event::RolledBack,
     ];
 
     /// The word stored in `events.kind`.
@@ -106,6 +109,7 @@ impl Event {
             Event::Pulled => "pulled",
             Event::PullRefused => "pull_refused",
             Event::AllowlistChanged => "allowlist_changed",
+            Event::RolledBack => "rolled_back",
         }
     }
 }

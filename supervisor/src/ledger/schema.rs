@@ -161,6 +161,16 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE versions ADD COLUMN uses TEXT NOT NULL DEFAULT '[]';
     "#,
+    // 7: who. Each event's actor (`cli`, `host:<client name>`, `console`, `serve`, `follow`)
+    // and the surface it came through (`cli`, `stdio`, `http`, `console`, `serve`); each
+    // version's creator the same way (its provenance). Rows from before are `''`: unknown.
+    r#"
+    ALTER TABLE events ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+    ALTER TABLE events ADD COLUMN surface TEXT NOT NULL DEFAULT '';
+    CREATE INDEX events_by_time ON events (at);
+    ALTER TABLE versions ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
+    ALTER TABLE versions ADD COLUMN created_via TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The schema version this build writes.

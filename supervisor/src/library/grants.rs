@@ -386,6 +386,10 @@ impl Library {
         spec.max_output_bytes = self.settings.max_output_bytes;
         spec.launcher = self.settings.launcher.clone();
         spec.template = self.template_shares();
+        spec.stderr_file = Some(crate::tool::process::StderrFile {
+            path: self.home.tool_log(tool),
+            redactor: self.secrets().redactor().cloned(),
+        });
         spec
     }
 

@@ -12,6 +12,8 @@
 //! - [`call`]: a call of a mounted function, recorded, and the lifecycle after it:
 //!   `Result<Called, CallError>`;
 //! - [`watch`]: the poll round: changes by other processes, keys, pins, hand-placed files;
+//! - [`reach`]: what a tool can reach here, measured by a probe tool at serve's start;
+//! - [`reverify`]: a current version verified again on request (`autotool tools verify`);
 //! - [`search`]: `search_tools` ranking;
 //! - [`trigger`]: the trigger check of a created tool, with autotool's own model;
 //! - [`uses`]: tools built from tools: what a tool's `USES` channel may call, and how.
@@ -20,6 +22,8 @@ pub mod call;
 pub mod create;
 pub mod grants;
 pub mod packages;
+pub mod reach;
+pub mod reverify;
 pub mod search;
 pub mod settings;
 pub mod snapshot;
@@ -82,6 +86,8 @@ pub struct Library {
     /// [`Snapshot::health`] brought up to date with the calls since (for `search_tools`), and
     /// the generation it started from.
     recent: Mutex<(Option<u64>, RecentCalls)>,
+    /// What a tool can reach here, as measured ([`reach`]); `None` until measured.
+    reach: RwLock<Option<Result<reach::Reach, String>>>,
     /// autotool's own model (`$AUTOTOOL_HOME/.env`), behind `synthesize_tool`.
     #[cfg(feature = "own-model")]
     pub own_model: crate::own_model::synthesize::ModelSlot,
@@ -120,6 +126,7 @@ impl Library {
             grants_hasher: std::hash::RandomState::new(),
             watch: watch::Watched::default(),
             recent: Mutex::new((None, RecentCalls::default())),
+            reach: RwLock::new(None),
             #[cfg(feature = "own-model")]
             own_model: Default::default(),
             me: me.clone(),

@@ -81,10 +81,14 @@ impl Surface {
     /// The server instructions.
     pub fn instructions(&self) -> String {
         let secrets = self.library.secrets();
-        self.renderer(&secrets).text(&listing::instructions(
+        let told = listing::instructions(
             &self.library.snapshot(),
             &secrets.names,
             self.library.settings.list_limit,
+        );
+        self.renderer(&secrets).text(&format!(
+            "{told} {}",
+            super::info::self_report(&self.library)
         ))
     }
 
@@ -151,7 +155,9 @@ impl AutotoolServer {
         let subject = match request {
             Request::Create(_) => prepared?.subject(),
             Request::Run { .. } | Request::Mounted { .. } => mounted?.subject(),
-            Request::Search { .. } | Request::Synthesize { .. } => return None,
+            Request::Search { .. } | Request::Synthesize { .. } | Request::Info { .. } => {
+                return None;
+            }
         };
         (!subject.declared.is_empty() || subject.packages.is_some()).then_some(subject)
     }
@@ -194,7 +200,7 @@ impl AutotoolServer {
                     }
                 }
             }
-            Request::Search { .. } | Request::Synthesize { .. } => {}
+            Request::Search { .. } | Request::Synthesize { .. } | Request::Info { .. } => {}
         }
         // What runs a tool waits for the runtime, a bounded time (it is prepared in the
         // background from serve's start).
@@ -261,6 +267,7 @@ impl AutotoolServer {
             Request::Search { query, limit } => {
                 render::search(&query, &library.search(&query, limit))
             }
+            Request::Info { name } => super::info::tool_info(library, &name),
             #[cfg(feature = "own-model")]
             Request::Synthesize { need } => {
                 let progress = progress_reporter(&context, self.surface.clone());
@@ -295,16 +302,20 @@ impl AutotoolServer {
             description: prepared.request.description.clone(),
         };
         let library = self.surface.library.clone();
-        let joined = self.surface.verifying.join_or_start(key, async move {
-            let list_limit = library.settings.list_limit;
-            match match grants {
-                Some(g) => library.create_with(prepared, g).await,
-                None => library.create(prepared).await,
-            } {
-                Ok(created) => render::created(&created, list_limit),
-                Err(e) => render::create_failed(&e),
-            }
-        });
+        let by = crate::ledger::actor::current();
+        let joined = self.surface.verifying.join_or_start(
+            key,
+            crate::ledger::actor::scope(by, async move {
+                let list_limit = library.settings.list_limit;
+                match match grants {
+                    Some(g) => library.create_with(prepared, g).await,
+                    None => library.create(prepared).await,
+                } {
+                    Ok(created) => render::created(&created, list_limit),
+                    Err(e) => render::create_failed(&e),
+                }
+            }),
+        );
         let tool = joined.key.tool.clone();
         if joined.joined {
             tracing::info!(%tool, "create_tool: joined the verification under way");
@@ -617,7 +628,12 @@ impl ServerHandler for AutotoolServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.call(request, context).await
+        // What the call decides is the host's doing: named by the client name it gave.
+        let by = crate::ledger::Actor::host(
+            context.client_info().as_ref().map(|i| i.name.as_str()),
+            self.transport,
+        );
+        crate::ledger::actor::scope(by, self.call(request, context)).await
     }
 }
 

@@ -3,7 +3,9 @@
 //! `<tool>__<function>`, and the server instructions. Built from a library snapshot; the one
 //! render step redacts it on the way out.
 
-use super::request::{CreateToolArgs, RunToolArgs, SearchToolsArgs, SynthesizeToolArgs, schema_of};
+use super::request::{
+    CreateToolArgs, RunToolArgs, SearchToolsArgs, SynthesizeToolArgs, ToolInfoArgs, schema_of,
+};
 use crate::library::Snapshot;
 use crate::version::{FunctionSpec, Version};
 use autotool_policy::names::{KeyName, SEPARATOR};
@@ -87,6 +89,13 @@ that keeps failing. Each result gives the tool's functions with their input sche
 success rate and score breakdown, and how to call it: run_tool {tool, function, arguments}, \
 which works for every tool, listed or not.";
 
+const TOOL_INFO_DESCRIPTION: &str = "\
+Read a created tool's record (read-only): {name}. Its state and why (on probation, quarantined \
+after failures, retired), its versions and who made each, what verification found, what it \
+owes its trusted versions, its recent failures (redacted), the keys it declared and the hosts \
+they may reach (names only), its packages, and the sandbox it runs in as measured (can it reach \
+the internet or the host's files; limits; when an idle tool is stopped).";
+
 const RUN_TOOL_DESCRIPTION: &str = "\
 Call a function of a tool created with create_tool: {tool, function, arguments}. Use it when your \
 tool list has not refreshed yet after create_tool, or to call any created tool by name. The \
@@ -159,6 +168,17 @@ pub fn builtin_tools(key_names: &[KeyName], list_limit: usize) -> Vec<Tool> {
         )
         .annotate(
             ToolAnnotations::with_title("Search the created tools")
+                .read_only(true)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        Tool::new(
+            "tool_info",
+            TOOL_INFO_DESCRIPTION,
+            schema_of::<ToolInfoArgs>(),
+        )
+        .annotate(
+            ToolAnnotations::with_title("Read a tool's record")
                 .read_only(true)
                 .idempotent(true)
                 .open_world(false),

@@ -5,6 +5,8 @@
 //! - [`handler`]: the server hosts talk to, one handler per kind of request, over the
 //!   [`crate::library`];
 //! - [`consent`]: asking the host for consent in its era;
+//! - [`info`]: `tool_info`, a tool's record read by the agent, and the sandbox's measured
+//!   self-report;
 //! - [`listing`]: the tool list and the server instructions;
 //! - [`render`]: the one render step, typed results → what the host receives: redact every
 //!   string, then cap. [`Rendered`] wraps the server so that every answer it sends passes it;
@@ -16,6 +18,7 @@
 pub mod consent;
 pub mod handler;
 pub mod http;
+pub mod info;
 pub mod listing;
 pub mod render;
 pub mod request;

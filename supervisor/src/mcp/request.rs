@@ -99,6 +99,13 @@ pub struct SynthesizeToolArgs {
     pub need: String,
 }
 
+/// `tool_info`'s arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ToolInfoArgs {
+    /// The tool's name.
+    pub name: String,
+}
+
 /// One `tools/call`, parsed.
 #[derive(Debug, Clone)]
 pub enum Request {
@@ -115,6 +122,10 @@ pub enum Request {
     },
     Synthesize {
         need: String,
+    },
+    /// `tool_info`: a tool's record, read-only.
+    Info {
+        name: String,
     },
     /// `<tool>__<function>`: a mounted function, by its mounted name.
     Mounted {
@@ -251,6 +262,14 @@ impl Request {
                     }
                 };
                 Ok(Request::Search { query, limit })
+            }
+            "tool_info" => {
+                let a: ToolInfoArgs = typed(args).map_err(|(path, why)| {
+                    ParseError::Arguments(format!(
+                        "tool_info needs {{\"name\": string}}: a tool's name (`{path}`: {why})"
+                    ))
+                })?;
+                Ok(Request::Info { name: a.name })
             }
             "synthesize_tool" if synthesize => {
                 const NEEDS_NEED: &str =

@@ -47,6 +47,7 @@ pub use answers::{CallOutcome, ServerDetails, ShutdownReport, ToolInfo};
 pub(crate) use child::launch_policy;
 pub use egress::EgressSetupError;
 pub use error::{InitFailure, ToolProcError};
+pub use stdio::{STDERR_FILE_CAP, StderrFile};
 pub use uses::{MAX_REQUEST_BYTES, UsesHandler};
 
 use egress::{egress_failed, start_egress};
@@ -144,6 +145,9 @@ pub struct ToolSpec {
     /// What answers the tool's calls of the other tools it declares in `USES`: the process
     /// gets a channel to it ([`uses`]); `None` for a tool that declares none.
     pub uses: Option<Arc<dyn UsesHandler>>,
+    /// Where its stderr is also kept, redacted and bounded (`autotool tools logs`); `None`:
+    /// only in memory.
+    pub stderr_file: Option<StderrFile>,
 }
 
 impl ToolSpec {
@@ -169,6 +173,7 @@ impl ToolSpec {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             template: None,
             uses: None,
+            stderr_file: None,
         }
     }
 }
@@ -248,7 +253,11 @@ impl ToolProcess {
             stdin,
             egress: std::sync::Mutex::new(EgressSlot::Empty),
         });
-        let stderr_pump = tokio::spawn(stdio::pump_stderr(spawned.stderr, shared.stderr.clone()));
+        let stderr_pump = tokio::spawn(stdio::pump_stderr(
+            spawned.stderr,
+            shared.stderr.clone(),
+            spec.stderr_file.clone(),
+        ));
         let (guarded, guard_out) = tokio::io::simplex(stdio::LINK_PIPE);
         let on_stop = {
             let shared = shared.clone();

@@ -56,6 +56,7 @@ mod misbehaving;
 mod packages;
 mod persistence;
 mod protocol;
+mod record;
 mod relations;
 mod render;
 mod runtime_build;
@@ -162,7 +163,7 @@ pub fn assert_serves(server: &mut Server, healthy: bool, after: &str) {
     let names = server
         .tool_names()
         .unwrap_or_else(|e| panic!("tools/list failed after {after}: {e:#}"));
-    for builtin in ["create_tool", "run_tool", "search_tools"] {
+    for builtin in ["create_tool", "run_tool", "search_tools", "tool_info"] {
         assert!(
             names.iter().any(|n| n == builtin),
             "tools/list lost {builtin} after {after}: {names:?}"

@@ -111,13 +111,95 @@ impl StderrLog {
     }
 }
 
-/// Copy the tool's stderr into `log` until it closes.
-pub(super) async fn pump_stderr(mut stderr: impl AsyncRead + Unpin, log: Arc<StderrLog>) {
+/// Bytes a tool's stderr file grows to before it is moved to `<file>.1` (replacing the one
+/// there) and started again: at most twice this is kept per tool.
+pub const STDERR_FILE_CAP: u64 = 256 << 10;
+
+/// Where a tool's stderr is kept on disk (`$AUTOTOOL_HOME/logs/tools/<name>.log`), and the
+/// redactor it passes first (the key values the process holds), so nothing a tool echoes of
+/// a key is written.
+#[derive(Debug, Clone)]
+pub struct StderrFile {
+    pub path: std::path::PathBuf,
+    pub redactor: Option<Arc<crate::redact::Redactor>>,
+}
+
+/// Appends a tool's stderr, redacted, to its [`StderrFile`], moving it aside past
+/// [`STDERR_FILE_CAP`]. Every failure to write is ignored: the file is a convenience, the ring
+/// is what errors quote.
+struct FileSink {
+    path: std::path::PathBuf,
+    stream: Option<crate::redact::StreamRedactor<Arc<crate::redact::Redactor>>>,
+    scratch: Vec<u8>,
+}
+
+impl FileSink {
+    fn new(file: StderrFile) -> FileSink {
+        if let Some(dir) = file.path.parent() {
+            let _ = crate::home::ensure_dir(dir, 0o700);
+        }
+        FileSink {
+            path: file.path,
+            stream: file.redactor.map(crate::redact::StreamRedactor::new),
+            scratch: Vec::new(),
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8], last: bool) {
+        use std::io::Write;
+        self.scratch.clear();
+        match &mut self.stream {
+            Some(stream) => {
+                stream.push(bytes, &mut self.scratch);
+                if last {
+                    stream.finish(&mut self.scratch);
+                }
+            }
+            None => self.scratch.extend_from_slice(bytes),
+        }
+        if self.scratch.is_empty() {
+            return;
+        }
+        if std::fs::metadata(&self.path).is_ok_and(|m| m.len() >= STDERR_FILE_CAP) {
+            let mut aside = self.path.clone().into_os_string();
+            aside.push(".1");
+            let _ = std::fs::rename(&self.path, aside);
+        }
+        let opened = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&self.path);
+        if let Ok(mut f) = opened {
+            let _ = f.write_all(&self.scratch);
+        }
+    }
+}
+
+use std::os::unix::fs::OpenOptionsExt;
+
+/// Copy the tool's stderr into `log` (and, redacted, into `file`) until it closes.
+pub(super) async fn pump_stderr(
+    mut stderr: impl AsyncRead + Unpin,
+    log: Arc<StderrLog>,
+    file: Option<StderrFile>,
+) {
     let mut chunk = vec![0u8; 8 << 10];
+    let mut sink = file.map(FileSink::new);
     loop {
         match stderr.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => log.push(&chunk[..n]),
+            Ok(0) | Err(_) => {
+                if let Some(sink) = &mut sink {
+                    sink.write(&[], true);
+                }
+                return;
+            }
+            Ok(n) => {
+                log.push(&chunk[..n]);
+                if let Some(sink) = &mut sink {
+                    sink.write(&chunk[..n], false);
+                }
+            }
         }
     }
 }
@@ -126,6 +208,33 @@ pub(super) async fn pump_stderr(mut stderr: impl AsyncRead + Unpin, log: Arc<Std
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stderr_file_is_redacted_across_reads_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tools/t.log");
+        let redactor = crate::redact::Redactor::new(&[("K", "sk-split-value-0123")]).unwrap();
+        let mut sink = FileSink::new(StderrFile {
+            path: path.clone(),
+            redactor: Some(Arc::new(redactor)),
+        });
+        // A value split across two reads is still caught.
+        sink.write(b"leaked sk-split-", false);
+        sink.write(b"value-0123 here\n", false);
+        sink.write(b"", true);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "leaked [REDACTED:K] here\n");
+        // Past the cap it is moved aside: at most two files' worth.
+        let line = vec![b'x'; 8 << 10];
+        for _ in 0..(3 * STDERR_FILE_CAP as usize / line.len()) {
+            sink.write(&line, false);
+        }
+        sink.write(b"", true);
+        let len = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let aside = dir.path().join("tools/t.log.1");
+        assert!(len(&aside) >= STDERR_FILE_CAP, "{}", len(&aside));
+        assert!(len(&path) + len(&aside) <= 2 * STDERR_FILE_CAP + (16 << 10));
+    }
 
     #[test]
     fn ring_keeps_the_newest_bytes_and_counts_all() {

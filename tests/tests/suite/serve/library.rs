@@ -187,8 +187,8 @@ fn search_prefers_a_working_tool_over_a_better_described_failing_one() {
 #[test]
 fn over_the_list_limit_the_most_used_are_listed_and_the_rest_found_and_called() {
     let Some(serve) = strict() else { return };
-    // Three built-ins and room for two functions.
-    let serve = serve.env("AUTOTOOL_LIST_LIMIT", "5");
+    // Four built-ins and room for two functions.
+    let serve = serve.env("AUTOTOOL_LIST_LIMIT", "6");
     let home = ServeHome::new().unwrap();
     let mut server = start(&serve, &home);
     let fruit = |name: &str| {
@@ -215,7 +215,8 @@ fn over_the_list_limit_the_most_used_are_listed_and_the_rest_found_and_called() 
             "lib_a__f",
             "lib_b__f",
             "run_tool",
-            "search_tools"
+            "search_tools",
+            "tool_info"
         ]
     );
 
@@ -244,7 +245,8 @@ fn over_the_list_limit_the_most_used_are_listed_and_the_rest_found_and_called() 
             "lib_a__f",
             "lib_c__f",
             "run_tool",
-            "search_tools"
+            "search_tools",
+            "tool_info"
         ]
     );
     assert_eq!(listed(&home, "lib_c")["calls_30d"], json!(3));
@@ -268,7 +270,7 @@ fn over_the_list_limit_the_most_used_are_listed_and_the_rest_found_and_called() 
         create_tool["description"]
             .as_str()
             .unwrap_or("")
-            .contains("at most 5 entries"),
+            .contains("at most 6 entries"),
         "{create_tool}"
     );
     finish(server);
