@@ -98,6 +98,7 @@ impl Library {
             home.runtime_dir(),
             home.log_dir().join(crate::tool::runtime::detach::LOG_NAME),
         );
+        let pool = Pool::new(settings.tool_processes);
         let library = Arc::new(Library {
             settings,
             home,
@@ -106,7 +107,7 @@ impl Library {
             secrets: RwLock::new(Arc::new(Secrets::default())),
             runtime,
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
-            pool: Pool::default(),
+            pool,
             changes,
             api_bases,
             consent: Consent::new().map_err(OpenError::Random)?,
