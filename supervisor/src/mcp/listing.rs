@@ -55,7 +55,10 @@ fails) and give the same answer to the same arguments, unless it reads a clock o
 numbers and says so at the top level: NONDETERMINISTIC = [\"roll_dice\"]. Declare examples \
 the tool must meet, checked at verification: EXAMPLES = [{\"function\": \"to_fahrenheit\", \
 \"arguments\": {\"celsius\": 100}, \"expect\": 212}] (literals only; expect is the return \
-value; a tool declaring keys has its examples called only with verify \"thorough\"). `name`: 1 to 40 of a-z, \
+value; a tool declaring keys has its examples called only with verify \"thorough\"). State is per \
+process: a busy tool runs as several processes at once, each started afresh and stopped when \
+idle, so globals and caches are not shared between calls and may vanish; keep what must last \
+outside the tool (an API). `name`: 1 to 40 of a-z, \
 0-9 and single underscores, starting with a letter, not ending with `_` \
 (^[a-z](_?[a-z0-9])*$). `verify`: \"standard\" (default) probes tools that declare \
 no keys; \"thorough\" probes even those (it may spend API quota); \"quick\" skips the probes.";
