@@ -1,5 +1,6 @@
 //! A tool called concurrently runs in more than one process: two slow calls at once run side by
 //! side in two processes; with `tool_processes = 1` (the control) both run in the one process.
+//! Every process of the pool is stopped when idle, as a tool's one process is.
 //!
 //! Nothing here is timed: each call reports which process ran it (an id drawn when the process
 //! started) and the wall-clock marks of its start and end, and the tests compare those.
@@ -7,7 +8,7 @@
 use super::{finish, start, strict};
 use autotool_tests::serve::{ServeHome, Server};
 use serde_json::{Value, json};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const NAPPER: &str = "napper";
 /// Long enough for a second confined process to start well before the first call ends.
@@ -153,4 +154,47 @@ fn with_one_process_per_tool_concurrent_calls_share_it() {
         !stderr.contains("processes=2"),
         "serve logged a second process: {stderr}"
     );
+}
+
+#[test]
+fn every_process_of_a_pool_is_stopped_when_idle() {
+    let Some(serve) = strict() else { return };
+    if !two_cores() {
+        return;
+    }
+    let home = ServeHome::new().unwrap();
+    let mut server = start(
+        &serve.env("AUTOTOOL_TOOL_PROCESSES", "2").idle_timeout(1),
+        &home,
+    );
+    create_napper(&mut server);
+    let (a, b) = two_naps(&mut server);
+    assert_ne!(a.instance, b.instance, "one process ran both: {a:?} {b:?}");
+    // The reaper looks every 5 s; both are idle after 1 s and each is stopped on its own.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server
+        .stderr()
+        .matches("stopping idle tool process")
+        .count()
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the pool's processes were not both stopped when idle{}",
+            server.context()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let left: Vec<u32> = server.descendants().into_iter().map(|(p, _)| p).collect();
+    assert!(
+        super::still_alive(&left, Duration::from_secs(10)).is_empty(),
+        "tool processes outlived the idle stop: {left:?}"
+    );
+    // The next call starts one again.
+    let c = nap_alone(&mut server);
+    assert!(
+        c.instance != a.instance && c.instance != b.instance,
+        "{c:?}"
+    );
+    finish(server);
 }
