@@ -332,6 +332,9 @@ fn read_token(home: &Path) -> Result<String> {
         .to_string())
 }
 
+/// An HTTP response: its status, headers (names lower-cased) and body.
+type Reply = (u16, Vec<(String, String)>, String);
+
 /// One MCP session over one keep-alive HTTP/1.1 connection.
 struct Session {
     conn: BufReader<TcpStream>,
@@ -400,7 +403,7 @@ impl Session {
     }
 
     /// POST `body` to `/mcp`: the status, headers (names lower-cased) and body.
-    fn post(&mut self, body: &Value) -> Result<(u16, Vec<(String, String)>, String)> {
+    fn post(&mut self, body: &Value) -> Result<Reply> {
         let body = body.to_string();
         let mut head = format!(
             "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
@@ -425,7 +428,7 @@ impl Session {
 
 /// Read one HTTP/1.1 response (a `Content-Length` body or a chunked one) off a kept-alive
 /// connection.
-fn read_response(r: &mut BufReader<TcpStream>) -> Result<(u16, Vec<(String, String)>, String)> {
+fn read_response(r: &mut BufReader<TcpStream>) -> Result<Reply> {
     let mut line = String::new();
     r.read_line(&mut line)?;
     let status: u16 = line
