@@ -14,11 +14,15 @@
 //! - (d) the resident memory of an idle serve process: a fresh home with 0 tools, and one with
 //!   K tools pre-registered through `autotool::registry::Registry` (never started: the pool
 //!   starts a process on its first call), after `initialize` + `tools/list` and a settle delay,
-//!   read from `/proc/<pid>/status`.
+//!   read from `/proc/<pid>/status`;
+//! - (p) one tool under S concurrent HTTP sessions: calls per second and latency with
+//!   `tool_processes = 1` beside the default pool, in alternating rounds ([`pool`]).
 //!
 //! It prints figures and whether each target of the plan is met, asserts nothing, and exits 1
 //! only when a part could not run (2 when nothing could be set up).
 
+#[path = "serve_bench/pool.rs"]
+mod pool;
 #[path = "../stats.rs"]
 mod stats;
 
@@ -103,8 +107,17 @@ struct Args {
     /// (d) milliseconds to wait after `tools/list` before reading the RSS.
     #[arg(long, default_value_t = 1000)]
     settle_ms: u64,
-    /// Parts to run: a, b, c, d (b and c run together).
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d")]
+    /// (p) concurrent HTTP sessions calling the one tool.
+    #[arg(long, default_value_t = 24)]
+    pool_sessions: usize,
+    /// (p) measured rounds per side, alternating.
+    #[arg(long, default_value_t = 6)]
+    pool_rounds: usize,
+    /// (p) milliseconds per round.
+    #[arg(long, default_value_t = 5000)]
+    pool_round_ms: u64,
+    /// Parts to run: a, b, c, d, p (b and c run together).
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,p")]
     parts: Vec<Part>,
     /// The Python runtime (a venv with `mcp` and `ruff`) [default: $AUTOTOOL_TEST_RUNTIME or /opt/autotool-test-runtime]
     #[arg(long)]
@@ -129,6 +142,7 @@ enum Part {
     B,
     C,
     D,
+    P,
 }
 
 fn main() -> ExitCode {
@@ -289,6 +303,25 @@ fn real_main() -> Result<bool> {
     }
     if run_d || verdict.after_run.is_some() {
         print_rss(&verdict, args.registered);
+    }
+
+    if parts(Part::P) {
+        let plan = pool::Plan {
+            sessions: args.pool_sessions.max(1),
+            rounds: args.pool_rounds.max(1),
+            round: Duration::from_millis(args.pool_round_ms.max(100)),
+            warmup: Duration::from_millis(args.pool_round_ms.max(100)),
+        };
+        match pool::part_p(&setup, plan) {
+            Ok(p) => {
+                pool::print_p(&p);
+                verdict.p = Some(p);
+            }
+            Err(e) => {
+                println!("  (p) FAILED: {e:#}");
+                all_ran = false;
+            }
+        }
     }
 
     println!();
@@ -918,6 +951,7 @@ struct Verdict {
     d: Option<DResult>,
     after_run: Option<ProcStatus>,
     after_run_tools: usize,
+    p: Option<pool::PoolResult>,
 }
 
 impl Verdict {
@@ -953,6 +987,9 @@ impl Verdict {
                 mib(r.status.hwm_kb),
                 met(m <= TARGET_RSS_MIB)
             ));
+        }
+        if let Some(p) = &self.p {
+            parts.push(pool::verdict(p));
         }
         if parts.is_empty() {
             return "verdict: nothing measured".into();

@@ -107,6 +107,19 @@ pub static SETTINGS: &[Setting] = &[
         show: |v| if v.serve.fork_tools { "on" } else { "off" }.into(),
     },
     Setting {
+        name: "tool_processes",
+        flag: None,
+        env: "AUTOTOOL_TOOL_PROCESSES",
+        key: Some("tool_processes"),
+        description: "most processes one tool runs at once when it is called concurrently \
+                      (also at most the number of cores; 1: one process per tool)",
+        apply: |v, raw, _| {
+            v.serve.tool_processes = to_usize(count(raw, 1)?)?;
+            Ok(None)
+        },
+        show: |v| v.serve.tool_processes.to_string(),
+    },
+    Setting {
         name: "create_hold",
         flag: None,
         env: "AUTOTOOL_CREATE_HOLD",

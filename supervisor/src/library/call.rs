@@ -218,7 +218,7 @@ impl Library {
                     reason: b.reason(),
                 });
             }
-            Err(StartError::Process(e)) => Err(format!("the tool could not be started: {e}")),
+            Err(e) => Err(format!("the tool could not be started: {e}")),
         };
         let duration = started.elapsed();
         let result = match outcome {

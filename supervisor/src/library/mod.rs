@@ -111,6 +111,7 @@ impl Library {
             home.log_dir().join(crate::tool::runtime::detach::LOG_NAME),
         );
         let consent = Consent::new().map_err(OpenError::Random)?;
+        let pool = Pool::new(settings.tool_processes);
         let library = Arc::new_cyclic(|me| Library {
             settings,
             home,
@@ -119,7 +120,7 @@ impl Library {
             secrets: RwLock::new(Arc::new(Secrets::default())),
             runtime,
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
-            pool: Pool::default(),
+            pool,
             changes,
             api_bases,
             consent,

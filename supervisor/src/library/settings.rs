@@ -15,6 +15,9 @@ pub struct Settings {
     pub call_timeout: Duration,
     /// A tool process unused this long is stopped.
     pub idle_timeout: Duration,
+    /// Most processes one tool runs at once when it is called concurrently (also bounded by
+    /// the cores: [`crate::tool::pool`]).
+    pub tool_processes: usize,
     /// How long a `create_tool` is held for its verification before it is answered that
     /// verification continues (zero: held until verification ends).
     pub create_hold: Duration,
@@ -58,6 +61,7 @@ impl Default for Settings {
             sandbox: SandboxMode::Strict,
             call_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(600),
+            tool_processes: DEFAULT_TOOL_PROCESSES,
             create_hold: crate::tool::runtime::prepare::HOLD,
             fork_tools: true,
             max_output_bytes: 256 << 10,
@@ -81,6 +85,10 @@ impl Default for Settings {
 pub const SEARCH_DEFAULT: usize = 5;
 /// The most `search_tools` returns.
 pub const SEARCH_MAX: u64 = 20;
+
+/// [`Settings::tool_processes`] unless told otherwise: enough for the cores of a workstation;
+/// the cores bound it further.
+pub const DEFAULT_TOOL_PROCESSES: usize = 4;
 
 /// [`Settings::list_limit`] unless told otherwise.
 pub const DEFAULT_LIST_LIMIT: usize = 40;

@@ -65,7 +65,10 @@ both calls must answer alike. Build on \
 tools already mounted: declare the functions a tool calls, USES = [\"weather__forecast\"], and \
 call them with `from autotool_uses import call` then `call(\"weather__forecast\", city=\"Paris\")` \
 (returns the function's value, or its text; raises with the reason otherwise; the called tool \
-runs with its own keys, which the caller never sees; no cycles). `name`: 1 to 40 of a-z, \
+runs with its own keys, which the caller never sees; no cycles). State is per \
+process: a busy tool runs as several processes at once, each started afresh and stopped when \
+idle, so globals and caches are not shared between calls and may vanish; keep what must last \
+outside the tool (an API). `name`: 1 to 40 of a-z, \
 0-9 and single underscores, starting with a letter, not ending with `_` \
 (^[a-z](_?[a-z0-9])*$). `verify`: \"standard\" (default) probes tools that declare \
 no keys; \"thorough\" probes even those (it may spend API quota); \"quick\" skips the probes.";

@@ -26,6 +26,7 @@
 //!   disk, a process reporting other schemas);
 //! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
 //! - `persistence`: tools survive a restart of the server;
+//! - `pool`: a tool called concurrently runs in more than one process (`tool_processes`);
 //! - `runtime_build`: a runtime build outlives the `serve` that started it;
 //! - `service`: one HTTP service shared by hosts of both eras through `autotool connect`; the
 //!   systemd unit;
@@ -55,6 +56,7 @@ mod metadata;
 mod misbehaving;
 mod packages;
 mod persistence;
+mod pool;
 mod protocol;
 mod record;
 mod relations;

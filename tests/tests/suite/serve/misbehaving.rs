@@ -567,7 +567,9 @@ fn requests_to_autotool_are_refused_counted_and_the_tool_stopped() {
     }
     drop(raw);
 
-    let (_home, mut server, first) = attacked_server(strict);
+    // One process per tool: the function that blocks and the writes after it must meet in the
+    // same process (with more, the writes would go to another one, which reads them).
+    let (_home, mut server, first) = attacked_server(strict.env("AUTOTOOL_TOOL_PROCESSES", "1"));
 
     // Through the SDK, as a tool would ask: each refused, the tool told so.
     for kind in ["sampling", "roots", "elicitation", "ping"] {
