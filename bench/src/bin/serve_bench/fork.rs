@@ -359,7 +359,7 @@ pub(super) fn part_e(setup: &Setup, args: &Args) -> Result<String> {
 
 /// Which of the two serves goes first for tool `i`: alternate.
 fn order(i: usize) -> [usize; 2] {
-    if i % 2 == 0 { [0, 1] } else { [1, 0] }
+    if i.is_multiple_of(2) { [0, 1] } else { [1, 0] }
 }
 
 struct Warm {
@@ -399,7 +399,7 @@ fn warm_vs_unconfined(
         .initialize(setup.timeout)
         .context("initialize the unconfined tool")?;
     let mounted = format!("{tool}__{FUNCTION}");
-    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(args.calls); 3];
+    let mut samples: Vec<Vec<Duration>> = (0..3).map(|_| Vec::with_capacity(args.calls)).collect();
     for round in 0..args.warmup + args.calls {
         let a = i64::try_from(round).unwrap_or(0);
         for (k, times) in samples.iter_mut().enumerate() {

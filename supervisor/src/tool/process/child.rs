@@ -134,10 +134,10 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
                 Some(path) => path.clone(),
                 None => launcher::locate()?,
             };
-            if let Some(shares) = &spec.template {
-                if let Some(forked) = spawn_forked(&launcher, shares, spec, &policy)? {
-                    return Ok(forked);
-                }
+            if let Some(shares) = &spec.template
+                && let Some(forked) = spawn_forked(&launcher, shares, spec, &policy)?
+            {
+                return Ok(forked);
             }
             let (report, extra) = match &spec.egress {
                 Some(_) => {
