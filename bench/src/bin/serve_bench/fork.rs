@@ -347,10 +347,12 @@ pub(super) fn part_e(setup: &Setup, args: &Args) -> Result<String> {
     }
 
     println!();
-    println!("(e2) memory with {} warm tools per serve", tools + 1);
+    println!(
+        "(e2) memory with {tools} warm tools per serve (restarted: the first tool is not running)"
+    );
     for (mode, m) in &memory {
         match m {
-            Ok(m) => print_memory(*mode, m, tools + 1),
+            Ok(m) => print_memory(*mode, m, tools),
             Err(e) => println!("  {}: could not read: {e:#}", mode.name()),
         }
     }
