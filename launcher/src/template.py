@@ -37,11 +37,40 @@ for name in (
     "asyncio",
     "json",
     "typing",
+    # What the SDK imports only once it serves: its event loop's backend and streams.
+    "anyio._backends._asyncio",
+    "anyio.abc._eventloop",
+    "anyio.streams.stapled",
+    "anyio.streams.tls",
+    "pkgutil",
 ):
     try:
         __import__(name)
     except Exception:
         pass
+
+
+def warm_sdk():
+    """Build and drop a throwaway server with one tool, so the SDK's and pydantic's lazy
+    caches (schema generation, type adapters) are filled here, in pages every child shares,
+    rather than once per tool in pages each child dirties. It holds no key and no tool code,
+    starts no thread and serves nothing."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("template")
+
+    @server.tool()
+    def probe(a: int, b: str = "") -> int:
+        """A throwaway tool."""
+        return a
+
+    del server, probe
+
+
+try:
+    warm_sdk()
+except Exception:
+    pass
 
 control = socket.socket(fileno=CONTROL)
 children = {}

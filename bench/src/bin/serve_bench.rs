@@ -21,6 +21,8 @@
 //! It prints figures and whether each target of the plan is met, asserts nothing, and exits 1
 //! only when a part could not run (2 when nothing could be set up).
 
+#[path = "serve_bench/fork.rs"]
+mod fork;
 #[path = "serve_bench/pool.rs"]
 mod pool;
 #[path = "../stats.rs"]
@@ -32,7 +34,6 @@ use autotool::ledger::{CallKind, CallRecord};
 use autotool::registry::{FunctionSpec, Manifest, Registry};
 use autotool::tool::process::{SandboxMode, ToolProcess, ToolSpec};
 use autotool::tool::runtime::Python;
-use autotool_policy::LaunchPolicy;
 use clap::Parser;
 use serde_json::{Map, Value, json};
 use stats::Summary;
@@ -116,8 +117,14 @@ struct Args {
     /// (p) milliseconds per round.
     #[arg(long, default_value_t = 5000)]
     pool_round_ms: u64,
-    /// Parts to run: a, b, c, d, p (b and c run together).
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,p")]
+    /// (e) tools created on the fork and the launcher serve, then called cold.
+    #[arg(long, default_value_t = 10)]
+    cold_tools: usize,
+    /// (f) warm tools whose memory is read, per mode.
+    #[arg(long, default_value_t = 100)]
+    warm_tools: usize,
+    /// Parts to run: a, b, c, d (b and c run together), e, f (fork vs launcher), p (the pool).
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e,f,p")]
     parts: Vec<Part>,
     /// The Python runtime (a venv with `mcp` and `ruff`) [default: $AUTOTOOL_TEST_RUNTIME or /opt/autotool-test-runtime]
     #[arg(long)]
@@ -143,6 +150,8 @@ enum Part {
     C,
     D,
     P,
+    E,
+    F,
 }
 
 fn main() -> ExitCode {
@@ -304,6 +313,21 @@ fn real_main() -> Result<bool> {
     if run_d || verdict.after_run.is_some() {
         print_rss(&verdict, args.registered);
     }
+    let mut fork_verdict = Vec::new();
+    for (part, run) in [
+        (Part::E, fork::part_e as fork::PartFn),
+        (Part::F, fork::part_f),
+    ] {
+        if parts(part) {
+            match run(&setup, &args) {
+                Ok(line) => fork_verdict.push(line),
+                Err(e) => {
+                    println!("  ({part:?}) FAILED: {e:#}");
+                    all_ran = false;
+                }
+            }
+        }
+    }
 
     if parts(Part::P) {
         let plan = pool::Plan {
@@ -326,6 +350,9 @@ fn real_main() -> Result<bool> {
 
     println!();
     println!("{}", verdict.line(&args));
+    if !fork_verdict.is_empty() {
+        println!("fork vs launcher (medians): {}", fork_verdict.join("; "));
+    }
     if args.keep {
         println!("kept: {}", tempdir.keep().display());
     }
@@ -407,12 +434,9 @@ fn part_a(
     write_tool_dir(&dir, TOOL_CODE)?;
     let env = autotool_policy::launch::tool_environment(&BTreeMap::new(), &BTreeMap::new(), None);
 
-    let mut policy = LaunchPolicy::new(
-        &dir,
-        "tool.py",
-        &setup.python.interpreter,
-        setup.python.runtime_dirs.clone(),
-    );
+    // The runtime's own policy, as serve builds it: its virtual environment mounted, so an
+    // interpreter that is a symlink out of it (pyenv, the system's) is reached through it.
+    let mut policy = setup.python.launch_policy(&dir, "tool.py");
     policy.env = env.clone();
     let child = autotool::tool::launcher::spawn(&setup.launcher, &policy, Vec::new())
         .context("start the direct tool through the launcher")?;

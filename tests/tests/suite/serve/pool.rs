@@ -185,7 +185,11 @@ fn every_process_of_a_pool_is_stopped_when_idle() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let left: Vec<u32> = server.tool_processes().into_iter().map(|(p, _)| p).collect();
+    let left: Vec<u32> = server
+        .tool_processes()
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
     assert!(
         super::still_alive(&left, Duration::from_secs(10)).is_empty(),
         "tool processes outlived the idle stop: {left:?}"
