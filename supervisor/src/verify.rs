@@ -34,10 +34,10 @@
 //!    [`Thoroughness::skips`]: by default only for tools that declare no keys, so no API quota
 //!    is spent by surprise.
 //! 10. [`Stage::Adversarial`]: hostile inputs autotool's own model writes for each function,
-//!    checked against its schema and made like the probes ([`adversary`]); a leak of a key or
-//!    of the environment, or a host the egress proxy refused, fails; a crash or a shape other
-//!    than declared is recorded as a warning. Without a model (or with `verify: "quick"`) it
-//!    is skipped, and its verdict says so.
+//!     checked against its schema and made like the probes ([`adversary`]); a leak of a key or
+//!     of the environment, or a host the egress proxy refused, fails; a crash or a shape other
+//!     than declared is recorded as a warning. Without a model (or with `verify: "quick"`) it
+//!     is skipped, and its verdict says so.
 //! 11. [`Stage::Baseline`]: what trusted versions of the tool did, owed by this one
 //!     ([`baseline`]): their smoke tests, examples and relations called again, their verdicts
 //!     held.
