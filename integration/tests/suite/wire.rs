@@ -147,7 +147,8 @@ fn wire_modern_lists_carry_cache_hints_and_bad_json_is_survived() {
     c.check(
         again["result"]["tools"]
             .as_array()
-            .is_some_and(|t| t.len() == 3),
+            // The four built-ins: create_tool, run_tool, search_tools, tool_info.
+            .is_some_and(|t| t.len() == 4),
         "the server keeps serving after a malformed line",
         &again,
     );
