@@ -271,11 +271,34 @@ fn kill_9_mid_create_leaves_a_registry_every_serve_agrees_on() {
     let sent = Instant::now();
     let mut tool_pids = Vec::new();
     while sent.elapsed() < Duration::from_secs(30) {
+        // A tool started through its launcher runs `python … tool.py`; one forked from serve's
+        // template keeps the template's command line, and is any Python below the template's
+        // own three processes (its launcher, the launcher's waiter, the template's Python).
+        let templates: Vec<u32> = procfs::descendants(serve_pid)
+            .into_iter()
+            .filter(|p| procfs::cmdline(*p).contains("--template"))
+            .collect();
+        let template_own: Vec<u32> = templates
+            .iter()
+            .flat_map(|t| {
+                let below = procfs::descendants(*t);
+                let python = below
+                    .iter()
+                    .copied()
+                    .find(|p| procfs::cmdline(*p).contains("python"));
+                python.into_iter().chain(std::iter::once(*t))
+            })
+            .collect();
         tool_pids = procfs::descendants(serve_pid)
             .into_iter()
             .filter(|p| {
                 let cmd = procfs::cmdline(*p);
-                cmd.contains("python") && cmd.contains("tool.py")
+                !template_own.contains(p)
+                    && cmd.contains("python")
+                    && (cmd.contains("tool.py")
+                        || templates
+                            .iter()
+                            .any(|t| procfs::descendants(*t).contains(p)))
             })
             .collect();
         if !tool_pids.is_empty() {
