@@ -1030,6 +1030,11 @@ fn met(ok: bool) -> &'static str {
 // serve
 
 fn spawn_serve(setup: &Setup, home: &Path) -> Result<Rpc> {
+    spawn_serve_with(setup, home, &[])
+}
+
+/// [`spawn_serve`] with further environment variables for serve.
+fn spawn_serve_with(setup: &Setup, home: &Path, env: &[(&str, &str)]) -> Result<Rpc> {
     std::fs::create_dir_all(home)?;
     std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700))?;
     let child = Command::new(&setup.autotool)
@@ -1037,6 +1042,7 @@ fn spawn_serve(setup: &Setup, home: &Path) -> Result<Rpc> {
         .env("AUTOTOOL_HOME", home)
         .env("AUTOTOOL_RUNTIME", &setup.runtime)
         .env("AUTOTOOL_LAUNCHER", &setup.launcher)
+        .envs(env.iter().copied())
         .env_remove("AUTOTOOL_SANDBOX")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

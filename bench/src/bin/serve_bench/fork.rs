@@ -67,21 +67,7 @@ struct ModeServe {
 }
 
 fn spawn_mode(setup: &Setup, home: &Path, mode: Mode) -> Result<ModeServe> {
-    std::fs::create_dir_all(home)?;
-    std::fs::set_permissions(home, std::fs::Permissions::from_mode(0o700))?;
-    let child = Command::new(&setup.autotool)
-        .args(["serve", "--sandbox", "strict"])
-        .env("AUTOTOOL_HOME", home)
-        .env("AUTOTOOL_RUNTIME", &setup.runtime)
-        .env("AUTOTOOL_LAUNCHER", &setup.launcher)
-        .env("AUTOTOOL_FORK_TOOLS", mode.env())
-        .env_remove("AUTOTOOL_SANDBOX")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("start {} serve", setup.autotool.display()))?;
-    let mut rpc = Rpc::new("autotool serve", child)?;
+    let mut rpc = spawn_serve_with(setup, home, &[("AUTOTOOL_FORK_TOOLS", mode.env())])?;
     rpc.initialize(setup.timeout)
         .with_context(|| format!("initialize serve ({})", mode.name()))?;
     Ok(ModeServe {
