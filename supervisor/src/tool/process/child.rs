@@ -165,10 +165,10 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
                 Some(path) => path.clone(),
                 None => launcher::locate()?,
             };
-            // A tool with a uses channel starts through the launcher (the template protocol
-            // carries no such descriptor; `LaunchPolicy::fork_mismatch` says so too).
+            // Which tools a template serves is `LaunchPolicy::fork_mismatch`'s decision (a
+            // tool with a uses channel is not one: the template protocol carries no such
+            // descriptor).
             if let Some(shares) = &spec.template
-                && uses_mapping.is_none()
                 && let Some(forked) = spawn_forked(&launcher, shares, spec, &policy)?
             {
                 return Ok(forked);
