@@ -12,6 +12,8 @@ pub enum LaunchError {
     ReadPolicy { fd: i32, source: io::Error },
     #[error("invalid launch policy: {0}")]
     Policy(#[from] autotool_policy::PolicyError),
+    #[error("the template's start request does not match the policy: {0}")]
+    ForkRequest(String),
     #[error("Landlock is not available on this kernel ({0})")]
     LandlockMissing(io::Error),
     #[error("Landlock ABI {need} is required, this kernel offers ABI {have}")]

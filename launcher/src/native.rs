@@ -17,12 +17,27 @@ use crate::{Flavor, LAUNCHER_FAILED, Role, process};
 use autotool_policy::LaunchPolicy;
 
 /// The policy the bytes hold, made a forked tool's: the egress report socket is the one the
-/// template received, and nothing else is kept.
-fn forked_policy(bytes: &[u8], report_fd: i32) -> Result<LaunchPolicy, crate::LaunchError> {
+/// template received, the uses channel is where the policy names it (the template put it
+/// there), and nothing else is kept. A policy naming a descriptor the template did not receive,
+/// or the other way round, is refused.
+fn forked_policy(
+    bytes: &[u8],
+    report_fd: i32,
+    uses_fd: i32,
+) -> Result<LaunchPolicy, crate::LaunchError> {
     let mut policy = LaunchPolicy::from_json(bytes)?;
     policy.keep_fds.clear();
-    if let Some(egress) = policy.egress.as_mut() {
-        egress.report_fd = report_fd;
+    let mismatch =
+        |what: &str| crate::LaunchError::ForkRequest(format!("they disagree about {what}"));
+    match policy.egress.as_mut() {
+        Some(egress) if report_fd > 2 => egress.report_fd = report_fd,
+        None if report_fd < 0 => {}
+        _ => return Err(mismatch("the egress report socket")),
+    }
+    match policy.uses_fd {
+        Some(fd) if fd == uses_fd => {}
+        None if uses_fd < 0 => {}
+        _ => return Err(mismatch("the uses channel")),
     }
     Ok(policy)
 }
@@ -38,23 +53,32 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
 }
 
 /// Confine the calling process (a child the template just forked, stdio already the tool's) as
-/// the tool `policy` describes. Returns 0 in the confined tool, and only there; every failure
+/// the tool `policy` describes, keeping the egress report socket `report_fd` and the uses
+/// channel `uses_fd` (each -1 when the policy has none). Returns 0 in the confined tool, and only there; every failure
 /// says why on stderr and exits with [`LAUNCHER_FAILED`]. The outer waiter and the init exit
 /// with the tool's status.
 ///
 /// # Safety
 /// `policy` must point to `len` readable bytes. The process must be single-threaded.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn autotool_confine(policy: *const u8, len: usize, report_fd: i32) -> i32 {
-    // Nothing of the template but stdio and the report socket goes further.
-    let keep: Vec<i32> = (report_fd > 2).then_some(report_fd).into_iter().collect();
+pub unsafe extern "C" fn autotool_confine(
+    policy: *const u8,
+    len: usize,
+    report_fd: i32,
+    uses_fd: i32,
+) -> i32 {
+    // Nothing of the template but stdio, the report socket and the uses channel goes further.
+    let keep: Vec<i32> = [report_fd, uses_fd]
+        .into_iter()
+        .filter(|fd| *fd > 2)
+        .collect();
     if let Err(err) = process::close_all_but(3, &keep) {
         crate::report(&crate::LaunchError::CloseFds(err));
         process::exit_now(i32::from(LAUNCHER_FAILED));
     }
     // SAFETY: the caller guarantees `len` readable bytes.
     let bytes = unsafe { bytes(policy, len) };
-    let outcome = forked_policy(bytes, report_fd)
+    let outcome = forked_policy(bytes, report_fd, uses_fd)
         .and_then(|p| Ok(p.plan()?))
         .and_then(|plan| crate::sandbox(&plan, Flavor::Fork));
     match outcome {

@@ -21,7 +21,7 @@ NATIVE = int(sys.argv[2])
 native = ctypes.PyDLL("/proc/self/fd/%d" % NATIVE)
 os.close(NATIVE)
 confine = native.autotool_confine
-confine.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+confine.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
 confine.restype = ctypes.c_int
 exec_info = native.autotool_exec_info
 exec_info.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
@@ -102,14 +102,25 @@ def refuse(answer, fds, why):
         os.close(fd)
 
 
-def run_tool(policy, fds):
-    """In the forked child: confine, then run the tool as __main__. Never returns."""
+def run_tool(policy, fds, report, uses):
+    """In the forked child: confine, then run the tool as __main__. Never returns.
+    `report` and `uses` index `fds` (or are None); the uses channel goes to the descriptor
+    the policy names, which its environment already says."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     control.detach()
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
-    report = fds[4] if len(fds) == 5 else -1
+    report = fds[report] if report is not None else -1
+    if uses is not None:
+        want = uses[1]
+        if report == want:
+            report = os.dup(report)
+        if fds[uses[0]] != want:
+            os.dup2(fds[uses[0]], want)
+        uses = want
+    else:
+        uses = -1
     buf = ctypes.create_string_buffer(1 << 20)
     n = exec_info(policy, len(policy), buf, len(buf))
     if n < 0:
@@ -117,7 +128,7 @@ def run_tool(policy, fds):
     info = json.loads(buf.raw[:n])
     del buf
     # Returns only in the confined tool; the outer waiter and the init exit inside.
-    if confine(policy, len(policy), report) != 0:
+    if confine(policy, len(policy), report, uses) != 0:
         os._exit(125)
     os.environ.clear()
     os.environ.update(dict(info["env"]))
@@ -156,7 +167,7 @@ def run_tool(policy, fds):
 def serve():
     while True:
         try:
-            msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 20, 6)
+            msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 20, 7)
         except InterruptedError:
             continue
         if not msg:
@@ -166,8 +177,20 @@ def serve():
                 os.close(fd)
             continue
         answer = socket.socket(fileno=fds[3])
-        if len(fds) not in (4, 5):
-            refuse(answer, fds[:3] + fds[4:], "expected 4 or 5 descriptors")
+        # After stdio and the status socket: the report socket when the policy has egress,
+        # then the uses channel when it has one (its number in the tool is the policy's).
+        try:
+            shape = json.loads(msg)
+            report = 4 if shape.get("egress") is not None else None
+            uses_fd = shape.get("uses_fd")
+            uses = None
+            if uses_fd is not None:
+                uses = (4 + (report is not None), int(uses_fd))
+            want = 4 + (report is not None) + (uses is not None)
+        except (ValueError, TypeError, AttributeError):
+            want = -1
+        if len(fds) != want:
+            refuse(answer, fds[:3] + fds[4:], "expected %d descriptors, got %d" % (want, len(fds)))
             answer.close()
             continue
         if len(os.listdir("/proc/self/task")) != 1:
@@ -178,7 +201,7 @@ def serve():
         pid = os.fork()
         if pid == 0:
             answer.detach()
-            run_tool(msg, fds)
+            run_tool(msg, fds, report, uses)
         for i, fd in enumerate(fds):
             if i != 3:
                 os.close(fd)

@@ -503,7 +503,8 @@ impl LaunchPolicy {
     /// Why a tool with this policy cannot be forked from a template started with `template`
     /// sharing `shares` (read-only, at their own paths), or `None` when it can: the same
     /// interpreter, arguments, runtime and system view (the template has imported from
-    /// them), and a tool directory and package layer the template can see.
+    /// them), and a tool directory and package layer the template can see. A uses channel
+    /// (`uses_fd`) is no obstacle: the template hands it to its child like the report socket.
     pub fn fork_mismatch(&self, template: &LaunchPolicy, shares: &[PathBuf]) -> Option<String> {
         let same = [
             ("interpreter", self.interpreter == template.interpreter),
@@ -531,12 +532,6 @@ impl LaunchPolicy {
                 "its directory {:?} is not below a directory the template shares",
                 self.tool_dir
             ));
-        }
-        if self.uses_fd.is_some() {
-            // A template hands its children the report socket only.
-            return Some(
-                "it calls other tools, and its channel is passed only to a started tool".into(),
-            );
         }
         match &self.packages {
             Some(p) if !shared(p) && template.packages.as_ref() != Some(p) => Some(format!(

@@ -1419,13 +1419,12 @@ fn a_uses_channel_is_kept_open_and_the_tool_gets_its_module() {
     assert!(both.contains("sys.path.append(\"/packages\"); m = types.ModuleType"));
     assert_eq!(program_of(Some("/packages"), false), bootstrap("/packages"));
     assert_eq!(super::program(None, false), None);
-    // Never forked from a template: only a started tool gets the channel.
-    let template = policy.clone();
-    assert!(
-        policy
-            .fork_mismatch(&template, &[p("/")])
-            .is_some_and(|why| why.contains("calls other tools"))
-    );
+    // Forked from a template like any tool: the template hands the channel on.
+    let mut template = policy.clone();
+    template.uses_fd = None;
+    let mut forked = policy.clone();
+    forked.tool_dir = p("/srv/tools/a/1");
+    assert_eq!(forked.fork_mismatch(&template, &[p("/srv/tools")]), None);
 }
 
 fn program_of(packages: Option<&str>, uses: bool) -> String {

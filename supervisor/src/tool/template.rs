@@ -23,7 +23,8 @@
 //! is stopped.
 //!
 //! The protocol is the launcher's: the tool's launch policy and, by `SCM_RIGHTS`, its stdin,
-//! stdout, stderr, a status socket and, with egress, its report socket; the template answers on
+//! stdout, stderr, a status socket, with egress its report socket and with `USES` its uses
+//! channel (the template puts it at the descriptor the policy names); the template answers on
 //! the status socket `P` + pid and a pidfd of the forked child, then `X` + wait status when it
 //! exits (or `E` + reason when it refused the start).
 
@@ -90,13 +91,15 @@ pub struct Shares {
     pub layers: PathBuf,
 }
 
-/// A tool's stdio and, with egress, its report socket: what the template hands the child.
+/// A tool's stdio and, with egress, its report socket, and with `USES` its uses channel: what
+/// the template hands the child.
 #[derive(Debug)]
 pub(crate) struct ChildIo {
     pub stdin: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
     pub report: Option<OwnedFd>,
+    pub uses: Option<OwnedFd>,
 }
 
 /// A tool forked from a template: the forked child (the tool's outer waiter; killing it ends
@@ -517,15 +520,15 @@ fn send(template: &Template, policy: &LaunchPolicy, io: ChildIo) -> Result<Forke
         io.stderr.as_fd(),
         theirs.as_fd(),
     ];
-    if let Some(r) = &io.report {
-        fds.push(r.as_fd());
-    }
+    // The order the template reads them in: the report socket, then the uses channel.
+    fds.extend(io.report.as_ref().map(AsFd::as_fd));
+    fds.extend(io.uses.as_ref().map(AsFd::as_fd));
     {
         let control = template
             .control
             .lock()
             .map_err(|_| "the control socket's lock is poisoned".to_string())?;
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(5))];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(6))];
         let mut ancillary = SendAncillaryBuffer::new(&mut space);
         if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
             return Err("no room for the descriptors".into());

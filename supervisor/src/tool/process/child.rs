@@ -14,8 +14,9 @@
 //! network namespace on it); `Off` binds a listener on the host's loopback. Either way the
 //! tool's proxy variables point at the listener.
 //!
-//! A tool that declares `USES` always starts through the launcher, and gets one end of another socket pair at [`USES_FD`] in either mode,
-//! named by `AUTOTOOL_USES_FD` ([`uses_channel`]); the supervisor serves the other end.
+//! A tool that declares `USES` gets one end of another socket pair at [`USES_FD`] in every mode
+//! (forked, launched or unconfined), named by `AUTOTOOL_USES_FD` ([`uses_channel`]); the
+//! supervisor serves the other end.
 
 use super::{SandboxMode, ToolProcError, ToolSpec};
 use crate::egress;
@@ -153,7 +154,6 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
             (Some(listener), Some(port))
         }
     };
-    let (uses_end, uses_mapping) = uses_channel(spec)?.unzip();
     let policy = launch_policy(spec, port);
     // Both modes refuse what the launcher would (a relative tool directory, a tool file with a
     // path in it, a malformed variable, a zero limit), with the policy's own message rather
@@ -165,14 +165,13 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
                 Some(path) => path.clone(),
                 None => launcher::locate()?,
             };
-            // Which tools a template serves is `LaunchPolicy::fork_mismatch`'s decision (a
-            // tool with a uses channel is not one: the template protocol carries no such
-            // descriptor).
+            // Which tools a template serves is `LaunchPolicy::fork_mismatch`'s decision.
             if let Some(shares) = &spec.template
                 && let Some(forked) = spawn_forked(&launcher, shares, spec, &policy)?
             {
                 return Ok(forked);
             }
+            let (uses_end, uses_mapping) = uses_channel(spec)?.unzip();
             let (report, extra) = match &spec.egress {
                 Some(_) => {
                     let (ours, theirs) = UnixStream::pair().map_err(egress_error)?;
@@ -192,6 +191,7 @@ pub(super) fn spawn(spec: &ToolSpec) -> Result<Spawned, ToolProcError> {
             Ok(spawned)
         }
         SandboxMode::Off => {
+            let (uses_end, uses_mapping) = uses_channel(spec)?.unzip();
             let mut spawned = spawn_off(spec, &policy.env, uses_mapping)?;
             spawned.egress = host_listener.map(EgressEnd::Host);
             spawned.uses = uses_end;
@@ -222,11 +222,15 @@ fn spawn_forked(
         }
         None => (None, None),
     };
+    let (uses_ours, uses_theirs) = uses_channel(spec)?
+        .map(|(ours, mapping)| (ours, mapping.parent_fd))
+        .unzip();
     let io = template::ChildIo {
         stdin: stdin_theirs.into(),
         stdout: stdout_theirs.into(),
         stderr: stderr_theirs.into(),
         report: report_theirs,
+        uses: uses_theirs,
     };
     let Some(forked) = template::fork(launcher, shares, policy, io) else {
         return Ok(None);
@@ -261,7 +265,7 @@ fn spawn_forked(
         stdout,
         stderr,
         egress: report_ours.map(EgressEnd::Report),
-        uses: None,
+        uses: uses_ours,
     }))
 }
 

@@ -23,7 +23,7 @@ fn children(pid: u32) -> Vec<(u32, String)> {
 }
 
 /// Serve's launcher children: `(templates, tool launchers)`.
-fn launchers(server: &Server) -> (Vec<u32>, Vec<u32>) {
+pub(super) fn launchers(server: &Server) -> (Vec<u32>, Vec<u32>) {
     let (mut templates, mut tools) = (Vec::new(), Vec::new());
     for (child, line) in children(server.pid()) {
         if line.contains("--template") {
@@ -36,7 +36,7 @@ fn launchers(server: &Server) -> (Vec<u32>, Vec<u32>) {
 }
 
 /// Wait until serve has its template; its launcher's pid.
-fn template_of(server: &mut Server) -> u32 {
+pub(super) fn template_of(server: &mut Server) -> u32 {
     let deadline = Instant::now() + TEMPLATE_READY;
     loop {
         if let [one] = launchers(server).0[..] {
@@ -54,7 +54,7 @@ fn template_of(server: &mut Server) -> u32 {
     }
 }
 
-fn skip_without_template() -> bool {
+pub(super) fn skip_without_template() -> bool {
     if let Some(why) = autotool_tests::template::available_or_why() {
         eprintln!("SKIP: {why}");
         return true;

@@ -3,7 +3,9 @@
 //! tool called directly shows its key); it reaches only what it declares (the control: what it
 //! declares answers); a cycle is refused when it would be made (the control: the same tools
 //! one way round are created); a quarantined dependency fails the composite's call with the
-//! dependency's reason (the control: the same call before the quarantine answers).
+//! dependency's reason (the control: the same call before the quarantine answers); a composite
+//! is forked from the template with its channel like any tool (the control: forking off, it has
+//! a launcher of its own).
 
 use super::{HEALTHY, create_healthy, listed, ok, refused, start, strict};
 use autotool_tests::serve::{Sandbox, Serve, ServeHome, Server, fixture};
@@ -112,6 +114,48 @@ fn a_composite_gets_the_answer_of_the_tool_it_calls_without_its_key() {
     let said = direct.call_text("reveal", json!({})).unwrap();
     assert_eq!(said, format!("key={SECRET}"));
     super::finish(server);
+}
+
+#[test]
+fn a_composite_is_forked_from_the_template_and_its_channel_goes_with_it() {
+    let Some(serve) = strict() else { return };
+    if super::fork::skip_without_template() {
+        return;
+    }
+    let serve = serve
+        .arg("--dangerously-allow-all-tools")
+        .env("USES_KEY", SECRET);
+    for forking in [true, false] {
+        let home = ServeHome::new().unwrap();
+        let serve = if forking {
+            serve.clone()
+        } else {
+            serve.clone().env("AUTOTOOL_FORK_TOOLS", "off")
+        };
+        let mut server = start(&serve, &home);
+        let template = forking.then(|| super::fork::template_of(&mut server));
+        created(&mut server, "keyed", "uses_keyed.py");
+        created(&mut server, "composite", "uses_composite.py");
+        // The channel works: the called tool's answer, redacted, reversed by the composite.
+        let reversed = server.call_text("composite__relay", json!({})).unwrap();
+        let got: String = reversed.chars().rev().collect();
+        assert_eq!(got, "key=[REDACTED:USES_KEY]", "{reversed}");
+        let (templates, tools) = super::fork::launchers(&server);
+        if let Some(template) = template {
+            assert_eq!(templates, vec![template], "{}", server.context());
+            assert!(
+                tools.is_empty(),
+                "a tool started through a launcher of its own with a template ready: \
+                 {tools:?}{}",
+                server.context()
+            );
+        } else {
+            // The control: no template, both tools (the composite among them) launched.
+            assert!(templates.is_empty(), "{}", server.context());
+            assert!(tools.len() >= 2, "{tools:?}{}", server.context());
+        }
+        super::finish(server);
+    }
 }
 
 #[test]
