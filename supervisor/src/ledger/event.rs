@@ -24,6 +24,9 @@ pub enum Event {
     ConsentRevoked,
     Synthesized,
     SynthesisFailed,
+    /// A candidate written for the same need as another lost the race to it (the detail names
+    /// the winner and the first thing the loser did worse).
+    CandidateLost,
     /// A version's file or its process's schemas no longer match what was verified.
     PinBroken,
     /// A process took on verifying a changed version again (one per change, for every
@@ -52,7 +55,7 @@ pub enum Event {
 
 impl Event {
     /// Every kind.
-    pub const ALL: [Event; 26] = [
+    pub const ALL: [Event; 27] = [
         Event::Created,
         Event::Verified,
         Event::VerificationFailed,
@@ -68,6 +71,7 @@ impl Event {
         Event::ConsentRevoked,
         Event::Synthesized,
         Event::SynthesisFailed,
+        Event::CandidateLost,
         Event::PinBroken,
         Event::VerifyingAgain,
         Event::EgressDenied,
@@ -99,6 +103,7 @@ impl Event {
             Event::ConsentRevoked => "consent_revoked",
             Event::Synthesized => "synthesized",
             Event::SynthesisFailed => "synthesis_failed",
+            Event::CandidateLost => "candidate_lost",
             Event::PinBroken => "pin_broken",
             Event::VerifyingAgain => "verifying_again",
             Event::EgressDenied => "egress_denied",

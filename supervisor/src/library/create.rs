@@ -1,10 +1,12 @@
 //! How a tool enters: [`Library::prepare`] reads what consent needs from the code once (its
 //! hash and `REQUIRED_ENV`, after the size rule) and [`Library::resolve_packages`] resolves its
 //! `REQUIRED_PACKAGES`; then [`Library::create`] installs the packages' layer, stages the code,
-//! verifies it with the keys it is granted, commits it as a new version, hands the verified
-//! process to the pool as the first warm instance and swaps the snapshot. Every way a tool enters (an
-//! agent's `create_tool`, synthesis, a file placed by hand, a changed file verified again)
-//! comes through here, so every one passes the same gate.
+//! verifies it with the keys it is granted ([`Library::check`]: a [`Checked`] candidate, not
+//! yet committed), commits it as a new version, hands the verified process to the pool as the
+//! first warm instance and swaps the snapshot ([`Library::commit_checked`]). Candidates racing
+//! for one need are checked alike and only the winner is committed ([`super::race`]). Every
+//! way a tool enters (an agent's `create_tool`, synthesis, a file placed by hand, a changed
+//! file verified again) comes through here, so every one passes the same gate.
 
 use super::Library;
 use crate::ledger::Event;
@@ -87,6 +89,50 @@ pub struct Created {
     pub unchanged: bool,
 }
 
+/// A candidate that passed verification and waits, its process running, to be committed
+/// ([`Library::commit_checked`]) or given up ([`Library::discard_checked`]); dropped without
+/// either, its staged code is removed and its process killed.
+pub struct Checked {
+    prepared: Prepared,
+    staged: crate::registry::Staged,
+    verified: crate::verify::Verified,
+    /// The keys it was verified with (values: never formatted).
+    keys: std::collections::BTreeMap<KeyName, String>,
+}
+
+impl std::fmt::Debug for Checked {
+    /// The candidate's name, hash and verdicts: no key value.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checked")
+            .field("tool", &self.prepared.request.name)
+            .field("code_hash", &self.prepared.code_hash)
+            .field("verdicts", &self.verified.verdicts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Checked {
+    /// The tool it would be a version of.
+    pub fn name(&self) -> &ToolName {
+        &self.prepared.request.name
+    }
+
+    /// sha256 of its code, lowercase hex.
+    pub fn code_hash(&self) -> &str {
+        &self.prepared.code_hash
+    }
+
+    /// Every verdict verification reached.
+    pub fn verdicts(&self) -> &[Verdict] {
+        &self.verified.verdicts
+    }
+
+    /// How many functions it offers.
+    pub fn functions(&self) -> usize {
+        self.verified.tools.len()
+    }
+}
+
 /// Why a tool was not created. `Display` is the text for the agent (redact before it reaches
 /// one).
 #[derive(Debug, thiserror::Error)]
@@ -153,12 +199,30 @@ impl Library {
     /// call).
     pub async fn create_with(
         &self,
-        mut prepared: Prepared,
+        prepared: Prepared,
         grants: super::Grants,
     ) -> Result<Created, CreateError> {
         if let Some(same) = self.unchanged(&prepared, &grants) {
             return Ok(same);
         }
+        let checked = self.check_with(prepared, grants).await?;
+        self.commit_checked(checked).await
+    }
+
+    /// Stage and verify a prepared request with the keys it is granted, without committing it:
+    /// the candidate waits, its process running, for [`Library::commit_checked`] or
+    /// [`Library::discard_checked`]. A failure is audited and leaves nothing behind.
+    pub async fn check(&self, prepared: Prepared) -> Result<Checked, CreateError> {
+        let grants = self.grants(prepared.subject());
+        self.check_with(prepared, grants).await
+    }
+
+    /// [`Library::check`] with the grants already read.
+    pub async fn check_with(
+        &self,
+        mut prepared: Prepared,
+        grants: super::Grants,
+    ) -> Result<Checked, CreateError> {
         let name = prepared.request.name.clone();
         if let Err(why) = self.check_uses(name.as_str(), &prepared.uses) {
             let failure = VerifyFailure {
@@ -193,7 +257,6 @@ impl Library {
             .stage_hashed(&name, &prepared.request.code, prepared.code_hash.clone())
             .map_err(CreateError::Stage)?;
         let keys = grants.keys;
-        let grants = self.fingerprint(&keys);
         let secrets = self.secrets();
         let mut spec = self.spec(
             name.as_str(),
@@ -222,8 +285,13 @@ impl Library {
                 return Err(CreateError::Baseline(e.to_string()));
             }
         };
-        let verified = match crate::verify::verify(request).await {
-            Ok(v) => v,
+        match crate::verify::verify(request).await {
+            Ok(verified) => Ok(Checked {
+                prepared,
+                staged,
+                verified,
+                keys,
+            }),
             Err(failure) => {
                 let _ = self.registry.discard(staged);
                 self.audit(
@@ -231,9 +299,35 @@ impl Library {
                     Event::VerificationFailed,
                     &format!("{}: {}", failure.stage, failure.message),
                 );
-                return Err(CreateError::Verify(failure));
+                Err(CreateError::Verify(failure))
             }
-        };
+        }
+    }
+
+    /// A checked candidate given up: its process stopped, its staged code removed.
+    pub async fn discard_checked(&self, checked: Checked) {
+        let Checked {
+            staged, verified, ..
+        } = checked;
+        verified.process.shutdown().await;
+        if let Err(e) = self.registry.discard(staged) {
+            tracing::warn!("removing a staged candidate: {e}");
+        }
+    }
+
+    /// Commit a checked candidate as a new version of its tool and mount it: its process
+    /// becomes the first warm instance, its verdicts and what it met are recorded, and its
+    /// trigger check runs.
+    pub async fn commit_checked(&self, checked: Checked) -> Result<Created, CreateError> {
+        let Checked {
+            prepared,
+            staged,
+            verified,
+            keys,
+        } = checked;
+        let name = prepared.request.name.clone();
+        let grants = self.fingerprint(&keys);
+        let secrets = self.secrets();
         let manifest = Manifest {
             description: prepared.request.description.clone(),
             required_env: verified.required_env.clone(),
