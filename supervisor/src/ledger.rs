@@ -26,6 +26,7 @@ mod log;
 mod packages;
 mod rollback;
 mod schema;
+mod trust;
 mod verdicts;
 
 pub use actor::Actor;

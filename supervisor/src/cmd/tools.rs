@@ -420,6 +420,9 @@ struct ShowOutput {
     package_approvals: Vec<ledger::PackageApproval>,
     /// What verification found of the current version's functions.
     verdicts: Vec<crate::verify::Verdict>,
+    /// The functions its trusted versions call (`USES`), which a rewrite may not widen;
+    /// `None` before a version is trusted.
+    uses_baseline: Option<Vec<String>>,
 }
 
 fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Result<(), CliError> {
@@ -452,6 +455,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             Some(v) => registry.ledger().verdicts(name, v)?,
             None => Vec::new(),
         },
+        uses_baseline: registry.ledger().trusted_uses(name)?,
     };
     if json {
         serde_json::to_writer_pretty(&mut *out, &output)?;
@@ -476,6 +480,11 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         }
         writeln!(out, "keys: {}", or_none(&cur.required_env))?;
         writeln!(out, "uses: {}", or_none(&cur.uses))?;
+        writeln!(
+            out,
+            "{}",
+            baseline::uses_line(output.uses_baseline.as_deref())
+        )?;
         packages(cur, out)?;
         writeln!(
             out,

@@ -224,10 +224,11 @@ impl Library {
         grants: super::Grants,
     ) -> Result<Checked, CreateError> {
         let name = prepared.request.name.clone();
-        if let Err(why) = self.check_uses(name.as_str(), &prepared.uses) {
+        // A refusal before anything of the code runs, audited like any failed verification.
+        let refused = |stage, message: String| {
             let failure = VerifyFailure {
-                stage: crate::verify::Stage::Declarations,
-                message: why,
+                stage,
+                message,
                 log: String::new(),
             };
             self.audit(
@@ -235,7 +236,17 @@ impl Library {
                 Event::VerificationFailed,
                 &format!("{}: {}", failure.stage, failure.message),
             );
-            return Err(CreateError::Verify(failure));
+            CreateError::Verify(failure)
+        };
+        if let Err(why) = self.check_uses(name.as_str(), &prepared.uses) {
+            return Err(refused(crate::verify::Stage::Declarations, why));
+        }
+        // A trusted tool's rewrite may not reach further than its trusted versions did; this
+        // is refused before the rewrite runs, since verifying it would already make its calls.
+        match self.uses_beyond_trust(name.as_str(), &prepared.uses) {
+            Err(e) => return Err(CreateError::Baseline(e.to_string())),
+            Ok(Some(why)) => return Err(refused(crate::verify::Stage::Baseline, why)),
+            Ok(None) => {}
         }
         let python = self.runtime().await.map_err(CreateError::Runtime)?;
         self.resolve_packages(&mut prepared).await?;

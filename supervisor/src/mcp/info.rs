@@ -216,6 +216,7 @@ fn record(library: &Library, name: &str) -> Result<Option<Value>, crate::ledger:
         "versions": versions,
         "verdicts": verdicts,
         "obligations": obligations,
+        "uses_baseline": ledger.trusted_uses(name)?,
         "recent_failures": failures,
         "keys": keys,
         "packages": packages,
