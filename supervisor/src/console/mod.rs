@@ -133,7 +133,13 @@ async fn handle(
     } else {
         Bytes::new()
     };
-    let answered = tokio::task::spawn_blocking(move || console.respond(&parts, &body)).await;
+    // A task-local actor does not cross into the blocking pool: named again there.
+    let answered = tokio::task::spawn_blocking(move || {
+        crate::ledger::actor::sync_scope(crate::ledger::actor::Actor::console(), || {
+            console.respond(&parts, &body)
+        })
+    })
+    .await;
     Ok(answered.unwrap_or_else(|_| {
         answer(
             StatusCode::INTERNAL_SERVER_ERROR,
