@@ -51,11 +51,17 @@ pub enum Event {
     AllowlistChanged,
     /// The user made an earlier trusted version current again (`autotool tools rollback`).
     RolledBack,
+    /// The user pinned a tool: nothing replaces its current version until it is unpinned.
+    Pinned,
+    /// The user unpinned a tool: new versions may replace it again.
+    Unpinned,
+    /// A new version of a pinned tool was refused (a rewrite, a pull, a changed file).
+    PinHeld,
 }
 
 impl Event {
     /// Every kind.
-    pub const ALL: [Event; 27] = [
+    pub const ALL: [Event; 30] = [
         Event::Created,
         Event::Verified,
         Event::VerificationFailed,
@@ -83,6 +89,9 @@ impl Event {
         Event::PullRefused,
         Event::AllowlistChanged,
         Event::RolledBack,
+        Event::Pinned,
+        Event::Unpinned,
+        Event::PinHeld,
     ];
 
     /// The word stored in `events.kind`.
@@ -115,6 +124,9 @@ impl Event {
             Event::PullRefused => "pull_refused",
             Event::AllowlistChanged => "allowlist_changed",
             Event::RolledBack => "rolled_back",
+            Event::Pinned => "pinned",
+            Event::Unpinned => "unpinned",
+            Event::PinHeld => "pin_held",
         }
     }
 }

@@ -147,6 +147,9 @@ pub enum CreateError {
     Store(#[source] RegistryError),
     #[error("create_tool failed reading the tool's baseline: {0}")]
     Baseline(String),
+    /// The user pinned the tool: nothing replaces its current version until it is unpinned.
+    #[error("create_tool refused: {0}")]
+    PinHeld(crate::ledger::PinHeld),
     /// Its packages need the user's yes, which this way of entering cannot ask for.
     #[error(
         "consent needed: the tool `{tool}` asks to {phrase}, and the user has not approved it. \
@@ -163,12 +166,21 @@ pub enum CreateError {
 
 impl Library {
     /// Check `request`'s code against the size rule and read what consent needs from it: its
-    /// hash and the keys it declares. Nothing of the code runs.
+    /// hash and the keys it declares. Nothing of the code runs. A tool the user pinned is
+    /// refused here, before consent and verification (and again at commit).
     pub fn prepare(&self, request: CreateRequest) -> Result<Prepared, CreateError> {
         self.registry
             .check_code_size(request.code.len())
             .map_err(CreateError::Stage)?;
         let code_hash = crate::version::code_hash(request.code.as_bytes());
+        let name = request.name.as_str();
+        let held = self
+            .registry
+            .ledger()
+            .held(name, &code_hash, &request.description);
+        if let Some(held) = held.map_err(|e| CreateError::Stage(e.into()))? {
+            return Err(self.pin_refused(held, &code_hash));
+        }
         let (declared, declarations_read) = match crate::verify::required_env(&request.code) {
             Ok(d) => (d, true),
             Err(_) => (Vec::new(), false),
@@ -365,7 +377,11 @@ impl Library {
             Ok(v) => v,
             Err(e) => {
                 verified.process.shutdown().await;
-                return Err(CreateError::Store(e));
+                return Err(match e {
+                    // Pinned while it was being verified: the pin holds.
+                    RegistryError::PinHeld(held) => self.pin_refused(held, &prepared.code_hash),
+                    e => CreateError::Store(e),
+                });
             }
         };
         let robustness = verified.robustness.to_string();
@@ -418,6 +434,26 @@ impl Library {
             packages: prepared.packages.as_ref().map(|p| p.lock.describe()),
             unchanged: false,
         })
+    }
+
+    /// A new version of a pinned tool refused: a `pin_held` event naming who tried, once per
+    /// code and pin (an agent retrying, or serve looking at a file each round, adds no more).
+    pub(super) fn pin_refused(&self, held: crate::ledger::PinHeld, code_hash: &str) -> CreateError {
+        let detail = format!(
+            "new code (sha256 {}) refused: version {} is {}",
+            crate::pin::short(code_hash),
+            held.version,
+            held.pin
+        );
+        tracing::info!(tool = %held.tool, "{detail}");
+        if let Err(e) = self
+            .registry
+            .ledger()
+            .claim_once(&held.tool, Event::PinHeld, &detail)
+        {
+            tracing::warn!(tool = %held.tool, "recording a refusal by the pin: {e}");
+        }
+        CreateError::PinHeld(held)
     }
 
     /// The mounted version of the tool, when the request is byte for byte what it was made from
