@@ -7,6 +7,10 @@
 //! the tools it calls, transitively, together. The same check runs again before every call,
 //! on the versions mounted then, so a graph made cyclic by two supervisors creating at once
 //! still never runs a cycle.
+//!
+//! What a trusted version of a tool declared is also a ceiling for its rewrites ([`widened`]):
+//! a new version may call fewer of the functions its trusted versions called, or the same, but
+//! not one none of them called.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +35,19 @@ pub enum Refusal {
         .0.join(" → ")
     )]
     TooDeep(Vec<String>),
+}
+
+/// The functions `new` declares that `trusted` (what the tool's trusted versions declared) does
+/// not: sorted, each once. Empty when `new` calls the same functions or fewer.
+pub fn widened<T: AsRef<str>, N: AsRef<str>>(trusted: &[T], new: &[N]) -> Vec<String> {
+    let trusted: BTreeSet<&str> = trusted.iter().map(AsRef::as_ref).collect();
+    new.iter()
+        .map(AsRef::as_ref)
+        .filter(|n| !trusted.contains(n))
+        .collect::<BTreeSet<&str>>()
+        .into_iter()
+        .map(str::to_string)
+        .collect()
 }
 
 /// Check `tool` calling `uses` (tool names) against `graph` (every other tool's callees; an
@@ -162,6 +179,33 @@ mod tests {
                     .collect()
             ))
         );
+    }
+
+    #[test]
+    fn a_rewrite_may_narrow_its_uses_but_not_widen_them() {
+        let trusted = ["weather__forecast", "geo__lookup"];
+        // Equal, narrower, none: nothing added.
+        assert!(widened(&trusted, &["geo__lookup", "weather__forecast"]).is_empty());
+        assert!(widened(&trusted, &["weather__forecast"]).is_empty());
+        assert!(widened(&trusted, &[] as &[&str]).is_empty());
+        // Each function none of the trusted versions called, once and sorted, even beside the
+        // ones they did.
+        assert_eq!(
+            widened(
+                &trusted,
+                &[
+                    "weather__forecast",
+                    "bank__transfer",
+                    "bank__balance",
+                    "bank__transfer"
+                ]
+            ),
+            ["bank__balance", "bank__transfer"]
+        );
+        // Another function of a tool it already calls is a widening too.
+        assert_eq!(widened(&trusted, &["weather__alerts"]), ["weather__alerts"]);
+        // A trusted version that called nothing: any call is a widening.
+        assert_eq!(widened(&[] as &[&str], &["geo__lookup"]), ["geo__lookup"]);
     }
 
     #[test]

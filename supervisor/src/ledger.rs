@@ -24,14 +24,17 @@ mod calls;
 mod event;
 mod log;
 mod packages;
+mod pinned;
 mod rollback;
 mod schema;
+mod trust;
 mod verdicts;
 
 pub use actor::Actor;
 pub use calls::{CallRecord, CallRow, ToolStats};
 pub use event::Event;
 pub use log::EventFilter;
+pub use pinned::{Pin, PinError, PinHeld};
 pub use rollback::{RollbackError, RolledBack};
 use schema::migrate;
 pub use schema::{MIGRATIONS, SCHEMA_VERSION};
@@ -644,10 +647,11 @@ impl Tx<'_> {
             .optional()?)
     }
 
-    /// Mark `name` removed now. Returns false if it was not live.
+    /// Mark `name` removed now (its pin, if any, goes with it). Returns false if it was not live.
     pub fn mark_removed(&self, name: &str) -> Result<bool, LedgerError> {
         let n = self.tx.execute(
-            "UPDATE tools SET removed_at = ?2 WHERE name = ?1 AND removed_at IS NULL",
+            "UPDATE tools SET removed_at = ?2, pinned_at = NULL, pinned_by = NULL
+             WHERE name = ?1 AND removed_at IS NULL",
             params![name, now_ms()],
         )?;
         // A tool created again under the name starts with no baseline (the rows are kept).

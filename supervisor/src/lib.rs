@@ -26,6 +26,7 @@
 //!   version held to what was verified;
 //! - [`config`]: every setting, resolved flag > environment > `config.toml` > default;
 //!   [`home`]: `$AUTOTOOL_HOME`; [`logging`]: log lines, redacted; [`dotenv`]: `.env` files;
+//!   [`join`]: several futures awaited side by side;
 //! - [`host_apps`]: the agent apps' config files `autotool setup` registers autotool in;
 //! - [`own_model`] (feature `own-model`): autotool's own model: the agent loop and its
 //!   providers, and the loop behind `synthesize_tool`; [`client`]: an MCP client of
@@ -49,6 +50,7 @@ pub mod egress;
 pub mod home;
 pub mod host_apps;
 pub mod index;
+pub mod join;
 pub mod ledger;
 pub mod library;
 pub mod listen;

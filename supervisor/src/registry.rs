@@ -100,6 +100,8 @@ pub enum RegistryError {
     Home(#[from] HomeError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    PinHeld(#[from] ledger::PinHeld),
 }
 
 fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> RegistryError + 'a {
@@ -391,8 +393,8 @@ impl Registry {
         fs::remove_dir_all(&staged.dir).map_err(io_err("cannot remove", &staged.dir))
     }
 
-    /// Make a verified staged tool the next version of its name and its current one. See the
-    /// module docs for what a crash at any point leaves.
+    /// Make a verified staged tool the next version of its name and its current one, unless the
+    /// user pinned the tool (checked under the write lock). See the module docs for crashes.
     pub fn commit(&self, staged: Staged, manifest: Manifest) -> Result<Version, RegistryError> {
         let mut staged = staged;
         for f in &manifest.functions {
@@ -412,6 +414,8 @@ impl Registry {
         let created_at = ledger::now_ms();
 
         self.ledger.write(|tx| {
+            let held = tx.held(name.as_str(), &staged.code_hash, &manifest.description)?;
+            held.map_or(Ok(()), Err)?;
             let version = tx.next_version(name.as_str())?;
             let target = tool_dir.join(version.to_string());
             // Holding the write lock, nobody is mid-commit: a directory already there is a

@@ -53,7 +53,8 @@
 //! (whether what `USES` names may be called is the library's check, `crate::library::uses`);
 //! [`relations`] reads `RELATIONS` and makes its pairs;
 //! [`lint`](mod@lint) runs ruff; [`probes`] plans and makes the robustness calls; [`verdicts`]
-//! judges answers; `judge` makes the calls verdicts are judged from.
+//! judges answers; `judge` makes the calls verdicts are judged from; [`rank`] orders verified
+//! candidates for one need by their verdicts, safety first.
 
 pub mod adversary;
 pub mod baseline;
@@ -63,6 +64,7 @@ mod functions;
 mod judge;
 pub mod lint;
 pub mod probes;
+pub mod rank;
 pub mod relations;
 pub mod verdicts;
 

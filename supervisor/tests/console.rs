@@ -6,6 +6,7 @@
 //!   are refused, cookie or not;
 //! - a change is only a POST of a form with the session's CSRF token (a GET, a POST without
 //!   it, a JSON POST change nothing), and it is written to the event log as the console's;
+//!   pin and unpin the same way, the pin shown on the tool and library pages and the API;
 //! - no CORS header on any answer, a preflight refused, a strict CSP everywhere;
 //! - what a tool wrote (name, description, errors, events) is escaped and cut;
 //! - no page and no API answer holds a stored key value, raw, URL-encoded or JSON-escaped,
@@ -502,6 +503,70 @@ fn a_change_is_only_a_post_with_the_token_and_is_logged_as_the_console_s() {
                 .iter()
                 .any(|e| e.kind == kind && e.detail.contains(said)),
             "no {kind} saying {said}: {events:?}"
+        );
+    }
+}
+
+#[test]
+fn pin_and_unpin_are_confirmed_posts_with_the_token_and_show_everywhere() {
+    let c = start();
+    let pinned = || c.registry().ledger().pin_of("weather").unwrap();
+    // The tool page offers Pin, through its confirmation page.
+    let page = c.get("/tool/weather").body;
+    assert!(
+        page.contains("href=\"/confirm?action=pin&amp;tool=weather\""),
+        "{page}"
+    );
+    assert!(!page.contains("action=unpin"), "{page}");
+    let confirm = c.get("/confirm?action=pin&tool=weather").body;
+    assert!(
+        confirm.contains("Pin weather? Nothing replaces"),
+        "{confirm}"
+    );
+    assert_eq!(pinned(), None, "the confirmation page pinned it");
+    // Without the token, with a wrong one, as a GET: refused, nothing pinned.
+    assert_eq!(c.post("action=pin&tool=weather").status, 403);
+    assert_eq!(
+        c.post(&format!("action=pin&tool=weather&csrf={}", "0".repeat(64)))
+            .status,
+        403
+    );
+    assert_ne!(c.get("/action?action=pin&tool=weather").status, 200);
+    assert_eq!(pinned(), None);
+    // The control: the form with the token pins it, as the console.
+    let token = c.csrf();
+    let a = c.post(&format!("action=pin&tool=weather&csrf={token}"));
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.body.contains("weather v1 is pinned"), "{}", a.body);
+    assert_eq!(pinned().unwrap().by, "console");
+    // Shown on the tool page (with Unpin instead of Pin), the library page and the API.
+    let page = c.get("/tool/weather").body;
+    assert!(page.contains("Pinned: pinned by console at "), "{page}");
+    assert!(
+        page.contains("href=\"/confirm?action=unpin&amp;tool=weather\"")
+            && !page.contains("action=pin&amp;"),
+        "{page}"
+    );
+    assert!(c.get("/").body.contains("pinned by console"));
+    let rows: serde_json::Value = serde_json::from_str(&c.get("/api/library").body).unwrap();
+    assert_eq!(rows[0]["pinned"]["by"], "console", "{rows}");
+    // Unpin: refused without the token, done with it.
+    assert_eq!(c.post("action=unpin&tool=weather").status, 403);
+    assert!(pinned().is_some());
+    let a = c.post(&format!("action=unpin&tool=weather&csrf={token}"));
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.body.contains("weather is unpinned"), "{}", a.body);
+    assert_eq!(pinned(), None);
+    let rows: serde_json::Value = serde_json::from_str(&c.get("/api/library").body).unwrap();
+    assert!(rows[0]["pinned"].is_null(), "{rows}");
+    // The log names the console for both.
+    let events = c.registry().ledger().events(Some("weather"), 50).unwrap();
+    for kind in [Event::Pinned, Event::Unpinned] {
+        let e = events.iter().find(|e| e.kind == kind);
+        let e = e.unwrap_or_else(|| panic!("no {kind} event: {events:?}"));
+        assert_eq!(
+            (e.actor.as_str(), e.surface.as_str()),
+            ("console", "console")
         );
     }
 }

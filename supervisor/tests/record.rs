@@ -1,7 +1,8 @@
 //! The record from the command line, against real temp homes and the real binary: `autotool
 //! events` (who caused each decision and through what, redacted, filtered, followed), `tools
-//! rollback` (back to a trusted version, the baseline kept) and `tools logs` (a tool's stderr,
-//! redacted, escaped and bounded).
+//! rollback` (back to a trusted version, the baseline kept), `tools pin` / `unpin` (the current
+//! version held against every new one until unpinned, and who did what) and `tools logs` (a
+//! tool's stderr, redacted, escaped and bounded).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use autotool::home::Home;
@@ -23,10 +24,22 @@ fn temp_home() -> (tempfile::TempDir, Home) {
     (dir, home)
 }
 
+fn code(tag: &str) -> String {
+    format!("from mcp.server.mcpserver import MCPServer\n# {tag}\nmcp = MCPServer('t')\n")
+}
+
 fn create(reg: &Registry, name: &str, tag: &str) -> u32 {
-    let code =
-        format!("from mcp.server.mcpserver import MCPServer\n# {tag}\nmcp = MCPServer('t')\n");
-    let staged = reg.stage(&ToolName::parse(name).unwrap(), &code).unwrap();
+    try_create(reg, name, tag).unwrap()
+}
+
+fn try_create(
+    reg: &Registry,
+    name: &str,
+    tag: &str,
+) -> Result<u32, autotool::registry::RegistryError> {
+    let staged = reg
+        .stage(&ToolName::parse(name).unwrap(), &code(tag))
+        .unwrap();
     let function: FunctionSpec = serde_json::from_value(json!({
         "name": "run", "input_schema": {"type": "object"}
     }))
@@ -41,8 +54,7 @@ fn create(reg: &Registry, name: &str, tag: &str) -> u32 {
             uses: Vec::new(),
         },
     )
-    .unwrap()
-    .version
+    .map(|v| v.version)
 }
 
 fn autotool(home: &Home, args: &[&str]) -> Output {
@@ -247,6 +259,157 @@ fn rollback_goes_back_to_a_trusted_version_and_keeps_the_baseline() {
         "{out:?}"
     );
     assert_eq!(reg.get("weather").unwrap().unwrap().version, 1);
+}
+
+#[test]
+fn a_pin_holds_the_current_version_until_unpinned_and_the_log_says_who() {
+    let (_t, home) = temp_home();
+    let reg = Registry::open(&home).unwrap();
+    create(&reg, "weather", "v1");
+    let out = autotool(&home, &["tools", "pin", "weather"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout(&out).contains("weather v1 is pinned"),
+        "{}",
+        stdout(&out)
+    );
+    let pin = reg.ledger().pin_of("weather").unwrap().unwrap();
+    assert_eq!(pin.by, "cli");
+    // Pinning again changes nothing; an unknown tool is refused.
+    let out = autotool(&home, &["tools", "pin", "weather"]);
+    assert!(
+        stdout(&out).contains("was already pinned by cli"),
+        "{out:?}"
+    );
+    assert_eq!(reg.ledger().pin_of("weather").unwrap(), Some(pin.clone()));
+    let out = autotool(&home, &["tools", "pin", "nobody"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no tool named \"nobody\""),
+        "{out:?}"
+    );
+
+    // Shown by `tools list` and `tools show`, text and JSON.
+    let list: Value =
+        serde_json::from_str(&stdout(&autotool(&home, &["tools", "list", "--json"]))).unwrap();
+    assert_eq!(list[0]["pinned"]["by"], "cli", "{list}");
+    assert!(list[0]["pinned"]["at"].as_str().unwrap().ends_with('Z'));
+    let text = stdout(&autotool(&home, &["tools", "list"]));
+    assert!(
+        text.contains("(1 version, probation, pinned by cli)"),
+        "{text}"
+    );
+    let show = stdout(&autotool(&home, &["tools", "show", "weather"]));
+    assert!(
+        show.contains("pinned by cli at ") && show.contains("`autotool tools unpin weather`"),
+        "{show}"
+    );
+    let show: Value = serde_json::from_str(&stdout(&autotool(
+        &home,
+        &["tools", "show", "weather", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(show["pinned"]["by"], "cli", "{show}");
+
+    // A new version is refused at commit (under the write lock), naming the pin and the way
+    // out; the same code and description again is not a replacement.
+    let refused = try_create(&reg, "weather", "v2").unwrap_err().to_string();
+    assert!(
+        refused.contains("weather is pinned by the user (pinned by cli at ")
+            && refused.contains("`autotool tools unpin weather`"),
+        "{refused}"
+    );
+    assert_eq!(reg.get("weather").unwrap().unwrap().version, 1);
+    assert_eq!(create(&reg, "weather", "v1"), 2);
+
+    // The library's prepare path refuses it before anything runs, and records who tried, once
+    // per code and pin.
+    let library =
+        autotool::library::Library::new(autotool::library::Settings::default(), home.clone())
+            .unwrap();
+    let request = |tag: &str| autotool::library::CreateRequest {
+        name: ToolName::parse("weather").unwrap(),
+        code: code(tag),
+        description: "a test tool".into(),
+        smoke_test: None,
+        thoroughness: Default::default(),
+    };
+    let host = Actor::host(Some("claude-code"), "stdio");
+    for _ in 0..2 {
+        let e = autotool::ledger::actor::sync_scope(host.clone(), || {
+            library.prepare(request("v2")).unwrap_err()
+        });
+        assert!(
+            matches!(e, autotool::library::CreateError::PinHeld(_)),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("autotool tools unpin weather"),
+            "{e}"
+        );
+    }
+    assert!(library.prepare(request("v1")).is_ok());
+
+    // A rollback is the user's own: allowed while pinned, and the pin then holds that version.
+    reg.ledger()
+        .set_state("weather", 1, State::Active, "5 successful calls in a row")
+        .unwrap();
+    let out = autotool(&home, &["tools", "rollback", "weather", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(reg.ledger().pin_of("weather").unwrap().is_some());
+
+    // Unpinned: the same new version is accepted (the control).
+    let out = autotool(&home, &["tools", "unpin", "weather"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout(&out).contains("weather is unpinned (it was pinned by cli at "),
+        "{}",
+        stdout(&out)
+    );
+    let out = autotool(&home, &["tools", "unpin", "weather"]);
+    assert!(stdout(&out).contains("was not pinned"), "{out:?}");
+    assert!(library.prepare(request("v2")).is_ok());
+    assert_eq!(create(&reg, "weather", "v2"), 3);
+
+    // The log: who pinned, who was refused, who unpinned.
+    let out = autotool(&home, &["events", "--json", "--tool", "weather"]);
+    let events = json_lines(&out);
+    let of = |kind: &str| -> Vec<&Value> { events.iter().filter(|e| e["kind"] == kind).collect() };
+    let pinned = of("pinned");
+    assert_eq!(pinned.len(), 1, "{events:#?}");
+    assert_eq!(pinned[0]["actor"], "cli");
+    assert!(
+        pinned[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("version 1 pinned by the user (cli)")
+    );
+    let held = of("pin_held");
+    assert_eq!(held.len(), 1, "once per code and pin: {events:#?}");
+    assert_eq!(held[0]["actor"], "host:claude-code");
+    assert_eq!(held[0]["surface"], "stdio");
+    assert!(
+        held[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("refused: version 2 is pinned by cli"),
+        "{held:?}"
+    );
+    let unpinned = of("unpinned");
+    assert_eq!(unpinned.len(), 1, "{events:#?}");
+    assert_eq!(unpinned[0]["actor"], "cli");
+
+    // Removing drops the pin with the tool: created again, nothing holds it.
+    autotool(&home, &["tools", "pin", "weather"]);
+    let out = autotool(&home, &["tools", "remove", "weather"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(reg.ledger().pin_of("weather").unwrap(), None);
+    let out = autotool(&home, &["tools", "pin", "weather"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("weather was removed"),
+        "{out:?}"
+    );
+    assert_eq!(create(&reg, "weather", "v4"), 4);
 }
 
 #[test]

@@ -8,13 +8,18 @@
 #[path = "common/chat.rs"]
 mod chat;
 mod common;
+#[path = "common/synth.rs"]
+mod synth;
 
-use autotool::client::{Client, ConnectOptions, connect};
+use autotool::client::Client;
 use chat::ChatFake;
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use synth::{
+    args, last_user, model_env, names, show, synthesis_requests, text, trigger_answer,
+    wait_for_synthesize,
+};
 
 /// Imports a module the runtime lacks: verification fails (the process ends before
 /// `initialize`) with a traceback.
@@ -53,82 +58,15 @@ fn create(code: &str) -> Value {
     )
 }
 
-fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| match c {
-            ContentBlock::Text(t) => Some(t.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn args(v: Value) -> JsonObject {
-    v.as_object().cloned().unwrap()
-}
-
-fn model_env(fake: &ChatFake) -> String {
-    format!(
-        "# autotool's own model\nOPENAI_BASE_URL={}\nexport OPENAI_LLM=\"fake-model\"\n",
-        fake.base_url
-    )
-}
-
-/// `autotool serve` on `home`, confined where this machine can, with `env` added.
+/// `autotool serve` on `home` (as [`synth::serve`]) writing one candidate per round: these
+/// tests are of one candidate's rounds; candidates that race are tests/race.rs's.
 async fn serve(home: &Path, env: Vec<(String, String)>) -> Client {
-    let sandbox = match common::confining_launcher() {
-        Ok(_) => "strict",
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "this machine cannot confine in CI: {why}"
-            );
-            eprintln!("note: running unconfined: {why}");
-            "off"
-        }
-    };
-    let runtime = common::runtime();
-    let venv = runtime.interpreter.parent().and_then(Path::parent).unwrap();
-    let mut vars = vec![
-        ("AUTOTOOL_HOME".to_string(), home.display().to_string()),
-        ("AUTOTOOL_RUNTIME".to_string(), venv.display().to_string()),
-        // Each create is answered with its outcome, however busy this machine is.
-        ("AUTOTOOL_CREATE_HOLD".to_string(), "120s".to_string()),
-    ];
+    let mut vars = vec![(
+        "AUTOTOOL_SYNTHESIZE_CANDIDATES".to_string(),
+        "1".to_string(),
+    )];
     vars.extend(env);
-    connect(ConnectOptions {
-        binary: Some(env!("CARGO_BIN_EXE_autotool").into()),
-        args: vec!["serve".into(), "--sandbox".into(), sandbox.into()],
-        env: vars,
-        on_consent: None,
-        quiet: true,
-    })
-    .await
-    .unwrap()
-}
-
-async fn names(client: &Client) -> Vec<String> {
-    client
-        .list_tools()
-        .await
-        .unwrap()
-        .iter()
-        .map(|t| t.name.to_string())
-        .collect()
-}
-
-/// Polls the tool list until `want` says yes about `synthesize_tool` being on it.
-async fn wait_for_synthesize(client: &Client, want: bool) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let names = names(client).await;
-        if names.iter().any(|n| n == "synthesize_tool") == want || Instant::now() > deadline {
-            return names;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    synth::serve(home, vars).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,24 +207,6 @@ async fn a_model_that_never_gets_it_right_is_given_up_on_after_the_rounds() {
     client.close().await.unwrap();
 }
 
-/// The requests of the synthesis loop (create_tool offered), not the trigger check's.
-fn synthesis_requests(fake: &ChatFake) -> Vec<Value> {
-    fake.requests()
-        .into_iter()
-        .filter(|r| !chat::offered(r).is_empty())
-        .collect()
-}
-
-/// The last user message of a request.
-fn last_user(request: &Value) -> String {
-    request["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// Picks for three requests the adder should serve, then three near misses: all right.
 const PICKED_WELL: &[&str] = &[
     "adder__add",
@@ -305,37 +225,6 @@ const PICKED_BADLY: &[&str] = &[
     "adder__add",
     "none",
 ];
-
-/// The trigger check's two questions answered: the requests it writes, then `picks`.
-fn trigger_answer(request: &Value, picks: &[&str]) -> Value {
-    let question = last_user(request);
-    if question.contains("near misses") && question.contains("should_not") {
-        chat::say(
-            &json!({
-                "should": ["add 2 and 3", "what is 40 plus 2", "the sum of 7 and 8"],
-                "should_not": ["the weather in Paris", "translate hello", "what is 3 to the power 4"],
-            })
-            .to_string(),
-        )
-    } else {
-        chat::say(&json!({"choices": picks}).to_string())
-    }
-}
-
-/// `autotool tools show NAME` on `home`.
-fn show(home: &Path, name: &str) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_autotool"))
-        .args(["tools", "show", name])
-        .env("AUTOTOOL_HOME", home)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_tool_gets_a_trigger_check_with_a_model_of_its_own() {
@@ -693,11 +582,7 @@ async fn the_adversary_catches_a_tool_that_leaks_its_environment_and_passes_a_ro
 /// `autotool forge ARGS` on `home`, with no terminal (stdin empty), confined where this
 /// machine can.
 async fn forge(home: &Path, args: &[&str]) -> std::process::Output {
-    let sandbox = if common::confining_launcher().is_ok() {
-        "strict"
-    } else {
-        "off"
-    };
+    let sandbox = synth::sandbox();
     let runtime = common::runtime();
     let venv = runtime.interpreter.parent().and_then(Path::parent).unwrap();
     tokio::process::Command::new(env!("CARGO_BIN_EXE_autotool"))
@@ -707,6 +592,7 @@ async fn forge(home: &Path, args: &[&str]) -> std::process::Output {
         .env("AUTOTOOL_RUNTIME", venv)
         .env("AUTOTOOL_SANDBOX", sandbox)
         .env("AUTOTOOL_SYNTHESIZE_ROUNDS", "2")
+        .env("AUTOTOOL_SYNTHESIZE_CANDIDATES", "1")
         .stdin(std::process::Stdio::null())
         .output()
         .await

@@ -151,6 +151,10 @@ pub enum Cmd {
         /// HTTP: allow listening on an address other than loopback (the token is required).
         #[arg(long)]
         allow_remote: bool,
+        /// HTTP: mount the console under /console/ on the loopback listener, with a session of
+        /// its own (its URL: `autotool console --url`).
+        #[arg(long)]
+        console: bool,
         /// `strict` (default) confines every tool; only an explicit `off`, `0`, `false` or `no`
         /// runs them unconfined (also `AUTOTOOL_SANDBOX`, `sandbox` in config.toml).
         #[arg(long)]
@@ -204,7 +208,8 @@ pub enum Cmd {
     /// A local web page to see and steer tools, keys and consent.
     ///
     /// Served on 127.0.0.1 only; its URL, with this session's secret, is the first line on
-    /// stdout. Runs until Ctrl-C.
+    /// stdout. Runs until Ctrl-C. With --url, prints the URL of the console a running `serve
+    /// --transport http --console` (the service) mounts, and exits.
     Console {
         /// Do not open a browser.
         #[arg(long)]
@@ -212,6 +217,9 @@ pub enum Cmd {
         /// The port (default: a free one).
         #[arg(long, default_value_t = 0)]
         port: u16,
+        /// Print the URL of the console the running service mounts ($AUTOTOOL_HOME/console-url).
+        #[arg(long, conflicts_with_all = ["no_open", "port"])]
+        url: bool,
     },
     /// Relay MCP on stdin/stdout to the autotool service.
     ///
@@ -481,6 +489,7 @@ pub fn main() -> ExitCode {
         listen,
         no_auth,
         allow_remote,
+        console,
         sandbox,
         call_timeout,
         idle_timeout,
@@ -517,36 +526,19 @@ pub fn main() -> ExitCode {
                 };
             }
         };
-        let transport = if transport == "http" {
-            let given: Vec<&str> = if listen.is_empty() {
-                vec![super::serve::DEFAULT_LISTEN]
-            } else {
-                listen.iter().map(String::as_str).collect()
-            };
-            let parsed: Result<Vec<_>, _> = given
-                .into_iter()
-                .map(crate::mcp::http::Listen::parse)
-                .collect();
-            match parsed {
-                Ok(listen) => crate::cmd::serve::Transport::Http(crate::mcp::http::HttpOptions {
-                    listen,
-                    auth: !*no_auth,
-                    allow_remote: *allow_remote,
-                }),
-                Err(e) => {
-                    eprintln!("autotool serve: {e}");
-                    return ExitCode::from(2);
-                }
-            }
-        } else if !listen.is_empty() || *no_auth || *allow_remote {
-            eprintln!(
-                "autotool serve: --listen, --no-auth and --allow-remote need --transport http"
-            );
-            return ExitCode::from(2);
-        } else {
-            crate::cmd::serve::Transport::Stdio
+        let http = crate::mcp::http::HttpOptions {
+            listen: Vec::new(),
+            auth: !*no_auth,
+            allow_remote: *allow_remote,
+            console: *console,
         };
-        return super::serve::main(config, transport);
+        return match super::serve::transport(transport, listen, http) {
+            Ok(transport) => super::serve::main(config, transport),
+            Err(e) => {
+                eprintln!("autotool serve: {e}");
+                ExitCode::from(2)
+            }
+        };
     }
     if let Cmd::Connect = &cli.command {
         return super::connect::main();
@@ -612,7 +604,8 @@ pub fn main() -> ExitCode {
             no_runtime,
             ..
         } => super::setup::hosts(apps, dry_run, service, !no_runtime, &mut stdout),
-        Cmd::Console { no_open, port } => super::console::main(no_open, port, &mut stdout),
+        Cmd::Console { url: true, .. } => super::console::url(&mut stdout),
+        Cmd::Console { no_open, port, .. } => super::console::main(no_open, port, &mut stdout),
         Cmd::Tools { cmd } => crate::cmd::tools::run(cmd, &mut stdout),
         Cmd::Events(args) => crate::cmd::events::main(args, &mut stdout),
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),

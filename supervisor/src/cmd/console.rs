@@ -1,6 +1,7 @@
 //! `autotool console [--no-open] [--port N]`: serve the console ([`crate::console`]) on
 //! loopback until Ctrl-C. Its URL, the session's secret included, is the first line on stdout;
-//! everything else goes to stderr.
+//! everything else goes to stderr. `autotool console --url` prints instead the URL of the
+//! console a running `serve --transport http --console` mounts.
 
 use crate::home::Home;
 use std::io::Write;
@@ -38,6 +39,21 @@ pub fn main(no_open: bool, port: u16, out: &mut impl Write) -> ExitCode {
         signals.abort();
         Ok(said?)
     })
+}
+
+/// `autotool console --url`: the URL of the console a running `serve --transport http
+/// --console` mounts (the service does), from `$AUTOTOOL_HOME/console-url`.
+pub fn url(out: &mut impl Write) -> ExitCode {
+    let said = Home::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|home| crate::console::mounted::read_url(&home));
+    match said {
+        Ok(url) => match writeln!(out, "{url}") {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => super::fail("console", &format!("cannot write the output: {e}")),
+        },
+        Err(why) => super::fail("console", &why),
+    }
 }
 
 /// Open the console in the user's browser when there is one (a graphical session and

@@ -255,6 +255,37 @@ pub(crate) async fn wait_for_stop_signal() {
 /// Where `serve --transport http` listens when not told.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 
+/// The transport `serve`'s flags ask for: `http` on `listen` (else [`DEFAULT_LISTEN`]) with the
+/// rest of `http` as given, or stdio, which takes none of the HTTP flags.
+pub fn transport(
+    transport: &str,
+    listen: &[String],
+    http: crate::mcp::http::HttpOptions,
+) -> Result<Transport, String> {
+    if transport != "http" {
+        if !listen.is_empty() || !http.auth || http.allow_remote || http.console {
+            return Err(
+                "--listen, --no-auth, --allow-remote and --console need --transport http".into(),
+            );
+        }
+        return Ok(Transport::Stdio);
+    }
+    let given: Vec<&str> = if listen.is_empty() {
+        vec![DEFAULT_LISTEN]
+    } else {
+        listen.iter().map(String::as_str).collect()
+    };
+    let listen = given
+        .into_iter()
+        .map(crate::mcp::http::Listen::parse)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok(Transport::Http(crate::mcp::http::HttpOptions {
+        listen,
+        ..http
+    }))
+}
+
 /// `autotool serve`, on a multi-threaded runtime.
 pub fn main(config: Config, transport: Transport) -> std::process::ExitCode {
     super::cli::block_on("serve", run(config, transport))

@@ -4,7 +4,8 @@
 //! The unit (`$XDG_CONFIG_HOME/systemd/user/autotool.service`) runs `autotool serve --transport
 //! http` on loopback TCP (for hosts that speak HTTP) and on `$AUTOTOOL_HOME/service.sock` (for
 //! `autotool connect`, the stdio bridge), with the same `$AUTOTOOL_HOME` as the user who
-//! installed it. It leaves out the hardening options that would break autotool: `ProtectHome`
+//! installed it; on a loopback address it mounts the console too (`--console`: under
+//! `/console/`, its URL from `autotool console --url`). It leaves out the hardening options that would break autotool: `ProtectHome`
 //! hides the session bus (the keychain), and `NoNewPrivileges`, `RestrictNamespaces` and
 //! `SystemCallFilter` stop the launcher from building each tool's sandbox, which does all of
 //! that per tool.
@@ -43,9 +44,10 @@ fn quote(word: &str) -> String {
     out
 }
 
-/// What `ExecStart` runs: the absolute binary and its arguments.
+/// What `ExecStart` runs: the absolute binary and its arguments; `--console` when `tcp` is a
+/// loopback address (the console is for this machine only).
 pub fn command(binary: &Path, home: &Home, tcp: &str) -> Vec<String> {
-    vec![
+    let mut words = vec![
         binary.display().to_string(),
         "serve".into(),
         "--transport".into(),
@@ -54,7 +56,12 @@ pub fn command(binary: &Path, home: &Home, tcp: &str) -> Vec<String> {
         tcp.into(),
         "--listen".into(),
         format!("unix:{}", crate::mcp::http::service_socket(home).display()),
-    ]
+    ];
+    if matches!(crate::mcp::http::Listen::parse(tcp), Ok(crate::mcp::http::Listen::Tcp(a)) if a.ip().is_loopback())
+    {
+        words.push("--console".into());
+    }
+    words
 }
 
 /// The unit file's text.
@@ -311,8 +318,14 @@ mod tests {
         let text = unit_text(Path::new("/opt/auto tool/autotool"), &home, DEFAULT_TCP);
         assert!(text.contains(
             "ExecStart=\"/opt/auto tool/autotool\" \"serve\" \"--transport\" \"http\" \"--listen\" \
-             \"127.0.0.1:8765\" \"--listen\" \"unix:/home/u/my home/.autotool/service.sock\"\n"
+             \"127.0.0.1:8765\" \"--listen\" \"unix:/home/u/my home/.autotool/service.sock\" \
+             \"--console\"\n"
         ), "{text}");
+        // Not on an address other machines may reach.
+        let remote = command(Path::new("/a"), &home, "[::1]:9");
+        assert_eq!(remote.last().map(String::as_str), Some("--console"));
+        let remote = command(Path::new("/a"), &home, "192.168.1.2:9");
+        assert!(!remote.contains(&"--console".to_string()), "{remote:?}");
         assert!(text.contains("Environment=\"AUTOTOOL_HOME=/home/u/my home/.autotool\"\n"));
         for forbidden in [
             "\nProtectHome=",

@@ -245,6 +245,9 @@ struct ListEntry {
     health: Health,
     /// Why it is in its state (the newest state change), if it changed.
     state_reason: Option<String>,
+    /// The user's pin (`tools pin`: nothing replaces this version until unpinned): when and
+    /// by whom; `null` when not pinned.
+    pinned: Option<ledger::Pin>,
     created_at: String,
     dir: String,
 }
@@ -288,6 +291,7 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
     let since = ledger::now_ms()
         - i64::try_from(crate::library::settings::USAGE_WINDOW.as_millis()).unwrap_or(i64::MAX);
     let uses = registry.ledger().uses_since(since)?;
+    let mut pins = registry.ledger().pins()?;
     for tv in registry.current()? {
         let dir = registry.dir_of(&tv).display().to_string();
         let name = tv.name.as_str();
@@ -298,6 +302,7 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         entries.push(ListEntry {
             health,
             state_reason,
+            pinned: pins.remove(name),
             versions,
             state: tv.state.as_str(),
             listed: tv.state.listed(),
@@ -337,7 +342,15 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         } else {
             format!("{} versions", e.versions.len())
         };
-        writeln!(out, "{}  v{} ({versions}, {})", e.name, e.version, e.state)?;
+        let pinned = match &e.pinned {
+            Some(p) => format!(", pinned by {}", p.by),
+            None => String::new(),
+        };
+        writeln!(
+            out,
+            "{}  v{} ({versions}, {}{pinned})",
+            e.name, e.version, e.state
+        )?;
         if !e.description.is_empty() {
             writeln!(out, "  {}", one_line(&e.description, 100))?;
         }
@@ -409,6 +422,8 @@ struct VersionView {
 struct ShowOutput {
     name: String,
     removed_at: Option<String>,
+    /// The user's pin: nothing replaces the current version until unpinned.
+    pinned: Option<ledger::Pin>,
     current: Option<VersionView>,
     versions: Vec<VersionView>,
     stats: ToolStats,
@@ -420,6 +435,9 @@ struct ShowOutput {
     package_approvals: Vec<ledger::PackageApproval>,
     /// What verification found of the current version's functions.
     verdicts: Vec<crate::verify::Verdict>,
+    /// The functions its trusted versions call (`USES`), which a rewrite may not widen;
+    /// `None` before a version is trusted.
+    uses_baseline: Option<Vec<String>>,
 }
 
 fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Result<(), CliError> {
@@ -441,6 +459,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
     let output = ShowOutput {
         name: name.to_string(),
         removed_at: tool.removed_at.map(ledger::format_ms),
+        pinned: registry.ledger().pin_of(name)?,
         current,
         versions,
         stats: registry.stats(name)?,
@@ -452,6 +471,7 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             Some(v) => registry.ledger().verdicts(name, v)?,
             None => Vec::new(),
         },
+        uses_baseline: registry.ledger().trusted_uses(name)?,
     };
     if json {
         serde_json::to_writer_pretty(&mut *out, &output)?;
@@ -471,11 +491,22 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             cur.version,
             cur.state.as_str()
         )?;
+        if let Some(pin) = &output.pinned {
+            writeln!(
+                out,
+                "{pin}: nothing replaces this version until `autotool tools unpin {name}`"
+            )?;
+        }
         if !cur.description.is_empty() {
             writeln!(out, "description: {}", cur.description)?;
         }
         writeln!(out, "keys: {}", or_none(&cur.required_env))?;
         writeln!(out, "uses: {}", or_none(&cur.uses))?;
+        writeln!(
+            out,
+            "{}",
+            baseline::uses_line(output.uses_baseline.as_deref())
+        )?;
         packages(cur, out)?;
         writeln!(
             out,

@@ -399,6 +399,19 @@ pub static SETTINGS: &[Setting] = &[
         show: |v| show_duration(v.serve.synthesize_time),
     },
     Setting {
+        name: "synthesize_candidates",
+        flag: None,
+        env: "AUTOTOOL_SYNTHESIZE_CANDIDATES",
+        key: Some("synthesize_candidates"),
+        description: "candidates synthesize_tool writes for one need, each verified; the best \
+                      one is kept (1 to 4)",
+        apply: |v, raw, _| {
+            v.serve.synthesize_candidates = candidates(raw)?;
+            Ok(None)
+        },
+        show: |v| v.serve.synthesize_candidates.to_string(),
+    },
+    Setting {
         name: "home",
         flag: None,
         env: "AUTOTOOL_HOME",
@@ -509,6 +522,17 @@ const ALLOW_ALL: &str = "dangerously-allow-all";
 
 /// `sandbox`: `off`, `0`, `false` or `no` turns it off. From the flag and the environment
 /// anything else is strict, as it always was; in the file an unknown word is a problem.
+/// `synthesize_candidates`: a whole number from 1 to
+/// [`MAX_CANDIDATES`](crate::library::settings::MAX_CANDIDATES).
+fn candidates(raw: &str) -> Result<usize, ValueError> {
+    let most = crate::library::settings::MAX_CANDIDATES;
+    let n = to_usize(count(raw, 1)?)?;
+    if n > most {
+        return Err(ValueError::AboveMost { most: most as u64 });
+    }
+    Ok(n)
+}
+
 /// An on/off setting's value.
 fn on_off(raw: &str) -> Result<bool, ValueError> {
     match raw.trim().to_ascii_lowercase().as_str() {

@@ -537,3 +537,37 @@ fn only_a_bad_flag_is_a_wrong_command_line() {
     ));
     assert!(!bad(&[], &[("AUTOTOOL_CALL_TIMEOUT", "abc")]));
 }
+
+#[test]
+fn synthesize_candidates_is_one_to_four_and_defaults_to_two() {
+    let c = ok(&[], &[], None);
+    assert_eq!(
+        at(&c, "synthesize_candidates"),
+        ("2".into(), Layer::Default, None)
+    );
+    let c = ok(
+        &[],
+        &[("AUTOTOOL_SYNTHESIZE_CANDIDATES", "1")],
+        Some("synthesize_candidates = 4\n"),
+    );
+    assert_eq!(c.settings().synthesize_candidates, 1);
+    assert_eq!(at(&c, "synthesize_candidates").1, Layer::Env);
+    assert_eq!(
+        ok(&[], &[], Some("synthesize_candidates = 4\n"))
+            .settings()
+            .synthesize_candidates,
+        4
+    );
+    let p = problems(&[], &[("AUTOTOOL_SYNTHESIZE_CANDIDATES", "5")], None);
+    assert_eq!(
+        p[0].to_string(),
+        "synthesize_candidates = \"5\" (env, AUTOTOOL_SYNTHESIZE_CANDIDATES) is too large: the \
+         most is 4"
+    );
+    let p = problems(&[], &[], Some("synthesize_candidates = 0\n"));
+    assert!(
+        p[0].to_string().contains("is too small: the least is 1"),
+        "{}",
+        p[0]
+    );
+}

@@ -3,7 +3,7 @@
 //! event log naming who took it (`by`: `cli`, `console`).
 //!
 //! Approving and revoking are [`crate::consent`]'s (`approve_key`, `approve_packages`,
-//! `revoke`); rehab and retire, removal and a key's hosts are here.
+//! `revoke`); rehab and retire, pin and unpin, removal and a key's hosts are here.
 
 use crate::credentials::KeyStore;
 use crate::ledger::Event;
@@ -18,6 +18,8 @@ pub enum Action {
     Revoke { tool: String, key: Option<String> },
     Rehab { tool: String },
     Retire { tool: String },
+    Pin { tool: String },
+    Unpin { tool: String },
     Remove { tool: String },
     Allow { key: String, host: String },
     Disallow { key: String, host: String },
@@ -53,6 +55,12 @@ impl Action {
                 tool: need("tool")?,
             },
             "retire" => Action::Retire {
+                tool: need("tool")?,
+            },
+            "pin" => Action::Pin {
+                tool: need("tool")?,
+            },
+            "unpin" => Action::Unpin {
                 tool: need("tool")?,
             },
             "remove" => Action::Remove {
@@ -94,6 +102,14 @@ impl Action {
             Action::Retire { tool } => {
                 format!("Retire {tool}? It leaves every host's list; rehab brings it back.")
             }
+            Action::Pin { tool } => format!(
+                "Pin {tool}? Nothing replaces its current version (an agent's rewrite, a pull, a \
+                 followed library, a changed file) until you unpin it; rollback and remove still \
+                 work."
+            ),
+            Action::Unpin { tool } => {
+                format!("Unpin {tool}? New versions may replace its current version again.")
+            }
             Action::Remove { tool } => format!(
                 "Remove {tool}? Running servers unmount it and its approvals are revoked; its \
                  versions and history are kept."
@@ -119,6 +135,8 @@ impl Action {
             }
             Action::Rehab { tool } => manual(registry, tool, Manual::Rehab, by),
             Action::Retire { tool } => manual(registry, tool, Manual::Retire, by),
+            Action::Pin { tool } => pin(registry, tool),
+            Action::Unpin { tool } => unpin(registry, tool),
             Action::Remove { tool } => remove(registry, tool, by),
             Action::Allow { key, host } => hosts(registry, keys, key, host, true, by),
             Action::Disallow { key, host } => hosts(registry, keys, key, host, false, by),
@@ -154,6 +172,39 @@ pub fn manual(registry: &Registry, name: &str, action: Manual, by: &str) -> anyh
             "take it off their lists"
         }
     ))
+}
+
+/// Pin `name`: nothing replaces its current version until it is unpinned. Its `pinned` event
+/// and the pin name who did it ([`crate::ledger::actor::current`]: `cli`, `console`).
+pub fn pin(registry: &Registry, name: &str) -> anyhow::Result<String> {
+    let (pin, new) = registry
+        .ledger()
+        .pin(name, &crate::ledger::actor::current())?;
+    let version = registry.get(name)?.map_or(0, |v| v.version);
+    Ok(if new {
+        format!(
+            "{name} v{version} is pinned: nothing replaces it (an agent's rewrite, a pull, a \
+             followed library, a changed file) until `autotool tools unpin {name}`. Rollback \
+             and remove still work."
+        )
+    } else {
+        format!("{name} was already {pin}; nothing changed.")
+    })
+}
+
+/// Unpin `name`: new versions may replace its current one again. Its `unpinned` event names
+/// who did it.
+pub fn unpin(registry: &Registry, name: &str) -> anyhow::Result<String> {
+    let had = registry
+        .ledger()
+        .unpin(name, &crate::ledger::actor::current())?;
+    let version = registry.get(name)?.map_or(0, |v| v.version);
+    Ok(match had {
+        Some(pin) => {
+            format!("{name} is unpinned (it was {pin}): new versions may replace v{version} again.")
+        }
+        None => format!("{name} was not pinned; nothing changed."),
+    })
 }
 
 /// Remove `name`, its `removed` event naming `by`.

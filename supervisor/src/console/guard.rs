@@ -59,10 +59,13 @@ impl Refusal {
     }
 }
 
-/// The session: the port the console listens on, its secret and its CSRF token.
+/// The session: the port the console listens on, the path it is served under, its secret and
+/// its CSRF token.
 #[derive(Debug, Clone)]
 pub struct Session {
     pub port: u16,
+    /// `""` on a listener of its own; [`super::MOUNT`] when mounted by serve.
+    pub base: &'static str,
     pub secret: String,
     pub csrf: String,
 }
@@ -82,24 +85,40 @@ fn value(headers: &HeaderMap, name: header::HeaderName) -> Option<&[u8]> {
 }
 
 impl Session {
+    /// A new session (32 random bytes each for its secret and its CSRF token) for a console on
+    /// `port` under `base`.
+    pub fn new(port: u16, base: &'static str) -> std::io::Result<Session> {
+        Ok(Session {
+            port,
+            base,
+            secret: crate::consent::hex(&crate::consent::random_bytes::<32>()?),
+            csrf: crate::consent::hex(&crate::consent::random_bytes::<32>()?),
+        })
+    }
+
     /// The name of the session cookie: one per port, since cookies are shared by every port
     /// of a host.
     pub fn cookie_name(&self) -> String {
         format!("autotool_console_{}", self.port)
     }
 
-    /// The `Set-Cookie` value that starts the session.
+    /// The `Set-Cookie` value that starts the session: sent back only below the console's
+    /// base (a mounted console's cookie never goes to serve's `/mcp`).
     pub fn set_cookie(&self) -> String {
         format!(
-            "{}={}; Path=/; HttpOnly; SameSite=Strict",
+            "{}={}; Path={}; HttpOnly; SameSite=Strict",
             self.cookie_name(),
-            self.secret
+            self.secret,
+            if self.base.is_empty() { "/" } else { self.base }
         )
     }
 
     /// The URL printed to the user.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/?s={}", self.port, self.secret)
+        format!(
+            "http://127.0.0.1:{}{}/?s={}",
+            self.port, self.base, self.secret
+        )
     }
 
     fn own_origins(&self) -> [String; 2] {
@@ -214,6 +233,7 @@ mod tests {
     fn session() -> Session {
         Session {
             port: 4242,
+            base: "",
             secret: "a".repeat(64),
             csrf: "b".repeat(64),
         }
@@ -296,8 +316,18 @@ mod tests {
         }
         let set = s.set_cookie();
         assert!(
-            set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+            set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/;"),
             "{set}"
+        );
+        // Mounted: the cookie is sent back below the mount only, and the URL names it.
+        let mounted = Session {
+            base: super::super::MOUNT,
+            ..session()
+        };
+        assert!(mounted.set_cookie().contains("; Path=/console;"));
+        assert_eq!(
+            mounted.url(),
+            format!("http://127.0.0.1:4242/console/?s={}", s.secret)
         );
     }
 

@@ -66,6 +66,18 @@ pub fn url_part(s: &str) -> String {
     out
 }
 
+/// `html` with every link and form target the console wrote (`href="/…"`, `action="/…"`)
+/// moved under `base` (`/console` when mounted by serve; `""` changes nothing). Only the
+/// console's own markup can hold these: text from anywhere else went through [`escape`], which
+/// leaves no `"` in it.
+pub fn rebase(html: &str, base: &str) -> String {
+    if base.is_empty() {
+        return html.to_string();
+    }
+    html.replace("href=\"/", &format!("href=\"{base}/"))
+        .replace("action=\"/", &format!("action=\"{base}/"))
+}
+
 /// A page being written. Tool-written text goes through [`Html::text`] (redacted, cut,
 /// escaped); names and numbers the console made itself through [`Html::esc`] (escaped).
 #[derive(Debug)]
@@ -219,6 +231,34 @@ mod tests {
         h.text(&"x".repeat(50), 10);
         let out = h.finish();
         assert_eq!(out, "&lt;b&gt;[REDACTED:K]&lt;/b&gt;xxxxxxxxxx…", "{out}");
+    }
+
+    #[test]
+    fn a_mounted_console_s_links_move_under_its_base_and_text_does_not() {
+        let r = Redactor::new::<&str, &str>(&[]).unwrap();
+        let mut h = Html::new(&r);
+        h.link("/tool/x", "x")
+            .action("Pin", "pin", &[("tool", "x")])
+            .raw("<form method=\"post\" action=\"/action\">")
+            .text("<a href=\"/evil\">", 100);
+        let html = page("t", &h.finish());
+        let moved = rebase(&html, "/console");
+        for link in [
+            "href=\"/console/tool/x\"",
+            "href=\"/console/confirm?action=pin&amp;tool=x\"",
+            "action=\"/console/action\"",
+            "href=\"/console/assets/console.css\"",
+            "href=\"/console/\"",
+        ] {
+            assert!(moved.contains(link), "{link}: {moved}");
+        }
+        assert!(!moved.contains("href=\"/tool"), "{moved}");
+        // Escaped text is left as it was.
+        assert!(
+            moved.contains("&lt;a href=&quot;/evil&quot;&gt;"),
+            "{moved}"
+        );
+        assert_eq!(rebase(&html, ""), html);
     }
 
     #[test]

@@ -16,10 +16,17 @@
 //! Pages are rendered on the server from the ledger on each request ([`pages`]), so what a
 //! running `autotool serve` records shows on the next reload, and a decision taken here reaches
 //! every running server the way `autotool tools …` does (through the ledger and key files).
+//!
+//! The same console, router and guards included, is also mounted under [`MOUNT`] on the loopback
+//! listener of `autotool serve --transport http --console` ([`Mounted`]), with a session of its
+//! own: serve's bearer token does not open it, and its cookie (`Path=/console`) does not open
+//! serve's `/mcp`. Its URL, secret included, is written to `$AUTOTOOL_HOME/console-url` (0600)
+//! for `autotool console --url`.
 
 pub mod actions;
 pub mod guard;
 pub mod html;
+pub mod mounted;
 pub mod pages;
 
 use crate::credentials::KeyStore;
@@ -33,6 +40,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+pub use mounted::{MOUNT, Mounted};
 use std::convert::Infallible;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -69,6 +77,16 @@ struct Console {
     session: Session,
 }
 
+impl Console {
+    fn new(home: Home, port: u16, base: &'static str) -> Result<Console, ConsoleError> {
+        Ok(Console {
+            registry: Registry::open(&home)?,
+            session: Session::new(port, base)?,
+            home,
+        })
+    }
+}
+
 /// Serve the console for `home` on `127.0.0.1:port` (0: a free port) until `stop` is
 /// cancelled. `ready` is given the URL, secret included, once it listens.
 pub async fn serve(
@@ -82,24 +100,9 @@ pub async fn serve(
         .map_err(|why| ConsoleError::Listen { port, why })?;
     let port = listener.local_addr()?.port();
     let _own = crate::egress::register_own_listener_as(port, OWN_LISTENER);
-    let session = Session {
-        port,
-        secret: crate::consent::hex(&crate::consent::random_bytes::<32>()?),
-        csrf: crate::consent::hex(&crate::consent::random_bytes::<32>()?),
-    };
-    let console = Arc::new(Console {
-        registry: Registry::open(&home)?,
-        home,
-        session,
-    });
+    let console = Arc::new(Console::new(home, port, "")?);
     ready(&console.session.url());
-    // What the console does is the console's, in the event log.
-    let service = hyper::service::service_fn(move |req| {
-        crate::ledger::actor::scope(
-            crate::ledger::actor::Actor::console(),
-            handle(console.clone(), req),
-        )
-    });
+    let service = hyper::service::service_fn(move |req| handle(console.clone(), req));
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => break,
@@ -124,7 +127,7 @@ async fn handle(
         match Limited::new(body, MAX_FORM).collect().await {
             Ok(collected) => collected.to_bytes(),
             Err(_) => {
-                return Ok(answer(
+                return Ok(console.answer(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     pages::message("Too large", "The form is larger than the console accepts."),
                 ));
@@ -133,9 +136,17 @@ async fn handle(
     } else {
         Bytes::new()
     };
-    let answered = tokio::task::spawn_blocking(move || console.respond(&parts, &body)).await;
+    // What the console does is the console's, in the event log (named in the blocking pool,
+    // where no task-local actor reaches).
+    let answering = console.clone();
+    let answered = tokio::task::spawn_blocking(move || {
+        crate::ledger::actor::sync_scope(crate::ledger::actor::Actor::console(), || {
+            answering.respond(&parts, &body)
+        })
+    })
+    .await;
     Ok(answered.unwrap_or_else(|_| {
-        answer(
+        console.answer(
             StatusCode::INTERNAL_SERVER_ERROR,
             pages::message("Error", "The console failed to answer; see its log."),
         )
@@ -156,18 +167,23 @@ fn typed(status: StatusCode, content_type: &'static str, body: String) -> Respon
     r
 }
 
-fn refuse(why: Refusal) -> Response<Body> {
-    answer(why.status(), pages::message("Refused", why.says()))
-}
-
 impl Console {
+    /// An HTML answer, its links under the console's base ([`html::rebase`]).
+    fn answer(&self, status: StatusCode, html: String) -> Response<Body> {
+        answer(status, html::rebase(&html, self.session.base))
+    }
+
+    fn refuse(&self, why: Refusal) -> Response<Body> {
+        self.answer(why.status(), pages::message("Refused", why.says()))
+    }
+
     fn respond(&self, parts: &http::request::Parts, body: &[u8]) -> Response<Body> {
         if let Err(why) = self.session.check_origin(&parts.headers) {
-            return refuse(why);
+            return self.refuse(why);
         }
         let method = &parts.method;
         if method != Method::GET && method != Method::HEAD && method != Method::POST {
-            let mut r = answer(
+            let mut r = self.answer(
                 StatusCode::METHOD_NOT_ALLOWED,
                 pages::message("Not allowed", "The console takes GET and POST only."),
             );
@@ -175,14 +191,24 @@ impl Console {
                 .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD, POST"));
             return r;
         }
-        let path = parts.uri.path();
+        // The path below the base; `/` for the base itself.
+        let path = match parts.uri.path().strip_prefix(self.session.base) {
+            Some("") => "/",
+            Some(p) if p.starts_with('/') => p,
+            _ => {
+                return self.answer(
+                    StatusCode::NOT_FOUND,
+                    pages::message("Not found", "No such page."),
+                );
+            }
+        };
         if method != Method::POST && self.session.secret_in(parts.uri.query()) {
             return self.start_session(path);
         }
         if let Err(why) = self.session.check_cookie(&parts.headers) {
-            return refuse(why);
+            return self.refuse(why);
         }
-        match self.route(parts, body) {
+        match self.route(parts, path, body) {
             Ok(r) => r,
             Err(e) => {
                 let said = match redactor(&KeyStore::open(&self.home)) {
@@ -190,7 +216,7 @@ impl Console {
                     Err(_) => "the console failed to answer".to_string(),
                 };
                 tracing::warn!("console: {said}");
-                answer(
+                self.answer(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     pages::message("Error", &said),
                 )
@@ -207,11 +233,11 @@ impl Console {
         } else {
             "/"
         };
-        let mut r = answer(
+        let mut r = self.answer(
             StatusCode::SEE_OTHER,
             pages::message("Welcome", "Signed in."),
         );
-        if let Ok(v) = HeaderValue::from_str(to) {
+        if let Ok(v) = HeaderValue::from_str(&format!("{}{to}", self.session.base)) {
             r.headers_mut().insert(header::LOCATION, v);
         }
         if let Ok(v) = HeaderValue::from_str(&self.session.set_cookie()) {
@@ -220,7 +246,12 @@ impl Console {
         r
     }
 
-    fn route(&self, parts: &http::request::Parts, body: &[u8]) -> anyhow::Result<Response<Body>> {
+    fn route(
+        &self,
+        parts: &http::request::Parts,
+        path: &str,
+        body: &[u8],
+    ) -> anyhow::Result<Response<Body>> {
         let keys = KeyStore::open(&self.home);
         let redactor = redactor(&keys)?;
         let view = pages::View {
@@ -229,27 +260,26 @@ impl Console {
             redactor: &redactor,
             csrf: &self.session.csrf,
         };
-        let path = parts.uri.path();
         if parts.method == Method::POST {
             if path != "/action" {
-                return Ok(refuse(Refusal::Csrf));
+                return Ok(self.refuse(Refusal::Csrf));
             }
             let fields = match self.session.check_form(&parts.headers, body) {
                 Ok(f) => f,
-                Err(why) => return Ok(refuse(why)),
+                Err(why) => return Ok(self.refuse(why)),
             };
             let done = actions::Action::parse(&fields)
                 .map_err(anyhow::Error::msg)
                 .and_then(|action| action.run(&self.registry, &keys, ACTOR));
             return Ok(match done {
-                Ok(said) => answer(StatusCode::OK, view.outcome_page(true, &said)),
-                Err(e) => answer(
+                Ok(said) => self.answer(StatusCode::OK, view.outcome_page(true, &said)),
+                Err(e) => self.answer(
                     StatusCode::BAD_REQUEST,
                     view.outcome_page(false, &format!("{e:#}")),
                 ),
             });
         }
-        let ok = |html| Ok(answer(StatusCode::OK, html));
+        let ok = |html| Ok(self.answer(StatusCode::OK, html));
         match path {
             "/" => ok(view.library_page()?),
             "/consent" => ok(view.consent_page()?),
@@ -261,10 +291,9 @@ impl Console {
                         .collect();
                 match actions::Action::parse(&fields) {
                     Ok(action) => ok(view.confirm_page(&action, &fields)),
-                    Err(e) => Ok(answer(
-                        StatusCode::BAD_REQUEST,
-                        view.outcome_page(false, &e),
-                    )),
+                    Err(e) => {
+                        Ok(self.answer(StatusCode::BAD_REQUEST, view.outcome_page(false, &e)))
+                    }
                 }
             }
             "/api/library" => Ok(typed(
@@ -276,7 +305,7 @@ impl Console {
             _ => match path.strip_prefix("/tool/").map(|n| view.tool_page(n)) {
                 Some(Ok(Some(html))) => ok(html),
                 Some(Err(e)) => Err(e),
-                _ => Ok(answer(
+                _ => Ok(self.answer(
                     StatusCode::NOT_FOUND,
                     pages::message("Not found", "No such page or tool."),
                 )),

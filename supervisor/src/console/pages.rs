@@ -54,6 +54,8 @@ pub struct LibraryRow {
     pub packages: Vec<String>,
     pub keys: Vec<String>,
     pub description: String,
+    /// The user's pin (nothing replaces this version until unpinned); `null` when not pinned.
+    pub pinned: Option<ledger::Pin>,
 }
 
 fn trust(v: &Version, obligations: usize) -> String {
@@ -82,6 +84,7 @@ impl View<'_> {
     /// redacted (and cut) here, so the JSON carries no value either.
     pub fn library(&self) -> anyhow::Result<Vec<LibraryRow>> {
         let mut rows = Vec::new();
+        let mut pins = self.registry.ledger().pins()?;
         for v in self.registry.current()? {
             let name = v.name.as_str();
             let stats = self.registry.stats(name)?;
@@ -101,6 +104,7 @@ impl View<'_> {
                 packages: packages_of(&v),
                 keys: v.required_env.iter().map(ToString::to_string).collect(),
                 description: super::html::cut(&self.redactor.redact(&v.description), CUT),
+                pinned: pins.remove(name),
             });
         }
         Ok(rows)
@@ -133,10 +137,13 @@ impl View<'_> {
                 .raw("<div class=\"muted\">")
                 .text(&r.description, 120)
                 .raw("</div></td><td>")
-                .esc(r.state)
-                .raw("</td><td>")
-                .esc(&r.trust)
-                .raw("</td><td>");
+                .esc(r.state);
+            if let Some(pin) = &r.pinned {
+                h.raw("<div class=\"muted\">pinned by ")
+                    .text(&pin.by, 60)
+                    .raw("</div>");
+            }
+            h.raw("</td><td>").esc(&r.trust).raw("</td><td>");
             match r.success_rate {
                 Some(rate) => h
                     .show(format!("{:.0}%", rate * 100.0))
@@ -191,8 +198,19 @@ impl View<'_> {
                 .text(&list(&v.required_env), CUT)
                 .raw(". Packages: ")
                 .text(&list(&packages_of(v)), CUT)
-                .raw(".</p><p>");
+                .raw(".</p>");
+            let pin = ledger.pin_of(name)?;
+            if let Some(pin) = &pin {
+                h.raw("<p class=\"pinned\">Pinned: ")
+                    .text(&pin.to_string(), CUT)
+                    .raw(". Nothing replaces this version (an agent's rewrite, a pull, a followed library, a changed file) until it is unpinned.</p>");
+            }
+            h.raw("<p>");
             if tool.removed_at.is_none() {
+                match pin {
+                    Some(_) => h.action("Unpin", "unpin", &[("tool", name)]),
+                    None => h.action("Pin", "pin", &[("tool", name)]),
+                };
                 h.action("Rehab", "rehab", &[("tool", name)])
                     .action("Retire", "retire", &[("tool", name)])
                     .action("Remove", "remove", &[("tool", name)]);

@@ -24,6 +24,9 @@ pub enum Event {
     ConsentRevoked,
     Synthesized,
     SynthesisFailed,
+    /// A candidate written for the same need as another lost the race to it (the detail names
+    /// the winner and the first thing the loser did worse).
+    CandidateLost,
     /// A version's file or its process's schemas no longer match what was verified.
     PinBroken,
     /// A process took on verifying a changed version again (one per change, for every
@@ -48,11 +51,17 @@ pub enum Event {
     AllowlistChanged,
     /// The user made an earlier trusted version current again (`autotool tools rollback`).
     RolledBack,
+    /// The user pinned a tool: nothing replaces its current version until it is unpinned.
+    Pinned,
+    /// The user unpinned a tool: new versions may replace it again.
+    Unpinned,
+    /// A new version of a pinned tool was refused (a rewrite, a pull, a changed file).
+    PinHeld,
 }
 
 impl Event {
     /// Every kind.
-    pub const ALL: [Event; 26] = [
+    pub const ALL: [Event; 30] = [
         Event::Created,
         Event::Verified,
         Event::VerificationFailed,
@@ -68,6 +77,7 @@ impl Event {
         Event::ConsentRevoked,
         Event::Synthesized,
         Event::SynthesisFailed,
+        Event::CandidateLost,
         Event::PinBroken,
         Event::VerifyingAgain,
         Event::EgressDenied,
@@ -79,6 +89,9 @@ impl Event {
         Event::PullRefused,
         Event::AllowlistChanged,
         Event::RolledBack,
+        Event::Pinned,
+        Event::Unpinned,
+        Event::PinHeld,
     ];
 
     /// The word stored in `events.kind`.
@@ -99,6 +112,7 @@ impl Event {
             Event::ConsentRevoked => "consent_revoked",
             Event::Synthesized => "synthesized",
             Event::SynthesisFailed => "synthesis_failed",
+            Event::CandidateLost => "candidate_lost",
             Event::PinBroken => "pin_broken",
             Event::VerifyingAgain => "verifying_again",
             Event::EgressDenied => "egress_denied",
@@ -110,6 +124,9 @@ impl Event {
             Event::PullRefused => "pull_refused",
             Event::AllowlistChanged => "allowlist_changed",
             Event::RolledBack => "rolled_back",
+            Event::Pinned => "pinned",
+            Event::Unpinned => "unpinned",
+            Event::PinHeld => "pin_held",
         }
     }
 }

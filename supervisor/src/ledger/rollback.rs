@@ -2,6 +2,7 @@
 //! becomes the current one again, active; the baseline stays as it is (what later versions
 //! owe is not forgotten by going back).
 
+use super::trust::trusted;
 use super::{Event, Ledger, LedgerError, State};
 use rusqlite::{OptionalExtension, params};
 
@@ -44,12 +45,6 @@ pub struct RolledBack {
 }
 
 impl Ledger {
-    /// Whether `version` of `tool` is trusted: active now, or promoted to active once.
-    pub fn was_trusted(&self, tool: &str, version: u32) -> Result<bool, LedgerError> {
-        let conn = self.conn();
-        Ok(trusted(&conn, tool, version)?)
-    }
-
     /// Make `to` (else the newest trusted version before the current one) `tool`'s current
     /// version, active, with an audit event; the baseline is left as it is. `check` is called
     /// with the version chosen, before anything changes, and may refuse it (its file no longer
@@ -165,31 +160,4 @@ fn choose(
         }
     };
     Ok(RolledBack { from, to })
-}
-
-/// Whether `version` of `tool` is active now or was promoted to active once (a
-/// `state_changed` event says so).
-fn trusted(conn: &rusqlite::Connection, tool: &str, version: u32) -> rusqlite::Result<bool> {
-    let state: Option<String> = conn
-        .query_row(
-            "SELECT state FROM versions WHERE name = ?1 AND version = ?2",
-            params![tool, version],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if state.as_deref() == Some(State::Active.as_str()) {
-        return Ok(true);
-    }
-    Ok(conn
-        .query_row(
-            "SELECT 1 FROM events WHERE tool = ?1 AND kind = ?2 AND detail LIKE ?3 LIMIT 1",
-            params![
-                tool,
-                Event::StateChanged.as_str(),
-                format!("version {version} is now active:%")
-            ],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
 }

@@ -171,6 +171,13 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE versions ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
     ALTER TABLE versions ADD COLUMN created_via TEXT NOT NULL DEFAULT '';
     "#,
+    // 8: the user's pin. A pinned tool's current version is replaced by nothing (a rewrite, a
+    // pull, a followed library) until it is unpinned: when (unix ms) and by whom (the actor's
+    // word: `cli`, `console`, `host:<client name>`). NULL: not pinned.
+    r#"
+    ALTER TABLE tools ADD COLUMN pinned_at INTEGER;
+    ALTER TABLE tools ADD COLUMN pinned_by TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -1,10 +1,12 @@
 //! How a tool enters: [`Library::prepare`] reads what consent needs from the code once (its
 //! hash and `REQUIRED_ENV`, after the size rule) and [`Library::resolve_packages`] resolves its
 //! `REQUIRED_PACKAGES`; then [`Library::create`] installs the packages' layer, stages the code,
-//! verifies it with the keys it is granted, commits it as a new version, hands the verified
-//! process to the pool as the first warm instance and swaps the snapshot. Every way a tool enters (an
-//! agent's `create_tool`, synthesis, a file placed by hand, a changed file verified again)
-//! comes through here, so every one passes the same gate.
+//! verifies it with the keys it is granted ([`Library::check`]: a [`Checked`] candidate, not
+//! yet committed), commits it as a new version, hands the verified process to the pool as the
+//! first warm instance and swaps the snapshot ([`Library::commit_checked`]). Candidates racing
+//! for one need are checked alike and only the winner is committed ([`super::race`]). Every
+//! way a tool enters (an agent's `create_tool`, synthesis, a file placed by hand, a changed
+//! file verified again) comes through here, so every one passes the same gate.
 
 use super::Library;
 use crate::ledger::Event;
@@ -87,6 +89,50 @@ pub struct Created {
     pub unchanged: bool,
 }
 
+/// A candidate that passed verification and waits, its process running, to be committed
+/// ([`Library::commit_checked`]) or given up ([`Library::discard_checked`]); dropped without
+/// either, its staged code is removed and its process killed.
+pub struct Checked {
+    prepared: Prepared,
+    staged: crate::registry::Staged,
+    verified: crate::verify::Verified,
+    /// The keys it was verified with (values: never formatted).
+    keys: std::collections::BTreeMap<KeyName, String>,
+}
+
+impl std::fmt::Debug for Checked {
+    /// The candidate's name, hash and verdicts: no key value.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checked")
+            .field("tool", &self.prepared.request.name)
+            .field("code_hash", &self.prepared.code_hash)
+            .field("verdicts", &self.verified.verdicts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Checked {
+    /// The tool it would be a version of.
+    pub fn name(&self) -> &ToolName {
+        &self.prepared.request.name
+    }
+
+    /// sha256 of its code, lowercase hex.
+    pub fn code_hash(&self) -> &str {
+        &self.prepared.code_hash
+    }
+
+    /// Every verdict verification reached.
+    pub fn verdicts(&self) -> &[Verdict] {
+        &self.verified.verdicts
+    }
+
+    /// How many functions it offers.
+    pub fn functions(&self) -> usize {
+        self.verified.tools.len()
+    }
+}
+
 /// Why a tool was not created. `Display` is the text for the agent (redact before it reaches
 /// one).
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +147,9 @@ pub enum CreateError {
     Store(#[source] RegistryError),
     #[error("create_tool failed reading the tool's baseline: {0}")]
     Baseline(String),
+    /// The user pinned the tool: nothing replaces its current version until it is unpinned.
+    #[error("create_tool refused: {0}")]
+    PinHeld(crate::ledger::PinHeld),
     /// Its packages need the user's yes, which this way of entering cannot ask for.
     #[error(
         "consent needed: the tool `{tool}` asks to {phrase}, and the user has not approved it. \
@@ -117,12 +166,21 @@ pub enum CreateError {
 
 impl Library {
     /// Check `request`'s code against the size rule and read what consent needs from it: its
-    /// hash and the keys it declares. Nothing of the code runs.
+    /// hash and the keys it declares. Nothing of the code runs. A tool the user pinned is
+    /// refused here, before consent and verification (and again at commit).
     pub fn prepare(&self, request: CreateRequest) -> Result<Prepared, CreateError> {
         self.registry
             .check_code_size(request.code.len())
             .map_err(CreateError::Stage)?;
         let code_hash = crate::version::code_hash(request.code.as_bytes());
+        let name = request.name.as_str();
+        let held = self
+            .registry
+            .ledger()
+            .held(name, &code_hash, &request.description);
+        if let Some(held) = held.map_err(|e| CreateError::Stage(e.into()))? {
+            return Err(self.pin_refused(held, &code_hash));
+        }
         let (declared, declarations_read) = match crate::verify::required_env(&request.code) {
             Ok(d) => (d, true),
             Err(_) => (Vec::new(), false),
@@ -153,17 +211,36 @@ impl Library {
     /// call).
     pub async fn create_with(
         &self,
-        mut prepared: Prepared,
+        prepared: Prepared,
         grants: super::Grants,
     ) -> Result<Created, CreateError> {
         if let Some(same) = self.unchanged(&prepared, &grants) {
             return Ok(same);
         }
+        let checked = self.check_with(prepared, grants).await?;
+        self.commit_checked(checked).await
+    }
+
+    /// Stage and verify a prepared request with the keys it is granted, without committing it:
+    /// the candidate waits, its process running, for [`Library::commit_checked`] or
+    /// [`Library::discard_checked`]. A failure is audited and leaves nothing behind.
+    pub async fn check(&self, prepared: Prepared) -> Result<Checked, CreateError> {
+        let grants = self.grants(prepared.subject());
+        self.check_with(prepared, grants).await
+    }
+
+    /// [`Library::check`] with the grants already read.
+    pub async fn check_with(
+        &self,
+        mut prepared: Prepared,
+        grants: super::Grants,
+    ) -> Result<Checked, CreateError> {
         let name = prepared.request.name.clone();
-        if let Err(why) = self.check_uses(name.as_str(), &prepared.uses) {
+        // A refusal before anything of the code runs, audited like any failed verification.
+        let refused = |stage, message: String| {
             let failure = VerifyFailure {
-                stage: crate::verify::Stage::Declarations,
-                message: why,
+                stage,
+                message,
                 log: String::new(),
             };
             self.audit(
@@ -171,7 +248,17 @@ impl Library {
                 Event::VerificationFailed,
                 &format!("{}: {}", failure.stage, failure.message),
             );
-            return Err(CreateError::Verify(failure));
+            CreateError::Verify(failure)
+        };
+        if let Err(why) = self.check_uses(name.as_str(), &prepared.uses) {
+            return Err(refused(crate::verify::Stage::Declarations, why));
+        }
+        // A trusted tool's rewrite may not reach further than its trusted versions did; this
+        // is refused before the rewrite runs, since verifying it would already make its calls.
+        match self.uses_beyond_trust(name.as_str(), &prepared.uses) {
+            Err(e) => return Err(CreateError::Baseline(e.to_string())),
+            Ok(Some(why)) => return Err(refused(crate::verify::Stage::Baseline, why)),
+            Ok(None) => {}
         }
         let python = self.runtime().await.map_err(CreateError::Runtime)?;
         self.resolve_packages(&mut prepared).await?;
@@ -193,7 +280,6 @@ impl Library {
             .stage_hashed(&name, &prepared.request.code, prepared.code_hash.clone())
             .map_err(CreateError::Stage)?;
         let keys = grants.keys;
-        let grants = self.fingerprint(&keys);
         let secrets = self.secrets();
         let mut spec = self.spec(
             name.as_str(),
@@ -222,8 +308,13 @@ impl Library {
                 return Err(CreateError::Baseline(e.to_string()));
             }
         };
-        let verified = match crate::verify::verify(request).await {
-            Ok(v) => v,
+        match crate::verify::verify(request).await {
+            Ok(verified) => Ok(Checked {
+                prepared,
+                staged,
+                verified,
+                keys,
+            }),
             Err(failure) => {
                 let _ = self.registry.discard(staged);
                 self.audit(
@@ -231,9 +322,35 @@ impl Library {
                     Event::VerificationFailed,
                     &format!("{}: {}", failure.stage, failure.message),
                 );
-                return Err(CreateError::Verify(failure));
+                Err(CreateError::Verify(failure))
             }
-        };
+        }
+    }
+
+    /// A checked candidate given up: its process stopped, its staged code removed.
+    pub async fn discard_checked(&self, checked: Checked) {
+        let Checked {
+            staged, verified, ..
+        } = checked;
+        verified.process.shutdown().await;
+        if let Err(e) = self.registry.discard(staged) {
+            tracing::warn!("removing a staged candidate: {e}");
+        }
+    }
+
+    /// Commit a checked candidate as a new version of its tool and mount it: its process
+    /// becomes the first warm instance, its verdicts and what it met are recorded, and its
+    /// trigger check runs.
+    pub async fn commit_checked(&self, checked: Checked) -> Result<Created, CreateError> {
+        let Checked {
+            prepared,
+            staged,
+            verified,
+            keys,
+        } = checked;
+        let name = prepared.request.name.clone();
+        let grants = self.fingerprint(&keys);
+        let secrets = self.secrets();
         let manifest = Manifest {
             description: prepared.request.description.clone(),
             required_env: verified.required_env.clone(),
@@ -260,7 +377,11 @@ impl Library {
             Ok(v) => v,
             Err(e) => {
                 verified.process.shutdown().await;
-                return Err(CreateError::Store(e));
+                return Err(match e {
+                    // Pinned while it was being verified: the pin holds.
+                    RegistryError::PinHeld(held) => self.pin_refused(held, &prepared.code_hash),
+                    e => CreateError::Store(e),
+                });
             }
         };
         let robustness = verified.robustness.to_string();
@@ -313,6 +434,26 @@ impl Library {
             packages: prepared.packages.as_ref().map(|p| p.lock.describe()),
             unchanged: false,
         })
+    }
+
+    /// A new version of a pinned tool refused: a `pin_held` event naming who tried, once per
+    /// code and pin (an agent retrying, or serve looking at a file each round, adds no more).
+    pub(super) fn pin_refused(&self, held: crate::ledger::PinHeld, code_hash: &str) -> CreateError {
+        let detail = format!(
+            "new code (sha256 {}) refused: version {} is {}",
+            crate::pin::short(code_hash),
+            held.version,
+            held.pin
+        );
+        tracing::info!(tool = %held.tool, "{detail}");
+        if let Err(e) = self
+            .registry
+            .ledger()
+            .claim_once(&held.tool, Event::PinHeld, &detail)
+        {
+            tracing::warn!(tool = %held.tool, "recording a refusal by the pin: {e}");
+        }
+        CreateError::PinHeld(held)
     }
 
     /// The mounted version of the tool, when the request is byte for byte what it was made from

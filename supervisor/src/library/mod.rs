@@ -8,7 +8,9 @@
 //! - [`snapshot`]: the mounted versions at one registry generation, rebuilt when it changes;
 //! - [`grants`]: the keys (names, values, allowlists, the redactor), which of them a version is
 //!   granted, and the process it runs as (environment, egress);
-//! - [`create`]: stage → verify → commit → adopt: `Result<Created, CreateError>`;
+//! - [`create`]: stage → verify → commit → adopt: `Result<Created, CreateError>`, with the
+//!   verified candidate in between ([`Checked`]) for those that race;
+//! - [`race`]: candidates for one need checked side by side, the best one committed;
 //! - [`call`]: a call of a mounted function, recorded, and the lifecycle after it:
 //!   `Result<Called, CallError>`;
 //! - [`watch`]: the poll round: changes by other processes, keys, pins, hand-placed files;
@@ -22,6 +24,7 @@ pub mod call;
 pub mod create;
 pub mod grants;
 pub mod packages;
+pub mod race;
 pub mod reach;
 pub mod reverify;
 pub mod search;
@@ -32,7 +35,7 @@ pub mod uses;
 pub mod watch;
 
 pub use call::{CallError, Called};
-pub use create::{CreateError, CreateRequest, Created, Prepared};
+pub use create::{Checked, CreateError, CreateRequest, Created, Prepared};
 pub use grants::{Grants, Secrets};
 pub use settings::Settings;
 pub use snapshot::{RecentCalls, Snapshot};

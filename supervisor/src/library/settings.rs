@@ -51,6 +51,9 @@ pub struct Settings {
     pub synthesize_rounds: usize,
     /// Bound on one `synthesize_tool` call.
     pub synthesize_time: Duration,
+    /// Candidates `synthesize_tool` writes for one need, each verified, the best one kept
+    /// ([`crate::library::race`]); 1 writes one, as before candidates raced.
+    pub synthesize_candidates: usize,
     /// How large a tool's package layer may be, and how long resolving or installing may take.
     pub packages: crate::packages::Limits,
 }
@@ -76,6 +79,7 @@ impl Default for Settings {
             synthesize: true,
             synthesize_rounds: DEFAULT_ROUNDS,
             synthesize_time: DEFAULT_TIME_BOUND,
+            synthesize_candidates: DEFAULT_CANDIDATES,
             packages: crate::packages::Limits::default(),
         }
     }
@@ -101,6 +105,11 @@ pub const DEFAULT_ROUNDS: usize = 3;
 /// Bound on one `synthesize_tool` call, model requests and verification together. A round that
 /// has begun verifying is finished; no model request starts after the bound.
 pub const DEFAULT_TIME_BOUND: Duration = Duration::from_secs(600);
+/// Candidates written for one need unless told otherwise.
+pub const DEFAULT_CANDIDATES: usize = 2;
+/// The most candidates one `synthesize_tool` call may write (each is a model request per round
+/// and a tool verified).
+pub const MAX_CANDIDATES: usize = 4;
 /// The variable of the `synthesize` setting ([`crate::config`]): `off` never offers
 /// `synthesize_tool`, whatever the `.env` holds (`autotool run` sets it: its agent writes its
 /// own tools with the same model).

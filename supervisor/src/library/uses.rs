@@ -4,6 +4,10 @@
 //! - **At creation** ([`Library::check_uses`]): each name must be a mounted function, and the
 //!   declaration must leave the graph of calls between tools acyclic and no deeper than
 //!   [`rules::MAX_DEPTH`] calls ([`autotool_policy::uses`]).
+//! - **Against trust** ([`Library::uses_beyond_trust`]): once a version of the tool earned
+//!   trust, a rewrite may call what its trusted versions called, or fewer, never a function
+//!   none of them called ([`rules::widened`], the ledger's `trusted_uses`): refused at the
+//!   baseline stage, before anything of the rewrite runs.
 //! - **At each call** ([`Library::call_used`]): the name must be one the caller declares
 //!   (nothing else is reachable: the channel is the caller's, and it names no other tool); the
 //!   graph of the versions mounted now is checked again; the called tool must be listed (a
@@ -138,6 +142,36 @@ impl Library {
             }
         }
         Ok(())
+    }
+
+    /// Why a new version of `tool` declaring `uses` calls beyond what its trusted versions
+    /// called ([`rules::widened`]), if it does; nothing when no version of it was trusted. Read
+    /// before anything of the version runs.
+    pub fn uses_beyond_trust(
+        &self,
+        tool: &str,
+        uses: &[String],
+    ) -> Result<Option<String>, crate::ledger::LedgerError> {
+        let Some(trusted) = self.registry.ledger().trusted_uses(tool)? else {
+            return Ok(None);
+        };
+        let added = rules::widened(&trusted, uses);
+        if added.is_empty() {
+            return Ok(None);
+        }
+        let before = if trusted.is_empty() {
+            "none".to_string()
+        } else {
+            format!("only {}", trusted.join(", "))
+        };
+        Ok(Some(format!(
+            "its USES reach beyond what {tool}'s trusted versions called: it adds {} (they \
+             called {before}). A rewrite of a trusted tool may call the functions its trusted \
+             versions called, or fewer, never another: remove {} from USES, or make the wider \
+             tool under a new name. Nothing of this version ran.",
+            added.join(", "),
+            added.join(", ")
+        )))
     }
 
     /// A call by `caller` (declaring `uses`) of mounted function `name`: its answer, redacted,

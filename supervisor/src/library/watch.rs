@@ -37,6 +37,9 @@ pub(super) struct Watched {
     /// Changed code of a mounted version waiting for the user's yes to its package set:
     /// (tool, version, code sha256, set digest), verified again once it is given.
     awaiting_again: Mutex<Vec<(ToolName, u32, String, String)>>,
+    /// Changed code of a mounted version of a tool the user pinned: (version, code sha256) by
+    /// tool, verified as a new version once the tool is unpinned.
+    held: Mutex<HashMap<ToolName, (u32, String)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -67,6 +70,7 @@ impl Library {
             self.changed();
         }
         self.check_pins().await;
+        self.verify_unpinned().await;
         self.verify_queued().await;
         self.verify_approved_again().await;
         self.verify_hand_placed().await;
@@ -113,6 +117,7 @@ impl Library {
             }
         }
         for (t, before, state) in moved {
+            lock(&self.watch.held).remove(&t.name);
             match state {
                 FileState::Pinned => {
                     if t.state != State::Draft {
@@ -132,7 +137,11 @@ impl Library {
                         self.break_pin(&t, &b).await;
                     }
                     self.pool.stop(t.name.as_str()).await;
-                    self.verify_again_claimed(&t, Some(now)).await;
+                    if self.held_by_pin(&t, &now) {
+                        lock(&self.watch.held).insert(t.name.clone(), (t.version, now));
+                    } else {
+                        self.verify_again_claimed(&t, Some(now)).await;
+                    }
                 }
                 FileState::Missing(why) => {
                     if t.state != State::Draft {
@@ -140,6 +149,50 @@ impl Library {
                     }
                     self.pool.stop(t.name.as_str()).await;
                 }
+            }
+        }
+    }
+
+    /// Whether the user's pin of `t`'s tool refuses the code now in its file (sha256 `now`) as
+    /// a new version; the refusal is recorded (once per code and pin).
+    fn held_by_pin(&self, t: &Version, now: &str) -> bool {
+        let held = self
+            .registry
+            .ledger()
+            .held(t.name.as_str(), now, &t.description);
+        match held {
+            Ok(Some(held)) => {
+                self.pin_refused(held, now);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                // Not known to be free: left waiting, and looked at again next round.
+                tracing::warn!(tool = %t.name, "reading the tool's pin: {e}");
+                true
+            }
+        }
+    }
+
+    /// Changed files of pinned tools whose pin is gone since: verified now, as any changed
+    /// file is. A version no longer mounted (rolled back, removed) waits no more.
+    async fn verify_unpinned(&self) {
+        let waiting: Vec<(ToolName, u32, String)> = lock(&self.watch.held)
+            .iter()
+            .map(|(name, (version, hash))| (name.clone(), *version, hash.clone()))
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let snapshot = self.snapshot();
+        for (name, version, hash) in waiting {
+            let Some(t) = snapshot.tools.get(&name).filter(|t| t.version == version) else {
+                lock(&self.watch.held).remove(&name);
+                continue;
+            };
+            if let Ok(None) = self.registry.ledger().pin_of(name.as_str()) {
+                lock(&self.watch.held).remove(&name);
+                self.verify_again_claimed(t, Some(hash)).await;
             }
         }
     }
@@ -317,6 +370,11 @@ impl Library {
                 Ok(prepared) => self.create(prepared).await,
                 Err(e) => Err(e),
             };
+            if let Err(super::CreateError::PinHeld(held)) = &created {
+                // Not rejected: looked at again each round, and verified once it is unpinned.
+                tracing::debug!(tool = %name, "a tool placed by hand waits: {held}");
+                continue;
+            }
             if let Err(why) = created {
                 tracing::warn!(
                     tool = %name,

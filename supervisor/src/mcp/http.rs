@@ -17,6 +17,11 @@
 //! - DNS rebinding: the `Host` field must name a loopback host (or the address listened on);
 //!   a request carrying an `Origin` must come from a loopback origin. Both are rmcp's checks,
 //!   configured here; with `--allow-remote` the `Host` check is off and the token carries it.
+//! - `--console`: the console ([`crate::console::Mounted`]) under `/console/` on the first
+//!   loopback TCP listener, before the token check and apart from it: it keeps a session of its
+//!   own (the token does not open it; its cookie does not open `/mcp`), with its own Host,
+//!   Origin, CSRF and CSP checks. Its URL goes to `$AUTOTOOL_HOME/console-url` (0600) while
+//!   serve runs. Refused without a loopback TCP listener and with `--allow-remote`.
 
 use crate::library::Library;
 use crate::mcp::Rendered;
@@ -61,6 +66,18 @@ pub enum HttpError {
     NoAuthOnTcp { at: String },
     #[error("--no-auth is never accepted with --allow-remote")]
     NoAuthRemote,
+    #[error(
+        "--console needs a loopback TCP listener (--listen 127.0.0.1:PORT): a browser reaches \
+         the console there"
+    )]
+    ConsoleNeedsLoopback,
+    #[error(
+        "--console is refused with --allow-remote: the console is for this machine only (run \
+         `autotool console` on it)"
+    )]
+    ConsoleRemote,
+    #[error("cannot mount the console: {0}")]
+    Console(#[from] crate::console::ConsoleError),
     /// The reason is in the message, not a `source` too: the error chain would say it twice.
     #[error("cannot listen on {at}: {why}")]
     Listen { at: String, why: std::io::Error },
@@ -79,6 +96,8 @@ pub struct HttpOptions {
     pub auth: bool,
     /// Listen on addresses other than loopback.
     pub allow_remote: bool,
+    /// Mount the console under `/console/` on the first loopback TCP listener.
+    pub console: bool,
 }
 
 impl HttpOptions {
@@ -104,7 +123,21 @@ impl HttpOptions {
         if !self.auth && self.allow_remote {
             return Err(HttpError::NoAuthRemote);
         }
+        if self.console && self.allow_remote {
+            return Err(HttpError::ConsoleRemote);
+        }
+        if self.console && self.console_port().is_none() {
+            return Err(HttpError::ConsoleNeedsLoopback);
+        }
         Ok(())
+    }
+
+    /// The listener the console is mounted on: the first loopback TCP one (its port may be 0
+    /// until bound).
+    fn console_port(&self) -> Option<usize> {
+        self.listen
+            .iter()
+            .position(|l| matches!(l, Listen::Tcp(a) if a.ip().is_loopback()))
     }
 }
 
@@ -280,11 +313,35 @@ pub async fn serve(
         Arc::new(LocalSessionManager::default()),
         rmcp_config(&options, stop.clone()),
     );
-    let handle = move |req: Request<Incoming>| {
+
+    // Bind everything first, so a bad address fails the start rather than half of it.
+    let mut bound = Vec::new();
+    for listen in &options.listen {
+        bound.push(bind(listen).await?);
+    }
+    let console = match options.console.then(|| options.console_port()).flatten() {
+        Some(i) => {
+            let port = match bound[i].at() {
+                Listen::Tcp(a) => a.port(),
+                Listen::Unix(_) => 0,
+            };
+            let mounted = crate::console::Mounted::new(app.home.clone(), port)?;
+            crate::console::mounted::write_url(&app.home, &mounted.url())?;
+            Some((i, mounted))
+        }
+        None => None,
+    };
+    let handle = move |req: Request<Incoming>, console: Option<crate::console::Mounted>| {
         let mut mcp = mcp.clone();
         let token = token.clone();
         let token_file = token_file.clone();
         async move {
+            // The console's paths are the console's alone: its own session, never the token.
+            if let Some(console) = console
+                && crate::console::Mounted::owns(req.uri().path())
+            {
+                return Ok::<_, Infallible>(console.call(req).await);
+            }
             let mut req = req;
             let principal = match &token {
                 Some(t) if !authorized(&req, t) => {
@@ -309,21 +366,29 @@ pub async fn serve(
             })
         }
     };
-    let service = hyper::service::service_fn(handle);
-
-    // Bind everything first, so a bad address fails the start rather than half of it.
-    let mut bound = Vec::new();
-    for listen in &options.listen {
-        bound.push(bind(listen).await?);
-    }
     let mut loops = tokio::task::JoinSet::new();
-    for listener in bound {
+    for (i, listener) in bound.into_iter().enumerate() {
         ready(&listener.at());
-        let service = service.clone();
+        let here = console
+            .as_ref()
+            .filter(|(at, _)| *at == i)
+            .map(|(_, c)| c.clone());
+        let handle = handle.clone();
+        let service = hyper::service::service_fn(move |req| handle(req, here.clone()));
         let stop = stop.clone();
         loops.spawn(async move { listener.serve(service, stop).await });
     }
+    if let Some((_, mounted)) = &console {
+        tracing::info!(
+            file = %crate::console::mounted::url_file(&app.home).display(),
+            "the console is mounted at {}: `autotool console --url` prints its URL",
+            mounted.url().split_once("?s=").map_or("", |(at, _)| at)
+        );
+    }
     while loops.join_next().await.is_some() {}
+    if let Some((_, mounted)) = &console {
+        crate::console::mounted::forget_url(&app.home, &mounted.url());
+    }
     Ok(())
 }
 
@@ -473,6 +538,7 @@ mod tests {
             listen: vec![Listen::parse(listen).unwrap()],
             auth,
             allow_remote,
+            console: false,
         };
         assert!(opts("127.0.0.1:1", true, false).check().is_ok());
         assert!(opts("unix:/x", false, false).check().is_ok());
@@ -491,6 +557,7 @@ mod tests {
             ],
             auth: false,
             allow_remote: false,
+            console: false,
         };
         assert!(mixed.check().is_err());
         assert!(opts("unix:/x", false, true).check().is_err());
@@ -499,6 +566,37 @@ mod tests {
         assert!(opts("0.0.0.0:1", true, true).check().is_ok());
         assert!(opts("0.0.0.0:1", false, true).check().is_err());
         assert!(opts("127.0.0.1:1", false, true).check().is_err());
+    }
+
+    #[test]
+    fn the_console_is_mounted_only_on_a_loopback_tcp_listener() {
+        let opts = |listen: &[&str], allow_remote: bool| HttpOptions {
+            listen: listen.iter().map(|l| Listen::parse(l).unwrap()).collect(),
+            auth: true,
+            allow_remote,
+            console: true,
+        };
+        // The first loopback TCP listener carries it.
+        let both = opts(&["unix:/x", "127.0.0.1:0", "[::1]:1"], false);
+        assert!(both.check().is_ok());
+        assert_eq!(both.console_port(), Some(1));
+        assert!(opts(&["[::1]:1"], false).check().is_ok());
+        // A unix socket only: no browser reaches it.
+        let err = opts(&["unix:/x"], false).check().unwrap_err().to_string();
+        assert!(
+            err.contains("--console needs a loopback TCP listener"),
+            "{err}"
+        );
+        // Never with --allow-remote, even when a loopback listener is among them.
+        let err = opts(&["127.0.0.1:1", "0.0.0.0:2"], true)
+            .check()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("refused with --allow-remote"), "{err}");
+        // The control: without --console the same listeners are fine.
+        let mut remote = opts(&["127.0.0.1:1", "0.0.0.0:2"], true);
+        remote.console = false;
+        assert!(remote.check().is_ok());
     }
 
     #[test]

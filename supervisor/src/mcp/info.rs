@@ -1,5 +1,5 @@
-//! `tool_info {name}`: the agent reads a tool's record (read-only): its state and why, its
-//! versions and who made each, what verification found, what it owes its trusted versions,
+//! `tool_info {name}`: the agent reads a tool's record (read-only): its state and why, whether
+//! the user pinned it (then a rewrite is refused), its versions and who made each, what verification found, what it owes its trusted versions,
 //! its recent failures (redacted), the keys it declared and the hosts they may reach (names
 //! only), its packages, and the sandbox it runs in as measured ([`self_report`]).
 //!
@@ -211,11 +211,14 @@ fn record(library: &Library, name: &str) -> Result<Option<Value>, crate::ledger:
         "state": current.state.as_str(),
         "listed": current.state.listed(),
         "state_reason": ledger.state_reason(name)?.map(|r| cut(&r, DETAIL)),
+        // The user's pin: a new version of this tool (a rewrite) is refused until unpinned.
+        "pinned": ledger.pin_of(name)?,
         "description": cut(&current.description, DETAIL),
         "functions": current.functions.names(),
         "versions": versions,
         "verdicts": verdicts,
         "obligations": obligations,
+        "uses_baseline": ledger.trusted_uses(name)?,
         "recent_failures": failures,
         "keys": keys,
         "packages": packages,

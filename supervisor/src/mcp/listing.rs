@@ -76,9 +76,12 @@ no keys; \"thorough\" probes even those (it may spend API quota); \"quick\" skip
 /// What `synthesize_tool` tells the host it does.
 pub const SYNTHESIZE_DESCRIPTION: &str = "\
 Describe a tool you need in plain words (what it should do, which API or service, which key it \
-needs if any) and autotool writes it with its own model: it verifies the tool, feeds each \
-failure back for repair, and mounts it as `<tool>__<function>`. Returns what was mounted (or the \
-last failure). Use it instead of create_tool when you would rather not write the code yourself.";
+needs if any) and autotool writes it with its own model: it writes several candidates, \
+verifies each, keeps the one that does best across the verdicts (safety first: a leak or a \
+regression is never traded for more features), feeds each failure back for repair, and mounts \
+the winner as `<tool>__<function>`. Returns what was mounted and why the other candidates lost \
+(or each candidate's last failure). Use it instead of create_tool when you would rather not \
+write the code yourself.";
 
 /// How many built-in tools every list holds.
 pub const BUILTINS: usize = autotool_policy::listing::BUILT_INS;

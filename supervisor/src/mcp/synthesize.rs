@@ -1,11 +1,14 @@
 //! The `synthesize_tool` built-in: autotool's own model ([`crate::own_model`]) writes a tool
 //! for a need in plain words, each of its `create_tool` calls goes through the same gate as a
 //! host's (parsed, prepared, created, rendered and redacted for the model), and the outcome is
-//! recorded in the ledger and rendered for the host.
+//! recorded in the ledger and rendered for the host. With the setting `synthesize_candidates`
+//! above 1, the candidates of one round race ([`Library::race`]): each is verified, only the
+//! best is committed, and the winner's answer says who it raced and why each one lost.
 
 use super::render::{self, Renderer};
 use super::request::{ParseError, Request};
 use crate::library::Library;
+use crate::library::race::Finish;
 use crate::own_model::agent::ToolDef;
 use crate::own_model::synthesize::{Bounds, INSTRUCTIONS, Outcome, synthesize};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
@@ -30,6 +33,90 @@ async fn create_for_model(library: &Library, args: JsonObject) -> CallToolResult
         Err(ParseError::Arguments(e)) => render::error_result(e),
     };
     renderer.result(result)
+}
+
+/// One round's candidates, through the same gate as a host's `create_tool`: one alone is
+/// created as a host's would be; several race, and only the best is committed. Each one's
+/// result as the model reads it (redacted), in order.
+async fn race_for_model(library: &Library, calls: Vec<JsonObject>) -> Vec<CallToolResult> {
+    if calls.len() <= 1 {
+        let mut out = Vec::new();
+        for args in calls {
+            out.push(create_for_model(library, args).await);
+        }
+        return out;
+    }
+    let secrets = library.secrets();
+    let renderer = Renderer {
+        secrets: &secrets,
+        cap: library.settings.max_output_bytes,
+    };
+    let mut results: Vec<Option<CallToolResult>> = calls.iter().map(|_| None).collect();
+    let mut prepared = Vec::new();
+    let mut at = Vec::new();
+    for (i, args) in calls.iter().enumerate() {
+        match Request::parse("create_tool", args, false) {
+            Ok(Request::Create(request)) => match library.prepare(request) {
+                Ok(p) => {
+                    prepared.push(p);
+                    at.push(i);
+                }
+                Err(e) => results[i] = Some(render::create_failed(&e)),
+            },
+            Ok(_) | Err(ParseError::UnknownTool(_)) => {
+                results[i] = Some(render::error_result("not a create_tool call"))
+            }
+            Err(ParseError::Arguments(e)) => results[i] = Some(render::error_result(e)),
+        }
+    }
+    let n = prepared.len();
+    let finishes = library.race(prepared).await;
+    let lost: Vec<serde_json::Value> = finishes
+        .iter()
+        .enumerate()
+        .filter_map(|(r, f)| Some(serde_json::json!({"candidate": r + 1, "reason": f.reason()?})))
+        .collect();
+    for (r, finish) in finishes.into_iter().enumerate() {
+        let i = at[r];
+        results[i] = Some(match finish {
+            Finish::Won(created) => {
+                let mut result = render::created(&created, library.settings.list_limit);
+                let said: Vec<String> = lost
+                    .iter()
+                    .map(|l| {
+                        format!(
+                            "candidate {} lost: {}",
+                            l["candidate"],
+                            l["reason"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                result.content.push(ContentBlock::text(format!(
+                    "This was candidate {} of {n} written for the need; each was verified and \
+                     this one did best (safety first). {}",
+                    r + 1,
+                    said.join("; ")
+                )));
+                if let Some(serde_json::Value::Object(o)) = result.structured_content.as_mut() {
+                    o.insert(
+                        "race".into(),
+                        serde_json::json!({"candidates": n, "won": r + 1, "lost": lost}),
+                    );
+                }
+                result
+            }
+            Finish::Lost { winner, why } => render::error_result(format!(
+                "this candidate passed verification, but candidate {} of {n} did better and \
+                 was kept: {why}",
+                winner + 1
+            )),
+            Finish::Failed(e) => render::create_failed(&e),
+        });
+    }
+    results
+        .into_iter()
+        .map(|r| renderer.result(r.unwrap_or_else(|| render::error_result("not raced"))))
+        .collect()
 }
 
 /// The `synthesize_tool` call; `progress` hears each step (for the host's progress
@@ -72,15 +159,20 @@ pub async fn synthesize_tool(
     let bounds = Bounds {
         rounds: library.settings.synthesize_rounds.max(1),
         time: library.settings.synthesize_time,
+        candidates: library.settings.synthesize_candidates.max(1),
     };
-    tracing::info!(model = provider.describe(), "synthesize_tool: {need:?}");
+    tracing::info!(
+        model = provider.describe(),
+        candidates = bounds.candidates,
+        "synthesize_tool: {need:?}"
+    );
     let outcome = synthesize(
         provider.as_ref(),
         need,
         &system,
         create_tool,
         bounds,
-        |args| create_for_model(library, args),
+        |calls| race_for_model(library, calls),
         progress,
     )
     .await;

@@ -12,6 +12,12 @@
 //!   call's result, and so does a mounted tool's failed trigger check (its description does not
 //!   draw the requests it serves, [`super::trigger`]); it tries again, for at most [`DEFAULT_ROUNDS`](crate::library::settings::DEFAULT_ROUNDS) rounds and
 //!   [`DEFAULT_TIME_BOUND`](crate::library::settings::DEFAULT_TIME_BOUND) in all (the settings `synthesize_rounds` and `synthesize_timeout`).
+//! - Candidates: with the setting `synthesize_candidates` above 1, each round asks the model
+//!   for that many candidates at once, each in a conversation of its own (its instructions say
+//!   which candidate it writes); their calls are raced (`crate::library::race`: each verified,
+//!   the best one kept) and each failure goes back to the conversation that wrote it. When one
+//!   is mounted only its conversation goes on (to repair a failed trigger check). When none
+//!   passes, the answer gives each candidate's failure, each bounded to [`FAILURE_SHARE`].
 //!
 //! Keys: no consent is asked while synthesizing, since there is no code to ask about until the model
 //! has written it. A synthesized tool gets the keys it declares only where the user already
@@ -207,6 +213,8 @@ impl ModelSlot {
 pub struct Bounds {
     pub rounds: usize,
     pub time: Duration,
+    /// Candidates written for the need in each round, raced (at least 1).
+    pub candidates: usize,
 }
 
 /// How a synthesis ended.
@@ -248,6 +256,9 @@ impl Outcome {
     /// The answer to the host.
     pub fn into_result(self, model: &str, bounds: Bounds) -> CallToolResult {
         let last = |failure: Option<String>| match failure {
+            Some(f) if bounds.candidates > 1 => {
+                format!(" The last round's failures, candidate by candidate:\n{f}")
+            }
             Some(f) => format!(" The last failure:\n{f}"),
             None => String::new(),
         };
@@ -325,24 +336,84 @@ fn pick(calls: &[ToolCall]) -> Option<(&ToolCall, Result<JsonObject, ArgumentsEr
     Some((call, args))
 }
 
-/// The loop: ask `provider` for a tool meeting `need`, `create` it, feed each failure back, for
-/// at most `bounds`. `create_tool` is the one tool offered; `progress` hears each step.
+/// One candidate's conversation with the model: its instructions and its history.
+struct Lane {
+    /// Which candidate it writes, from 1.
+    candidate: usize,
+    system: String,
+    history: Vec<Item>,
+}
+
+/// A `create_tool` call of one lane in a round, waiting for the race.
+struct Entry {
+    lane: usize,
+    call_id: String,
+    call_name: String,
+    name: String,
+}
+
+/// The instructions of candidate `k` of `n`: `system` alone when there is one candidate.
+fn lane_system(system: &str, k: usize, n: usize) -> String {
+    if n == 1 {
+        return system.to_string();
+    }
+    format!(
+        "{system}\n\nYou are writing candidate {k} of {n} for this need. The other candidates are \
+         written independently; each is verified, and only the one that does best across the \
+         verdicts is kept, safety first (a leak or a crash on hostile input loses to a tool \
+         without one, whatever else it does). Write the most robust tool you can."
+    )
+}
+
+/// `text` within `budget` bytes: its first line, then as much of its end as fits.
+fn bounded(text: &str, budget: usize) -> String {
+    if text.len() <= budget {
+        return text.to_string();
+    }
+    let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let mut head = first.len().min(budget / 2);
+    while !first.is_char_boundary(head) {
+        head -= 1;
+    }
+    let room = budget.saturating_sub(head + 8);
+    let mut from = rest.len().saturating_sub(room);
+    while !rest.is_char_boundary(from) {
+        from += 1;
+    }
+    format!("{}\n[…]\n{}", &first[..head], &rest[from..])
+}
+
+/// Most of one candidate's failure kept in what the host is told when several failed.
+pub const FAILURE_SHARE: usize = 8 << 10;
+
+/// The loop: ask `provider` for `bounds.candidates` tools meeting `need` (one conversation
+/// each), `race` them (each `create_tool` call's arguments in; each one's result out, at most
+/// one of them a success: the candidate kept), feed each failure back to the candidate that
+/// wrote it, for at most `bounds`. `create_tool` is the one tool offered; `progress` hears each
+/// step.
 pub async fn synthesize<F, Fut>(
     provider: &dyn Provider,
     need: &str,
     system: &str,
     create_tool: ToolDef,
     bounds: Bounds,
-    mut create: F,
+    mut race: F,
     progress: &(dyn Fn(String) + Send + Sync),
 ) -> Outcome
 where
-    F: FnMut(JsonObject) -> Fut,
-    Fut: Future<Output = CallToolResult>,
+    F: FnMut(Vec<JsonObject>) -> Fut,
+    Fut: Future<Output = Vec<CallToolResult>>,
 {
     let deadline = Instant::now() + bounds.time;
     let tools = [create_tool];
-    let mut history = vec![Item::User(need.to_string())];
+    let n = bounds.candidates.max(1);
+    let mut lanes: Vec<Lane> = (1..=n)
+        .map(|k| Lane {
+            candidate: k,
+            system: lane_system(system, k, n),
+            history: vec![Item::User(need.to_string())],
+        })
+        .collect();
     let mut last_failure: Option<String> = None;
     // A tool mounted in an earlier round whose trigger check was fed back: still the outcome
     // if no later round does better.
@@ -360,122 +431,196 @@ where
                 },
             );
         };
-        progress(format!("round {round}: asking the model for the tool"));
-        let turn =
-            match tokio::time::timeout(left, provider.complete(system, &history, &tools)).await {
-                Err(_) => {
-                    return settle(
-                        mounted,
-                        Outcome::OutOfTime {
-                            rounds: round - 1,
-                            last_failure,
-                        },
-                    );
-                }
-                Ok(Err(e)) => {
-                    return settle(
-                        mounted,
-                        Outcome::ModelFailed {
-                            round,
-                            error: e.to_string(),
-                            last_failure,
-                        },
-                    );
-                }
-                Ok(Ok(turn)) => turn,
-            };
-        history.push(turn.to_item());
-        let picked = pick(&turn.calls);
-        let chosen = picked.as_ref().map(|(c, _)| c.id.clone());
-        // Every call of the turn gets a result (the APIs require one per call id); only the
-        // first create_tool call runs.
-        for call in &turn.calls {
-            if Some(&call.id) == chosen.as_ref() {
-                continue;
-            }
-            let why = if call.name == "create_tool" {
-                "skipped: one create_tool call per turn is run"
-            } else {
-                "there is no such tool here: only create_tool is offered"
-            };
-            history.push(Item::ToolResult {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                output: why.to_string(),
-                is_error: true,
-            });
+        progress(if lanes.len() == 1 {
+            format!("round {round}: asking the model for the tool")
+        } else {
+            format!(
+                "round {round}: asking the model for {} candidates",
+                lanes.len()
+            )
+        });
+        let turns = crate::join::all(
+            lanes
+                .iter()
+                .map(|l| {
+                    tokio::time::timeout(left, provider.complete(&l.system, &l.history, &tools))
+                })
+                .collect(),
+        )
+        .await;
+        if turns.iter().any(Result::is_err) {
+            return settle(
+                mounted,
+                Outcome::OutOfTime {
+                    rounds: round - 1,
+                    last_failure,
+                },
+            );
         }
-        let failure = match picked {
-            None => {
-                let said = turn.text.unwrap_or_default();
-                let said: String = said.chars().take(500).collect();
-                history.push(Item::User(
-                    "Call create_tool with the tool's code; an answer in text does not count."
-                        .into(),
-                ));
-                format!("the model answered without calling create_tool: {said:?}")
-            }
-            Some((call, Err(why))) => {
-                let why = why.to_string();
-                history.push(Item::ToolResult {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    output: why.clone(),
-                    is_error: true,
-                });
-                why
-            }
-            Some((call, Ok(args))) => {
-                let name = args
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string();
-                progress(format!("round {round}: verifying {name}"));
-                let result = create(args).await;
-                if result.is_error != Some(true) {
-                    progress(format!("round {round}: {name} is mounted"));
-                    // A description that does not draw the right requests is fed back while
-                    // rounds are left; the tool stays mounted either way.
-                    let trigger = result
-                        .structured_content
-                        .as_ref()
-                        .map(|s| &s["trigger_check"])
-                        .filter(|t| t["passed"] == Value::Bool(false))
-                        .map(|t| t["summary"].as_str().unwrap_or("").to_string());
-                    let Some(summary) = trigger.filter(|_| round < bounds.rounds) else {
-                        return Outcome::Mounted { round, result };
-                    };
-                    let feedback = format!(
-                        "{name} is mounted and works, but its trigger check failed: {summary}. \
-                         Rewrite the tool's description and its functions' docstrings so an \
-                         agent picks it for the requests it serves and not for the near misses, \
-                         then call create_tool again with the same name and code."
-                    );
-                    history.push(Item::ToolResult {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        output: feedback.clone(),
-                        is_error: true,
-                    });
-                    progress(format!("round {round}: {name}'s trigger check failed"));
-                    last_failure = Some(feedback);
-                    mounted = Some((round, result));
+        if turns.iter().all(|t| matches!(t, Ok(Err(_)))) {
+            let error = turns
+                .into_iter()
+                .find_map(|t| t.ok()?.err())
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            return settle(
+                mounted,
+                Outcome::ModelFailed {
+                    round,
+                    error,
+                    last_failure,
+                },
+            );
+        }
+        // Each lane's failure this round, and the calls that go to the race.
+        let mut failures: Vec<(usize, String)> = Vec::new();
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut arguments: Vec<JsonObject> = Vec::new();
+        for (at, turn) in turns.into_iter().enumerate() {
+            let lane = &mut lanes[at];
+            let turn = match turn {
+                Ok(Ok(turn)) => turn,
+                // Another lane answered: this one sits the round out.
+                Ok(Err(e)) => {
+                    failures.push((at, format!("autotool's model failed: {e}")));
                     continue;
                 }
-                let text = text_of(&result);
-                history.push(Item::ToolResult {
+                Err(_) => continue,
+            };
+            lane.history.push(turn.to_item());
+            let picked = pick(&turn.calls);
+            let chosen = picked.as_ref().map(|(c, _)| c.id.clone());
+            // Every call of the turn gets a result (the APIs require one per call id); only
+            // the first create_tool call runs.
+            for call in &turn.calls {
+                if Some(&call.id) == chosen.as_ref() {
+                    continue;
+                }
+                let why = if call.name == "create_tool" {
+                    "skipped: one create_tool call per turn is run"
+                } else {
+                    "there is no such tool here: only create_tool is offered"
+                };
+                lane.history.push(Item::ToolResult {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
+                    output: why.to_string(),
+                    is_error: true,
+                });
+            }
+            match picked {
+                None => {
+                    let said = turn.text.unwrap_or_default();
+                    let said: String = said.chars().take(500).collect();
+                    lane.history.push(Item::User(
+                        "Call create_tool with the tool's code; an answer in text does not count."
+                            .into(),
+                    ));
+                    failures.push((
+                        at,
+                        format!("the model answered without calling create_tool: {said:?}"),
+                    ));
+                }
+                Some((call, Err(why))) => {
+                    let why = why.to_string();
+                    lane.history.push(Item::ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        output: why.clone(),
+                        is_error: true,
+                    });
+                    failures.push((at, why));
+                }
+                Some((call, Ok(args))) => {
+                    let name = args
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_string();
+                    entries.push(Entry {
+                        lane: at,
+                        call_id: call.id.clone(),
+                        call_name: call.name.clone(),
+                        name,
+                    });
+                    arguments.push(args);
+                }
+            }
+        }
+        if !entries.is_empty() {
+            let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+            progress(format!("round {round}: verifying {}", names.join(", ")));
+            let results = race(arguments).await;
+            let won = results.iter().position(|r| r.is_error != Some(true));
+            if let Some(w) = won.filter(|w| *w < entries.len()) {
+                let entry = &entries[w];
+                let (name, lane_at) = (entry.name.clone(), entry.lane);
+                let Some(result) = results.into_iter().nth(w) else {
+                    continue;
+                };
+                progress(format!("round {round}: {name} is mounted"));
+                // A description that does not draw the right requests is fed back while
+                // rounds are left; the tool stays mounted either way.
+                let trigger = result
+                    .structured_content
+                    .as_ref()
+                    .map(|s| &s["trigger_check"])
+                    .filter(|t| t["passed"] == Value::Bool(false))
+                    .map(|t| t["summary"].as_str().unwrap_or("").to_string());
+                let Some(summary) = trigger.filter(|_| round < bounds.rounds) else {
+                    return Outcome::Mounted { round, result };
+                };
+                let feedback = format!(
+                    "{name} is mounted and works, but its trigger check failed: {summary}. \
+                     Rewrite the tool's description and its functions' docstrings so an agent \
+                     picks it for the requests it serves and not for the near misses, then call \
+                     create_tool again with the same name and code."
+                );
+                // Only the winner's conversation goes on.
+                let mut lane = lanes.swap_remove(lane_at);
+                lane.history.push(Item::ToolResult {
+                    call_id: entries[w].call_id.clone(),
+                    name: entries[w].call_name.clone(),
+                    output: feedback.clone(),
+                    is_error: true,
+                });
+                lane.system = system.to_string();
+                lanes = vec![lane];
+                progress(format!("round {round}: {name}'s trigger check failed"));
+                last_failure = Some(feedback);
+                mounted = Some((round, result));
+                continue;
+            }
+            for (entry, result) in entries.iter().zip(results) {
+                let text = text_of(&result);
+                lanes[entry.lane].history.push(Item::ToolResult {
+                    call_id: entry.call_id.clone(),
+                    name: entry.call_name.clone(),
                     output: text.clone(),
                     is_error: true,
                 });
-                text
+                failures.push((entry.lane, text));
             }
-        };
-        let first = failure.lines().next().unwrap_or_default();
-        progress(format!("round {round} failed: {first}"));
-        last_failure = Some(failure);
+        }
+        failures.sort_by_key(|(at, _)| *at);
+        if lanes.len() == 1 {
+            let failure = failures.pop().map(|(_, f)| f).unwrap_or_default();
+            let first = failure.lines().next().unwrap_or_default();
+            progress(format!("round {round} failed: {first}"));
+            last_failure = Some(failure);
+        } else {
+            let mut all = Vec::new();
+            for (at, failure) in &failures {
+                let k = lanes[*at].candidate;
+                let first = failure.lines().next().unwrap_or_default();
+                progress(format!("round {round}: candidate {k} failed: {first}"));
+                all.push(format!(
+                    "candidate {k} of {n}: {}",
+                    bounded(failure, FAILURE_SHARE)
+                ));
+            }
+            last_failure = Some(all.join("\n\n"));
+        }
     }
     settle(
         mounted,
@@ -507,6 +652,7 @@ mod tests {
     struct Scripted {
         turns: Mutex<Vec<Result<Turn, ProviderError>>>,
         seen: Mutex<Vec<Vec<Item>>>,
+        systems: Mutex<Vec<String>>,
     }
 
     impl Scripted {
@@ -514,6 +660,7 @@ mod tests {
             Scripted {
                 turns: Mutex::new(turns.into_iter().rev().collect()),
                 seen: Mutex::new(Vec::new()),
+                systems: Mutex::new(Vec::new()),
             }
         }
     }
@@ -524,12 +671,13 @@ mod tests {
         }
         fn complete<'a>(
             &'a self,
-            _system: &'a str,
+            system: &'a str,
             history: &'a [Item],
             tools: &'a [ToolDef],
         ) -> BoxFuture<'a, Result<Turn, ProviderError>> {
             assert_eq!(tools.len(), 1);
             self.seen.lock().unwrap().push(history.to_vec());
+            self.systems.lock().unwrap().push(system.to_string());
             let next = self.turns.lock().unwrap().pop().unwrap();
             Box::pin(async move { next })
         }
@@ -582,9 +730,34 @@ mod tests {
         }
     }
 
+    /// A race of `fake_create`s: the first candidate that passes is kept, the others lose.
+    fn fake_race(
+        candidates: Vec<JsonObject>,
+        log: &Mutex<Vec<String>>,
+    ) -> impl Future<Output = Vec<CallToolResult>> + use<> {
+        let results: Vec<_> = candidates
+            .into_iter()
+            .map(|a| fake_create(a, log))
+            .collect();
+        async move {
+            let mut out: Vec<CallToolResult> = Vec::new();
+            for r in results {
+                let r = r.await;
+                let won = out.iter().any(|o| o.is_error != Some(true));
+                out.push(if won && r.is_error != Some(true) {
+                    CallToolResult::error(vec![ContentBlock::text("lost the race")])
+                } else {
+                    r
+                });
+            }
+            out
+        }
+    }
+
     const BOUNDS: Bounds = Bounds {
         rounds: 3,
         time: Duration::from_secs(30),
+        candidates: 1,
     };
 
     #[tokio::test]
@@ -601,7 +774,7 @@ mod tests {
             "sys",
             tool_def(),
             BOUNDS,
-            |a| fake_create(a, &created),
+            |a| fake_race(a, &created),
             &|s| steps.lock().unwrap().push(s),
         )
         .await;
@@ -663,7 +836,7 @@ mod tests {
             "sys",
             tool_def(),
             BOUNDS,
-            |a| fake_create(a, &created),
+            |a| fake_race(a, &created),
             &|_| {},
         )
         .await;
@@ -703,7 +876,7 @@ mod tests {
             "sys",
             tool_def(),
             BOUNDS,
-            |a| fake_create(a, &created),
+            |a| fake_race(a, &created),
             &|_| {},
         )
         .await;
@@ -730,8 +903,9 @@ mod tests {
             Bounds {
                 rounds: 3,
                 time: Duration::ZERO,
+                candidates: 2,
             },
-            |a| fake_create(a, &Mutex::new(Vec::new())),
+            |a| fake_race(a, &Mutex::new(Vec::new())),
             &|_| {},
         )
         .await;
@@ -742,6 +916,114 @@ mod tests {
                 last_failure: None
             }
         );
+    }
+
+    #[tokio::test]
+    async fn candidates_are_written_apart_raced_and_each_repaired_from_its_own_failure() {
+        // Round 1: both broken; round 2: the first still broken, the second fixed.
+        let model = Scripted::new(vec![
+            create_call("a1", "broken a"),
+            create_call("b1", "broken b"),
+            create_call("a2", "broken a again"),
+            create_call("b2", "fixed b"),
+        ]);
+        let created = Mutex::new(Vec::new());
+        let steps = Mutex::new(Vec::new());
+        let bounds = Bounds {
+            candidates: 2,
+            ..BOUNDS
+        };
+        let outcome = synthesize(
+            &model,
+            "add numbers",
+            "sys",
+            tool_def(),
+            bounds,
+            |a| fake_race(a, &created),
+            &|s| steps.lock().unwrap().push(s),
+        )
+        .await;
+        let Outcome::Mounted { round, .. } = &outcome else {
+            panic!("{outcome:?}")
+        };
+        assert_eq!(*round, 2);
+        assert_eq!(
+            *created.lock().unwrap(),
+            ["broken a", "broken b", "broken a again", "fixed b"]
+        );
+        // Each candidate is its own conversation, told which it is.
+        let systems = model.systems.lock().unwrap();
+        assert!(systems[0].starts_with("sys") && systems[0].contains("candidate 1 of 2"));
+        assert!(systems[1].contains("candidate 2 of 2"));
+        let seen = model.seen.lock().unwrap();
+        let fed_back = |history: &[Item]| -> Vec<String> {
+            history
+                .iter()
+                .filter_map(|i| match i {
+                    Item::ToolResult { call_id, .. } => Some(call_id.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(fed_back(&seen[2]), ["a1"]);
+        assert_eq!(fed_back(&seen[3]), ["b1"]);
+        assert_eq!(
+            steps.lock().unwrap()[..4],
+            [
+                "round 1: asking the model for 2 candidates",
+                "round 1: verifying adder, adder",
+                "round 1: candidate 1 failed: verification failed at lint: SyntaxError on line 1",
+                "round 1: candidate 2 failed: verification failed at lint: SyntaxError on line 1",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn when_no_candidate_passes_each_failure_is_said() {
+        let model = Scripted::new(vec![
+            create_call("a1", "broken a"),
+            Ok(Turn {
+                text: Some("no code from me".into()),
+                calls: vec![],
+            }),
+        ]);
+        let bounds = Bounds {
+            rounds: 1,
+            candidates: 2,
+            ..BOUNDS
+        };
+        let outcome = synthesize(
+            &model,
+            "need",
+            "sys",
+            tool_def(),
+            bounds,
+            |a| fake_race(a, &Mutex::new(Vec::new())),
+            &|_| {},
+        )
+        .await;
+        let result = outcome.into_result("scripted", bounds);
+        assert_eq!(result.is_error, Some(true));
+        let text = text_of(&result);
+        assert!(
+            text.contains("candidate by candidate")
+                && text.contains("candidate 1 of 2: verification failed at lint")
+                && text.contains("candidate 2 of 2: the model answered without calling"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_long_failure_keeps_its_first_line_and_its_end() {
+        let long = format!(
+            "verification failed at launch: boom\n{}\nValueError: x",
+            "é".repeat(9000)
+        );
+        let kept = bounded(&long, 1000);
+        assert!(kept.len() <= 1000, "{}", kept.len());
+        assert!(kept.starts_with("verification failed at launch: boom\n[…]\n"));
+        assert!(kept.ends_with("ValueError: x"));
+        assert_eq!(bounded("short", 1000), "short");
     }
 
     #[test]

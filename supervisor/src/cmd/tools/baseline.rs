@@ -1,5 +1,6 @@
-//! `autotool tools baseline`: what a tool owes its trusted versions, or one obligation
-//! dropped.
+//! `autotool tools baseline`: what a tool owes its trusted versions (the obligations, and the
+//! functions its trusted versions call, `USES`, which a rewrite may not widen), or one
+//! obligation dropped.
 
 use super::{CliError, one_line};
 use crate::registry::{Registry, RegistryError};
@@ -33,19 +34,22 @@ pub(super) fn baseline(
         return Ok(());
     }
     let rows = ledger.baseline(name, json)?;
+    let uses = ledger.trusted_uses(name)?;
     if json {
         serde_json::to_writer_pretty(&mut *out, &rows)?;
         writeln!(out)?;
         return Ok(());
     }
-    if rows.is_empty() {
+    if rows.is_empty() && uses.is_none() {
         writeln!(
             out,
             "{name} owes nothing yet: what a version meets joins its baseline when the version is promoted to active."
         )?;
         return Ok(());
     }
-    writeln!(out, "{name} owes, from its trusted versions:")?;
+    if !rows.is_empty() {
+        writeln!(out, "{name} owes, from its trusted versions:")?;
+    }
     for r in &rows {
         let ob = &r.obligation;
         let owed = match (&ob.answer, ob.exact) {
@@ -55,9 +59,28 @@ pub(super) fn baseline(
         };
         writeln!(out, "  {}{owed}", ob.shown())?;
     }
-    writeln!(
-        out,
-        "Drop one (for an intended change) with `autotool tools baseline {name} --drop ID`."
-    )?;
+    writeln!(out, "{}", uses_line(uses.as_deref()))?;
+    if !rows.is_empty() {
+        writeln!(
+            out,
+            "Drop one (for an intended change) with `autotool tools baseline {name} --drop ID`."
+        )?;
+    }
     Ok(())
+}
+
+/// The `uses baseline:` line: the functions the tool's trusted versions call (`None`: no
+/// version trusted yet), which a rewrite may call, or fewer, never another.
+pub(super) fn uses_line(trusted: Option<&[String]>) -> String {
+    match trusted {
+        None => "uses baseline: not yet (no version trusted)".to_string(),
+        Some([]) => "uses baseline: (none): its trusted versions call no other tool, and a \
+                     rewrite may not either"
+            .to_string(),
+        Some(uses) => format!(
+            "uses baseline: {} (what its trusted versions call: a rewrite may call these or \
+             fewer, never another)",
+            uses.join(", ")
+        ),
+    }
 }

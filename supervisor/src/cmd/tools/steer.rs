@@ -1,5 +1,6 @@
-//! `autotool tools rollback|verify|logs`: what a user reaches for when a tool went wrong: back
-//! to a version it trusted, verify it again now, read what it wrote to stderr.
+//! `autotool tools rollback|pin|unpin|verify|logs`: what a user reaches for when a tool went
+//! wrong or must not change: back to a version it trusted, hold the current version, verify it
+//! again now, read what it wrote to stderr.
 
 use super::CliError;
 use crate::home::Home;
@@ -21,6 +22,21 @@ pub enum SteerCmd {
         name: String,
         /// The version to go back to (`tools show NAME` lists them).
         version: Option<u32>,
+    },
+    /// Pin a tool: nothing replaces its current version until it is unpinned.
+    ///
+    /// An agent's rewrite (create_tool or synthesize_tool of the same name), a pull, a followed
+    /// library, a changed or hand-placed tool.py: each is refused, saying the tool is pinned and
+    /// how to unpin it (a `pin_held` event). Rollback and remove still work: they are the
+    /// user's own. Takes effect at once in every running server.
+    Pin {
+        /// The tool's name.
+        name: String,
+    },
+    /// Unpin a tool: new versions may replace its current one again.
+    Unpin {
+        /// The tool's name.
+        name: String,
     },
     /// Verify a tool's current version again, now.
     ///
@@ -54,6 +70,14 @@ pub(super) fn run(
 ) -> Result<(), CliError> {
     match cmd {
         SteerCmd::Rollback { name, version } => rollback(registry, &name, version, out),
+        SteerCmd::Pin { name } => {
+            let said = crate::console::actions::pin(registry, &name)?;
+            Ok(writeln!(out, "{said}")?)
+        }
+        SteerCmd::Unpin { name } => {
+            let said = crate::console::actions::unpin(registry, &name)?;
+            Ok(writeln!(out, "{said}")?)
+        }
         SteerCmd::Verify { name } => verify(home, registry, &name, out),
         SteerCmd::Logs { name, bytes } => logs(home, registry, &name, bytes, out),
     }

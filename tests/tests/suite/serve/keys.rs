@@ -275,7 +275,7 @@ pub(super) fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 /// The TCP port a `serve --transport http` says it listens on.
-fn http_port(server: &mut Server) -> u16 {
+pub(super) fn http_port(server: &mut Server) -> u16 {
     let deadline = std::time::Instant::now() + autotool_tests::TIMEOUT;
     loop {
         let stderr = server.stderr();

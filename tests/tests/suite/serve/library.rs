@@ -2,8 +2,8 @@
 //! better-described one that keeps failing; beyond the list limit `tools/list` holds the
 //! built-ins and the most used tools, and the rest are found by search and called by name or
 //! through `run_tool`; a version is pinned, so a file changed on disk leaves the list at once
-//! and comes back only as a verified new version, and a process that reports other schemas than
-//! were verified is refused.
+//! and comes back only as a verified new version (for a tool the user pinned, only once it is
+//! unpinned), and a process that reports other schemas than were verified is refused.
 
 use super::{finish, listed, start, strict};
 use autotool_tests::serve::{CallResult, ServeHome, Server};
@@ -361,6 +361,68 @@ fn a_changed_file_leaves_the_list_and_returns_only_as_a_verified_new_version() {
     assert_eq!(entry["state"], json!("probation"), "{entry}");
     assert_eq!(entry["pin"].as_str().map(str::len), Some(64), "{entry}");
     assert_eq!(server.call_text("pinned__which", json!({})).unwrap(), "two");
+    finish(server);
+}
+
+#[test]
+fn a_changed_file_of_a_pinned_tool_is_verified_only_once_unpinned() {
+    let Some(serve) = strict() else { return };
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve, &home);
+    let which = |answer: &str| {
+        tool_code(
+            "held",
+            &format!(
+                "@mcp.tool()\ndef which() -> str:\n    \"\"\"Say which code runs.\"\"\"\n    return {answer}"
+            ),
+        )
+    };
+    create(
+        &mut server,
+        "held",
+        "a tool the user pins",
+        &which("\"one\""),
+    );
+    let (status, out, err) = home.cli(&["tools", "pin", "held"]).unwrap();
+    assert!(status.success(), "{out}{err}");
+    let listed_now = |server: &mut Server| {
+        server
+            .tool_names()
+            .unwrap()
+            .iter()
+            .any(|n| n == "held__which")
+    };
+
+    // Changed on disk to code that would pass: off the list as any changed file, but not made
+    // a new version while the pin holds; the refusal is in the log.
+    std::fs::write(home.path().join("tools/held/1/tool.py"), which("\"two\"")).unwrap();
+    let mut kinds = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            kinds = event_kinds(&home, "held").join(" ");
+            kinds.contains("pin_held")
+        }),
+        "{kinds}"
+    );
+    assert!(!listed_now(&mut server), "{}", server.context());
+    std::thread::sleep(Duration::from_secs(2));
+    let entry = listed(&home, "held");
+    assert_eq!(entry["version"], json!(1), "{entry}");
+    assert_eq!(entry["state"], json!("draft"), "{entry}");
+    let kinds = event_kinds(&home, "held").join(" ");
+    assert!(!kinds.contains("verifying_again"), "{kinds}");
+    assert_eq!(kinds.matches("pin_held").count(), 1, "{kinds}");
+
+    // The control: unpinned, the changed file is verified and listed as v2.
+    let (status, out, err) = home.cli(&["tools", "unpin", "held"]).unwrap();
+    assert!(status.success(), "{out}{err}");
+    assert!(
+        wait_until(Duration::from_secs(20), || listed_now(&mut server)),
+        "the changed file was not verified once unpinned{}",
+        server.context()
+    );
+    assert_eq!(listed(&home, "held")["version"], json!(2));
+    assert_eq!(server.call_text("held__which", json!({})).unwrap(), "two");
     finish(server);
 }
 

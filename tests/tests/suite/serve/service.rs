@@ -168,6 +168,8 @@ fn the_service_unit_is_written_once_and_verifies() {
     let text = std::fs::read_to_string(&unit).unwrap();
     let socket = home.path().join("service.sock");
     assert!(text.contains("\"--transport\" \"http\""), "{text}");
+    // On 127.0.0.1 it mounts the console (`autotool console --url` gives its URL).
+    assert!(text.contains("\"--console\"\n"), "{text}");
     assert!(
         text.contains(&format!("\"unix:{}\"", socket.display())),
         "{text}"

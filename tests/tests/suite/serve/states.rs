@@ -1,9 +1,10 @@
 //! A tool's lifecycle through `autotool serve`, end to end: a new tool is on probation and is
 //! promoted by successful calls; the caller's mistakes (`ToolError`s) do not count against it;
 //! crashes quarantine it live (off every host's list, callable only with `force`); `tools
-//! rehab` and `tools retire` act on the running server.
+//! rehab` and `tools retire` act on the running server; a tool the user pinned refuses the
+//! agent's rewrite until it is unpinned.
 
-use super::{HEALTHY, create_healthy, finish, listed, start, strict};
+use super::{HEALTHY, HEALTHY_FILE, assert_serves, create_healthy, finish, listed, start, strict};
 use autotool_tests::serve::{ServeHome, Server};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -153,4 +154,68 @@ fn probation_promotion_quarantine_rehab_and_retire() {
             "no event saying {reason:?}: {shown}"
         );
     }
+}
+
+#[test]
+fn a_pinned_tool_refuses_the_agent_s_rewrite_until_unpinned() {
+    let Some(serve) = strict() else { return };
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve, &home);
+    create_healthy(&mut server);
+    let (status, out, err) = home.cli(&["tools", "pin", HEALTHY]).unwrap();
+    assert!(status.success(), "{out}{err}");
+    assert!(out.contains("healthy v1 is pinned"), "{out}");
+
+    // The agent's rewrite: refused before anything runs, saying who pinned it and how to
+    // unpin it; v1 stays current and keeps answering.
+    let code = autotool_tests::serve::fixture(HEALTHY_FILE).unwrap() + "\n# rewritten\n";
+    let rewrite = json!({
+        "name": HEALTHY,
+        "code": code,
+        "description": "a well-behaved tool",
+        "verify": "quick",
+    });
+    let r = server.call_result("create_tool", rewrite.clone()).unwrap();
+    assert!(r.is_error, "{}", r.text);
+    assert!(
+        r.text
+            .contains("healthy is pinned by the user (pinned by cli at ")
+            && r.text.contains("`autotool tools unpin healthy`"),
+        "{}",
+        r.text
+    );
+    assert_eq!(listed(&home, HEALTHY)["version"], json!(1));
+    assert_eq!(listed(&home, HEALTHY)["pinned"]["by"], json!("cli"));
+    assert_serves(&mut server, true, "a rewrite refused by the pin");
+    // tool_info tells the agent before it tries.
+    let info = server
+        .call_result("tool_info", json!({"name": HEALTHY}))
+        .unwrap();
+    assert!(info.text.contains("\"pinned\":{\"at\":"), "{}", info.text);
+    // The log: who tried, refused by whose pin.
+    let (_, events, _) = home.cli(&["events", "--json", "--tool", HEALTHY]).unwrap();
+    let held: Vec<serde_json::Value> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["kind"] == "pin_held")
+        .collect();
+    assert_eq!(held.len(), 1, "{events}");
+    assert_eq!(held[0]["actor"], "host:autotool-tests", "{events}");
+    assert!(
+        held[0]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("refused: version 1 is pinned by cli"),
+        "{events}"
+    );
+
+    // The control: unpinned, the same rewrite is accepted as v2.
+    let (status, out, err) = home.cli(&["tools", "unpin", HEALTHY]).unwrap();
+    assert!(status.success(), "{out}{err}");
+    let r = server.call_result("create_tool", rewrite).unwrap();
+    assert!(!r.is_error, "{}{}", r.text, server.context());
+    assert!(r.text.contains("Created healthy v2"), "{}", r.text);
+    assert_eq!(listed(&home, HEALTHY)["version"], json!(2));
+    assert!(listed(&home, HEALTHY)["pinned"].is_null());
+    finish(server);
 }

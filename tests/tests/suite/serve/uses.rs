@@ -3,9 +3,11 @@
 //! tool called directly shows its key); it reaches only what it declares (the control: what it
 //! declares answers); a cycle is refused when it would be made (the control: the same tools
 //! one way round are created); a quarantined dependency fails the composite's call with the
-//! dependency's reason (the control: the same call before the quarantine answers); a composite
-//! is forked from the template with its channel like any tool (the control: forking off, it has
-//! a launcher of its own).
+//! dependency's reason (the control: the same call before the quarantine answers); once a
+//! composite is trusted, a rewrite that calls a function none of its trusted versions called is
+//! refused at baseline before it runs (the control: the same rewrite without the widening is
+//! created); a composite is forked from the template with its channel like any tool (the
+//! control: forking off, it has a launcher of its own).
 
 use super::{HEALTHY, create_healthy, listed, ok, refused, start, strict};
 use autotool_tests::serve::{Sandbox, Serve, ServeHome, Server, fixture};
@@ -278,6 +280,122 @@ fn a_quarantined_dependency_fails_the_composites_calls_with_its_reason() {
         text.contains("healthy__add cannot be called: healthy is quarantined")
             && text.contains("3 failures in a row"),
         "{text}"
+    );
+    super::finish(server);
+}
+
+/// `adder` (`uses_on_healthy.py`) rewritten: its docstring changed and, with `widen`, a call of
+/// `healthy__echo` added to `plus` and to its USES.
+fn adder_rewrite(widen: bool) -> String {
+    let code = fixture("uses_on_healthy.py").unwrap();
+    let (doc, uses, body) = (
+        "\"\"\"a + b, by healthy.",
+        "USES = [\"healthy__add\"]",
+        "    return str(call(\"healthy__add\", a=a, b=b))",
+    );
+    for part in [doc, uses, body] {
+        assert!(code.contains(part), "uses_on_healthy.py holds no {part:?}");
+    }
+    let code = code.replace(doc, "\"\"\"The sum of a and b, by healthy.");
+    if !widen {
+        return code;
+    }
+    code.replace(uses, "USES = [\"healthy__add\", \"healthy__echo\"]")
+        .replace(
+            body,
+            &format!("    call(\"healthy__echo\", text=\"widened\")\n{body}"),
+        )
+}
+
+/// Create `adder` from `code` with a smoke test of `plus`; the result.
+fn rewrite(server: &mut Server, code: &str) -> Result<String, String> {
+    let created = server
+        .call_result(
+            "create_tool",
+            json!({"name": "adder", "code": code, "verify": "quick",
+                   "smoke_test": {"function": "plus", "arguments": {"a": 20, "b": 22}}}),
+        )
+        .unwrap();
+    if created.is_error {
+        Err(created.text)
+    } else {
+        Ok(created.text)
+    }
+}
+
+#[test]
+fn a_rewrite_that_widens_a_trusted_composites_uses_is_refused_at_baseline() {
+    let Some((home, mut server)) = healthy_and_adder() else {
+        return;
+    };
+    let cli = |args: &[&str]| {
+        let (status, stdout, stderr) = home.cli(args).unwrap();
+        assert!(status.success(), "autotool {args:?}: {stderr}");
+        stdout
+    };
+    // On probation nothing binds it yet.
+    assert!(
+        cli(&["tools", "show", "adder"]).contains("uses baseline: not yet (no version trusted)")
+    );
+    // Five successful calls: adder v1 is trusted, and what it calls is its uses baseline.
+    for _ in 0..5 {
+        assert_eq!(
+            server
+                .call_text("adder__plus", json!({"a": 1, "b": 2}))
+                .unwrap(),
+            "3"
+        );
+    }
+    let shown = cli(&["tools", "show", "adder"]);
+    assert!(
+        shown.contains("current version: 1 (active)")
+            && shown.contains("uses baseline: healthy__add (what its trusted versions call"),
+        "{shown}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&cli(&["tools", "show", "adder", "--json"])).unwrap();
+    assert_eq!(json["uses_baseline"], json!(["healthy__add"]));
+    let owed = cli(&["tools", "baseline", "adder"]);
+    assert!(owed.contains("uses baseline: healthy__add"), "{owed}");
+    // An agent reads it too, before it writes a rewrite.
+    let info = server
+        .call_result("tool_info", json!({"name": "adder"}))
+        .unwrap();
+    assert_eq!(
+        info.structured.as_ref().map(|s| s["uses_baseline"].clone()),
+        Some(json!(["healthy__add"])),
+        "{}",
+        info.text
+    );
+
+    // The rewrite that also calls healthy__echo: refused at baseline, before it ran (its smoke
+    // test would have called healthy twice).
+    let calls_before = listed(&home, HEALTHY)["calls"].clone();
+    let refused = rewrite(&mut server, &adder_rewrite(true)).unwrap_err();
+    assert!(
+        refused.contains("verification failed at baseline")
+            && refused.contains("it adds healthy__echo (they called only healthy__add)")
+            && refused.contains("remove healthy__echo from USES"),
+        "{refused}"
+    );
+    assert_eq!(listed(&home, HEALTHY)["calls"], calls_before);
+    assert!(cli(&["tools", "show", "adder"]).contains("current version: 1 (active)"));
+
+    // The control: the same rewrite without the widening is verified (its smoke test calls
+    // healthy through the channel) and becomes v2.
+    if let Err(text) = rewrite(&mut server, &adder_rewrite(false)) {
+        panic!(
+            "the rewrite within the baseline was refused: {text}{}",
+            server.context()
+        );
+    }
+    assert!(cli(&["tools", "show", "adder"]).contains("current version: 2 (probation)"));
+    assert_ne!(listed(&home, HEALTHY)["calls"], calls_before);
+    assert_eq!(
+        server
+            .call_text("adder__plus", json!({"a": 4, "b": 5}))
+            .unwrap(),
+        "9"
     );
     super::finish(server);
 }
