@@ -163,6 +163,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         watcher.abort();
         stop_following(&follower);
         app.runtime.shutdown(Duration::from_secs(2)).await;
+        app.settle_calls().await;
         app.pool.shutdown().await;
         return Ok(served?);
     }
@@ -187,6 +188,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
             watcher.abort();
             stop_following(&follower);
             app.runtime.shutdown(Duration::from_secs(2)).await;
+            app.settle_calls().await;
             app.pool.shutdown().await;
             return Err(e.into());
         }
@@ -195,6 +197,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     stop_following(&follower);
     // A build still under way stops and removes what it made; the next serve starts it again.
     app.runtime.shutdown(Duration::from_secs(2)).await;
+    app.settle_calls().await;
     app.pool.shutdown().await;
     let _ = tokio::time::timeout(Duration::from_secs(2), guard.writer_done).await;
     Ok(())

@@ -2,6 +2,12 @@
 //! the caller insists, never a draft: [`State::may_call`]), the warm process with the keys it is
 //! granted, the answer, its record in the ledger, and the lifecycle decision after it.
 //!
+//! The record and the decision are taken off the answer's path (the host has its answer while
+//! the ledger is written), on a task per call chained after the tool's previous one, so a
+//! tool's rows and decisions keep their order; the tool's next call waits for them before it
+//! reads the tool's state (a quarantine decided after one call holds for the next), and
+//! [`Library::call`] and serve's shutdown ([`Library::settle_calls`]) wait for them too.
+//!
 //! [`State::may_call`]: autotool_policy::lifecycle::State::may_call
 
 use super::Library;
@@ -140,7 +146,34 @@ impl Library {
         arguments: JsonObject,
         force: bool,
     ) -> Result<Called, CallError> {
-        self.call_with(tool, function, arguments, force, None).await
+        let called = self.call_with(tool, function, arguments, force, None).await;
+        self.settle_calls_of(tool).await;
+        called
+    }
+
+    /// Wait until `tool`'s calls so far are recorded and their lifecycle decisions taken.
+    pub async fn settle_calls_of(&self, tool: &str) {
+        let task = self.after_calls().remove(tool);
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+
+    /// Wait until every call so far is recorded (serve's shutdown: no call's row is lost).
+    pub async fn settle_calls(&self) {
+        let tasks: Vec<_> = std::mem::take(&mut *self.after_calls())
+            .into_values()
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
+    fn after_calls(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, tokio::task::JoinHandle<()>>>
+    {
+        self.after_calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// [`Library::call`] with the grants already read (by the consent check of the same call)
@@ -154,6 +187,8 @@ impl Library {
         force: bool,
         grants: Option<(u32, super::Grants)>,
     ) -> Result<Called, CallError> {
+        // The previous call's lifecycle decision first: the state read below is after it.
+        self.settle_calls_of(tool).await;
         let snapshot = self.snapshot();
         let Some(t) = snapshot.tools.get(tool).cloned() else {
             return Err(CallError::NoTool {
@@ -235,7 +270,7 @@ impl Library {
                     ContentBlock::Text(t) => Some(t.text.clone()),
                     _ => None,
                 });
-                self.record(
+                let record = self.call_record(
                     tool,
                     t.version,
                     function,
@@ -243,6 +278,7 @@ impl Library {
                     kind,
                     out.is_error.then(|| first_text.unwrap_or_default()),
                 );
+                self.after_call(record, t.state).await;
                 let stderr = (out.is_error && !out.stderr.trim().is_empty())
                     .then(|| self.secrets().redact(out.stderr.trim_end()));
                 Ok(Called {
@@ -258,7 +294,7 @@ impl Library {
             }
             Err(why) => {
                 let why = self.secrets().redact(&why);
-                self.record(
+                let record = self.call_record(
                     tool,
                     t.version,
                     function,
@@ -266,6 +302,7 @@ impl Library {
                     CallKind::Failure,
                     Some(why.clone()),
                 );
+                self.after_call(record, t.state).await;
                 Err(CallError::Failed {
                     tool: tool.to_string(),
                     function: function.to_string(),
@@ -273,8 +310,31 @@ impl Library {
                 })
             }
         };
-        self.lifecycle_after_call(tool, t.version, t.state).await;
         result
+    }
+
+    /// Record `call` and take the lifecycle decision after it, on a task of its own chained
+    /// after the tool's previous one (see the module's text).
+    async fn after_call(&self, call: CallRecord, state: State) {
+        let Some(me) = self.me.upgrade() else {
+            // A library not held in an `Arc` (never the case once opened): in line.
+            self.write_call(&call);
+            self.lifecycle_after_call(&call.tool, call.version, state)
+                .await;
+            return;
+        };
+        let mut pending = self.after_calls();
+        let previous = pending.remove(&call.tool);
+        let tool = call.tool.clone();
+        let task = tokio::spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            me.write_call(&call);
+            me.lifecycle_after_call(&call.tool, call.version, state)
+                .await;
+        });
+        pending.insert(tool, task);
     }
 
     /// Promote or quarantine `tool`'s version by its recent calls; a change is recorded with
@@ -325,7 +385,7 @@ impl Library {
         }
     }
 
-    fn record(
+    fn call_record(
         &self,
         tool: &str,
         version: u32,
@@ -333,10 +393,10 @@ impl Library {
         duration: Duration,
         outcome: CallKind,
         error: Option<String>,
-    ) {
+    ) -> CallRecord {
         // The ledger never holds a secret value: error text is redacted on the way in.
         let error = error.map(|e| self.secrets().redact(&e));
-        let call = CallRecord {
+        CallRecord {
             tool: tool.to_string(),
             version,
             function: function.to_string(),
@@ -344,8 +404,11 @@ impl Library {
             duration,
             outcome,
             error,
-        };
-        if let Err(e) = self.registry.record_call(&call) {
+        }
+    }
+
+    fn write_call(&self, call: &CallRecord) {
+        if let Err(e) = self.registry.record_call(call) {
             tracing::warn!("recording the call in the ledger failed: {e}");
         }
     }

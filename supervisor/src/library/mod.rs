@@ -98,6 +98,9 @@ pub struct Library {
     me: std::sync::Weak<Library>,
     /// Calls between tools in flight ([`uses::MAX_CALLS_AT_ONCE`]).
     uses_slots: tokio::sync::Semaphore,
+    /// Per tool, the task recording its last call and taking the lifecycle decision after it
+    /// ([`call`]): done off the answer's path, waited for by the tool's next call.
+    after_calls: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
 }
 
 impl Library {
@@ -135,6 +138,7 @@ impl Library {
             own_model: Default::default(),
             me: me.clone(),
             uses_slots: tokio::sync::Semaphore::new(uses::MAX_CALLS_AT_ONCE),
+            after_calls: Mutex::new(BTreeMap::new()),
         });
         library.refresh_keys();
         library.refresh_model();
