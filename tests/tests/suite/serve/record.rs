@@ -89,7 +89,7 @@ fn the_host_is_named_and_the_agent_reads_the_record_and_the_measured_sandbox() {
     assert!(record["verdicts"].is_array() && record["obligations"].is_array());
     assert_eq!(record["keys"], json!([]), "{record}");
     assert!(
-        record["sandbox"]["idle"].as_str().unwrap().contains("600s"),
+        record["sandbox"]["idle"].as_str().unwrap().contains("120s"),
         "{record}"
     );
 
