@@ -256,7 +256,7 @@ impl Library {
             Err(e) => Err(format!("the tool could not be started: {e}")),
         };
         let duration = started.elapsed();
-        let result = match outcome {
+        match outcome {
             Ok(out) => {
                 // A ToolError is the tool answering; an unexpected exception is it failing.
                 let kind = if !out.is_error {
@@ -309,8 +309,7 @@ impl Library {
                     why,
                 })
             }
-        };
-        result
+        }
     }
 
     /// Record `call` and take the lifecycle decision after it, on a task of its own chained
