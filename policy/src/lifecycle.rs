@@ -242,6 +242,23 @@ pub fn after_call(state: State, health: &Health, t: &Thresholds) -> Option<Trans
     None
 }
 
+/// The decision after each of the newest `calls` of `recent` (a version's recent outcomes,
+/// oldest first) in turn, as if they had been recorded one by one, each seeing the last `limit`
+/// calls up to it: the first change, if any. What a batch of calls recorded together decides.
+pub fn after_calls(
+    state: State,
+    recent: &[CallKind],
+    calls: usize,
+    limit: usize,
+    t: &Thresholds,
+) -> Option<Transition> {
+    (0..calls.min(recent.len())).rev().find_map(|newer| {
+        let end = recent.len() - newer;
+        let view = &recent[end.saturating_sub(limit)..end];
+        after_call(state, &Health::of(view, t.window), t)
+    })
+}
+
 /// What a user can do by hand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Manual {

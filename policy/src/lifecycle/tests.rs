@@ -131,3 +131,28 @@ fn who_may_be_called() {
         assert_eq!(state.may_call(true), forced, "{state} with force");
     }
 }
+
+#[test]
+fn a_batch_is_decided_call_by_call_up_to_the_first_change() {
+    let t = Thresholds::default();
+    let limit = 10;
+    // Three failures in a row, then a success, recorded together: quarantined after the third
+    // failure, as one by one would have been; the success after it does not undo that.
+    let recent = [O, F, F, F, O];
+    let change = after_calls(State::Active, &recent, 4, limit, &t).expect("a change");
+    assert_eq!(change.to, State::Quarantined, "{}", change.reason);
+    // Only the success is new: the failures were decided on before (the control).
+    assert_eq!(after_calls(State::Active, &recent, 1, limit, &t), None);
+    // A single call: exactly after_call on the last `limit`.
+    let failures = [O, F, F, F];
+    assert_eq!(
+        after_calls(State::Active, &failures, 1, limit, &t),
+        after_call(State::Active, &Health::of(&failures, t.window), &t)
+    );
+    // Each view sees at most `limit` calls: a run longer than the limit counts as the limit.
+    let many = [O, O, O, O, O, O];
+    let promoted = after_calls(State::Probation, &many, 1, 5, &t).expect("promoted");
+    assert_eq!(promoted.reason, "5 successful calls in a row");
+    // More new calls than there are outcomes: only what there is.
+    assert_eq!(after_calls(State::Active, &[O], 3, limit, &t), None);
+}

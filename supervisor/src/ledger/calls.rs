@@ -134,22 +134,29 @@ impl Ledger {
 
     /// Record a finished call. The error text must already be redacted.
     pub fn record_call(&self, call: &CallRecord) -> Result<(), LedgerError> {
-        let duration_ms = i64::try_from(call.duration.as_millis()).unwrap_or(i64::MAX);
-        let error = call.error.clone().map(truncate_error);
+        self.record_calls(std::slice::from_ref(call))
+    }
+
+    /// Record finished calls in one transaction (one commit for the lot). The error texts must
+    /// already be redacted.
+    pub fn record_calls(&self, calls: &[CallRecord]) -> Result<(), LedgerError> {
         self.write(|tx| {
-            tx.tx.execute(
+            let mut insert = tx.tx.prepare_cached(
                 "INSERT INTO calls (tool, version, function, started_at, duration_ms, outcome, error)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
+            )?;
+            for call in calls {
+                let duration_ms = i64::try_from(call.duration.as_millis()).unwrap_or(i64::MAX);
+                insert.execute(params![
                     call.tool,
                     call.version,
                     call.function,
                     to_ms(call.started_at),
                     duration_ms,
                     call.outcome.as_str(),
-                    error
-                ],
-            )?;
+                    call.error.clone().map(truncate_error)
+                ])?;
+            }
             Ok(())
         })
     }

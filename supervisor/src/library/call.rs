@@ -3,10 +3,12 @@
 //! granted, the answer, its record in the ledger, and the lifecycle decision after it.
 //!
 //! The record and the decision are taken off the answer's path (the host has its answer while
-//! the ledger is written), on a task per call chained after the tool's previous one, so a
-//! tool's rows and decisions keep their order; the tool's next call waits for them before it
-//! reads the tool's state (a quarantine decided after one call holds for the next), and
-//! [`Library::call`] and serve's shutdown ([`Library::settle_calls`]) wait for them too.
+//! the ledger is written): a tool's finished calls are queued, and one task per tool at a time
+//! writes what is queued in one transaction (calls that finish while a write is under way go in
+//! the next one, so a busy tool costs the ledger a commit per batch, not per call) and then
+//! takes the lifecycle decision after each of them, in order. The tool's next call waits for
+//! that before it reads the tool's state (a quarantine decided after one call holds for the
+//! next), and [`Library::call`] and serve's shutdown ([`Library::settle_calls`]) wait for it too.
 //!
 //! [`State::may_call`]: autotool_policy::lifecycle::State::may_call
 
@@ -153,7 +155,7 @@ impl Library {
 
     /// Wait until `tool`'s calls so far are recorded and their lifecycle decisions taken.
     pub async fn settle_calls_of(&self, tool: &str) {
-        let task = self.after_calls().remove(tool);
+        let task = self.after_calls().get_mut(tool).and_then(|a| a.task.take());
         if let Some(task) = task {
             let _ = task.await;
         }
@@ -161,8 +163,10 @@ impl Library {
 
     /// Wait until every call so far is recorded (serve's shutdown: no call's row is lost).
     pub async fn settle_calls(&self) {
-        let tasks: Vec<_> = std::mem::take(&mut *self.after_calls())
-            .into_values()
+        let tasks: Vec<_> = self
+            .after_calls()
+            .values_mut()
+            .filter_map(|a| a.task.take())
             .collect();
         for task in tasks {
             let _ = task.await;
@@ -171,8 +175,7 @@ impl Library {
 
     fn after_calls(
         &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, tokio::task::JoinHandle<()>>>
-    {
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, AfterCalls>> {
         self.after_calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -312,51 +315,94 @@ impl Library {
         }
     }
 
-    /// Record `call` and take the lifecycle decision after it, on a task of its own chained
-    /// after the tool's previous one (see the module's text).
+    /// Queue `call` to be recorded, with the lifecycle decision after it, and start the tool's
+    /// recording task unless one is running (see the module's text).
     async fn after_call(&self, call: CallRecord, state: State) {
         let Some(me) = self.me.upgrade() else {
             // A library not held in an `Arc` (never the case once opened): in line.
-            self.write_call(&call);
-            self.lifecycle_after_call(&call.tool, call.version, state)
-                .await;
+            let tool = call.tool.clone();
+            let version = call.version;
+            self.write_calls(&[call]);
+            self.lifecycle_after_calls(&tool, version, state, 1).await;
             return;
         };
-        let mut pending = self.after_calls();
-        let previous = pending.remove(&call.tool);
         let tool = call.tool.clone();
-        let task = tokio::spawn(async move {
-            if let Some(previous) = previous {
-                let _ = previous.await;
+        let mut all = self.after_calls();
+        let pending = all.entry(tool.clone()).or_default();
+        pending.queue.push((call, state));
+        if !pending.running {
+            pending.running = true;
+            // A task found nothing left and stopped (or was never started): its handle, if
+            // not yet taken by a waiter, is of a task that is ending.
+            let previous = pending.task.take();
+            pending.task = Some(tokio::spawn(async move {
+                if let Some(previous) = previous {
+                    let _ = previous.await;
+                }
+                me.record_queued(&tool).await;
+            }));
+        }
+    }
+
+    /// Write `tool`'s queued calls, a batch per transaction, each batch followed by the
+    /// lifecycle decisions after its calls; stop when the queue is found empty.
+    async fn record_queued(&self, tool: &str) {
+        loop {
+            let batch = {
+                let mut all = self.after_calls();
+                let Some(pending) = all.get_mut(tool) else {
+                    return;
+                };
+                if pending.queue.is_empty() {
+                    pending.running = false;
+                    return;
+                }
+                std::mem::take(&mut pending.queue)
+            };
+            let (calls, states): (Vec<CallRecord>, Vec<State>) = batch.into_iter().unzip();
+            self.write_calls(&calls);
+            // Per version, in order: the decisions after its calls of this batch.
+            let mut i = 0;
+            while i < calls.len() {
+                let version = calls[i].version;
+                let run = calls[i..]
+                    .iter()
+                    .take_while(|c| c.version == version)
+                    .count();
+                self.lifecycle_after_calls(tool, version, states[i], run)
+                    .await;
+                i += run;
             }
-            me.write_call(&call);
-            me.lifecycle_after_call(&call.tool, call.version, state)
-                .await;
-        });
-        pending.insert(tool, task);
+        }
     }
 
     /// Promote or quarantine `tool`'s version by its recent calls; a change is recorded with
     /// its reason and every host hears of the new list.
-    async fn lifecycle_after_call(&self, tool: &str, version: u32, state: State) {
+    /// `calls`: how many of the version's newest calls are new; the decision is taken after
+    /// each of them in turn, as if they had been recorded one by one, up to the first change.
+    async fn lifecycle_after_calls(&self, tool: &str, version: u32, state: State, calls: usize) {
         let thresholds = &self.settings.lifecycle;
-        let recent = match self.registry.ledger().recent_outcomes(
-            tool,
-            version,
-            thresholds
-                .window
-                .max(thresholds.promote_after)
-                .max(thresholds.quarantine_consecutive),
-        ) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!("reading recent calls: {e}");
-                return;
-            }
-        };
-        let health = autotool_policy::lifecycle::Health::of(&recent, thresholds.window);
-        let Some(change) = autotool_policy::lifecycle::after_call(state, &health, thresholds)
-        else {
+        let limit = thresholds
+            .window
+            .max(thresholds.promote_after)
+            .max(thresholds.quarantine_consecutive);
+        let extra = u32::try_from(calls.saturating_sub(1)).unwrap_or(u32::MAX);
+        let recent =
+            match self
+                .registry
+                .ledger()
+                .recent_outcomes(tool, version, limit.saturating_add(extra))
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!("reading recent calls: {e}");
+                    return;
+                }
+            };
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let change =
+            autotool_policy::lifecycle::after_calls(state, &recent, calls, limit, thresholds);
+        let Some(change) = change else {
             return;
         };
         let to = change.to;
@@ -406,8 +452,8 @@ impl Library {
         }
     }
 
-    fn write_call(&self, call: &CallRecord) {
-        if let Err(e) = self.registry.record_call(call) {
+    fn write_calls(&self, calls: &[CallRecord]) {
+        if let Err(e) = self.registry.ledger().record_calls(calls) {
             tracing::warn!("recording the call in the ledger failed: {e}");
         }
     }
@@ -438,4 +484,14 @@ impl Library {
             self.queue_reverify(t);
         }
     }
+}
+
+/// A tool's finished calls waiting to be recorded, and the task recording them.
+#[derive(Debug, Default)]
+pub(super) struct AfterCalls {
+    queue: Vec<(CallRecord, State)>,
+    /// Whether a task is recording (it takes the queue until it finds it empty).
+    running: bool,
+    /// The last recording task started, until a waiter takes it.
+    task: Option<tokio::task::JoinHandle<()>>,
 }

@@ -100,7 +100,7 @@ pub struct Library {
     uses_slots: tokio::sync::Semaphore,
     /// Per tool, the task recording its last call and taking the lifecycle decision after it
     /// ([`call`]): done off the answer's path, waited for by the tool's next call.
-    after_calls: Mutex<BTreeMap<String, tokio::task::JoinHandle<()>>>,
+    after_calls: Mutex<BTreeMap<String, call::AfterCalls>>,
 }
 
 impl Library {
