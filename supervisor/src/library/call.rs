@@ -2,13 +2,18 @@
 //! the caller insists, never a draft: [`State::may_call`]), the warm process with the keys it is
 //! granted, the answer, its record in the ledger, and the lifecycle decision after it.
 //!
-//! The record and the decision are taken off the answer's path (the host has its answer while
-//! the ledger is written): a tool's finished calls are queued, and one task per tool at a time
-//! writes what is queued in one transaction (calls that finish while a write is under way go in
-//! the next one, so a busy tool costs the ledger a commit per batch, not per call) and then
-//! takes the lifecycle decision after each of them, in order. The tool's next call waits for
-//! that before it reads the tool's state (a quarantine decided after one call holds for the
-//! next), and [`Library::call`] and serve's shutdown ([`Library::settle_calls`]) wait for it too.
+//! Each call is queued to be recorded, and one task per tool at a time writes what is queued
+//! in one transaction (calls that finish while a write is under way go in the next one, so a
+//! busy tool costs the ledger a commit per batch, not per call) and then takes the lifecycle
+//! decision after each of them, in order. A success of an active tool, the hot call, is answered
+//! without waiting for that: its row follows within moments, and the only decision it can lead
+//! to (a quarantine, when it fills a window whose failure rate is over the limit) is taken
+//! before the tool's next call;
+//! every other call (a failure, a tool error, any call of a tool on probation or one called with
+//! `force`) is answered once its row is written and its decision taken, so whoever reads the
+//! ledger after the answer sees it. A tool's next call waits for its calls so far before it
+//! reads the tool's state, and [`Library::call`] and serve's shutdown
+//! ([`Library::settle_calls`]) wait for them too.
 //!
 //! [`State::may_call`]: autotool_policy::lifecycle::State::may_call
 
@@ -155,21 +160,40 @@ impl Library {
 
     /// Wait until `tool`'s calls so far are recorded and their lifecycle decisions taken.
     pub async fn settle_calls_of(&self, tool: &str) {
-        let task = self.after_calls().get_mut(tool).and_then(|a| a.task.take());
-        if let Some(task) = task {
-            let _ = task.await;
-        }
+        let pushed = self.after_calls().get(tool).map_or(0, |a| a.pushed);
+        self.wait_recorded(tool, pushed).await;
     }
 
     /// Wait until every call so far is recorded (serve's shutdown: no call's row is lost).
     pub async fn settle_calls(&self) {
-        let tasks: Vec<_> = self
+        let all: Vec<(String, u64)> = self
             .after_calls()
-            .values_mut()
-            .filter_map(|a| a.task.take())
+            .iter()
+            .map(|(tool, a)| (tool.clone(), a.pushed))
             .collect();
-        for task in tasks {
-            let _ = task.await;
+        for (tool, pushed) in all {
+            self.wait_recorded(&tool, pushed).await;
+        }
+    }
+
+    /// Wait until `tool`'s first `seq` queued calls are recorded and decided on.
+    async fn wait_recorded(&self, tool: &str, seq: u64) {
+        loop {
+            let notify = {
+                let all = self.after_calls();
+                match all.get(tool) {
+                    Some(a) if a.done < seq => a.notify.clone(),
+                    _ => return,
+                }
+            };
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Looked at again once registered: a batch finished in between is not missed.
+            if self.after_calls().get(tool).is_none_or(|a| a.done >= seq) {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -281,7 +305,10 @@ impl Library {
                     kind,
                     out.is_error.then(|| first_text.unwrap_or_default()),
                 );
-                self.after_call(record, t.state).await;
+                let seq = self.after_call(record, t.state);
+                if !(kind == CallKind::Ok && t.state == State::Active) {
+                    self.wait_recorded(tool, seq).await;
+                }
                 let stderr = (out.is_error && !out.stderr.trim().is_empty())
                     .then(|| self.secrets().redact(out.stderr.trim_end()));
                 Ok(Called {
@@ -305,7 +332,8 @@ impl Library {
                     CallKind::Failure,
                     Some(why.clone()),
                 );
-                self.after_call(record, t.state).await;
+                let seq = self.after_call(record, t.state);
+                self.wait_recorded(tool, seq).await;
                 Err(CallError::Failed {
                     tool: tool.to_string(),
                     function: function.to_string(),
@@ -316,32 +344,31 @@ impl Library {
     }
 
     /// Queue `call` to be recorded, with the lifecycle decision after it, and start the tool's
-    /// recording task unless one is running (see the module's text).
-    async fn after_call(&self, call: CallRecord, state: State) {
-        let Some(me) = self.me.upgrade() else {
-            // A library not held in an `Arc` (never the case once opened): in line.
-            let tool = call.tool.clone();
-            let version = call.version;
-            self.write_calls(&[call]);
-            self.lifecycle_after_calls(&tool, version, state, 1).await;
-            return;
-        };
+    /// recording task unless one is running (see the module's text). Returns its place in the
+    /// tool's queue, for [`Library::wait_recorded`].
+    fn after_call(&self, call: CallRecord, state: State) -> u64 {
         let tool = call.tool.clone();
         let mut all = self.after_calls();
         let pending = all.entry(tool.clone()).or_default();
         pending.queue.push((call, state));
+        pending.pushed += 1;
+        let seq = pending.pushed;
         if !pending.running {
             pending.running = true;
-            // A task found nothing left and stopped (or was never started): its handle, if
-            // not yet taken by a waiter, is of a task that is ending.
-            let previous = pending.task.take();
-            pending.task = Some(tokio::spawn(async move {
-                if let Some(previous) = previous {
-                    let _ = previous.await;
+            match self.me.upgrade() {
+                Some(me) => {
+                    tokio::spawn(async move { me.record_queued(&tool).await });
                 }
-                me.record_queued(&tool).await;
-            }));
+                None => {
+                    // Not held in an `Arc` (never the case once opened): nothing records it.
+                    tracing::warn!(tool, "a call could not be recorded: the library is closing");
+                    pending.running = false;
+                    pending.queue.clear();
+                    pending.done = pending.pushed;
+                }
+            }
         }
+        seq
     }
 
     /// Write `tool`'s queued calls, a batch per transaction, each batch followed by the
@@ -359,6 +386,7 @@ impl Library {
                 }
                 std::mem::take(&mut pending.queue)
             };
+            let count = batch.len() as u64;
             let (calls, states): (Vec<CallRecord>, Vec<State>) = batch.into_iter().unzip();
             self.write_calls(&calls);
             // Per version, in order: the decisions after its calls of this batch.
@@ -372,6 +400,10 @@ impl Library {
                 self.lifecycle_after_calls(tool, version, states[i], run)
                     .await;
                 i += run;
+            }
+            if let Some(pending) = self.after_calls().get_mut(tool) {
+                pending.done += count;
+                pending.notify.notify_waiters();
             }
         }
     }
@@ -486,12 +518,15 @@ impl Library {
     }
 }
 
-/// A tool's finished calls waiting to be recorded, and the task recording them.
+/// A tool's finished calls waiting to be recorded, and how far recording has come.
 #[derive(Debug, Default)]
 pub(super) struct AfterCalls {
     queue: Vec<(CallRecord, State)>,
     /// Whether a task is recording (it takes the queue until it finds it empty).
     running: bool,
-    /// The last recording task started, until a waiter takes it.
-    task: Option<tokio::task::JoinHandle<()>>,
+    /// Calls queued so far, and calls recorded and decided on so far.
+    pushed: u64,
+    done: u64,
+    /// Told each time `done` moves.
+    notify: Arc<tokio::sync::Notify>,
 }
