@@ -199,6 +199,20 @@ impl Browser {
             .to_string())
     }
 
+    /// The page's source once it holds `needle` (a click that follows a link or posts a form
+    /// returns before the next page has loaded), waiting up to 15 s; the last source read
+    /// either way, for the caller's assertion to show.
+    pub fn source_with(&self, needle: &str) -> Result<String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let source = self.source()?;
+            if source.contains(needle) || std::time::Instant::now() >= deadline {
+                return Ok(source);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Click the first element `css` selects.
     pub fn click(&self, css: &str) -> Result<()> {
         let found = self.call(

@@ -145,7 +145,7 @@ fn a_click_in_the_browser_approves_a_pending_consent_and_the_call_then_succeeds(
     );
 
     b.click("p.notice a").unwrap();
-    let consent = b.source().unwrap();
+    let consent = b.source_with("Allow fake to use FAKE_API_KEY?").unwrap();
     assert!(
         consent.contains("Allow fake to use FAKE_API_KEY?"),
         "{consent}"
@@ -156,10 +156,12 @@ fn a_click_in_the_browser_approves_a_pending_consent_and_the_call_then_succeeds(
     assert_png(&shots.join("console-consent.png"));
 
     b.click("a.button").unwrap();
-    let confirm = b.source().unwrap();
+    let confirm = b.source_with("id=\"confirm\"").unwrap();
     assert!(confirm.contains("Confirm"), "{confirm}");
     b.click("button#confirm").unwrap();
-    let done = b.source().unwrap();
+    let done = b
+        .source_with("approved: `fake` may use FAKE_API_KEY")
+        .unwrap();
     assert!(
         done.contains("approved: `fake` may use FAKE_API_KEY"),
         "{done}"
@@ -176,18 +178,18 @@ fn a_click_in_the_browser_approves_a_pending_consent_and_the_call_then_succeeds(
     b.go(&format!("http://127.0.0.1:{}/consent", console.port))
         .unwrap();
     assert!(
-        b.source()
+        b.source_with("No tool is waiting for consent")
             .unwrap()
             .contains("No tool is waiting for consent")
     );
     b.click("nav a[href=\"/\"]").unwrap();
-    let library = b.source().unwrap();
+    let library = b.source_with("href=\"/tool/fake\"").unwrap();
     assert!(library.contains("href=\"/tool/fake\""), "{library}");
     assert!(library.contains("100% of"), "{library}");
     b.screenshot(&shots.join("console-library.png")).unwrap();
     assert_png(&shots.join("console-library.png"));
     b.click("a[href=\"/tool/fake\"]").unwrap();
-    let tool = b.source().unwrap();
+    let tool = b.source_with("FAKE_API_KEY via console").unwrap();
     assert!(tool.contains("FAKE_API_KEY via console"), "{tool}");
     assert!(!tool.contains("s3cr3t"), "{tool}");
     drop(b);
