@@ -331,6 +331,23 @@ pub fn ensure_dir(path: &Path, mode: u32) -> Result<(), HomeError> {
     Ok(())
 }
 
+/// Write `bytes` to `path`, readable by the owner alone from the first byte: a new file (mode
+/// 0600, any stale temporary removed first) written, synced and renamed over `path`.
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let _ = fs::remove_file(&tmp);
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::rename(&tmp, path)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -9,8 +9,7 @@ use crate::home::Home;
 use crate::listen::Body;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -60,17 +59,7 @@ pub fn url_file(home: &Home) -> PathBuf {
 
 /// Write `url` to [`url_file`], mode 0600 from its creation (a new file renamed into place).
 pub fn write_url(home: &Home, url: &str) -> std::io::Result<()> {
-    let path = url_file(home);
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    writeln!(f, "{url}")?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, &path)
+    crate::home::write_private(&url_file(home), format!("{url}\n").as_bytes())
 }
 
 /// Remove [`url_file`] if it still holds `url` (another serve may have written its own since).
