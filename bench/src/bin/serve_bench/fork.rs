@@ -665,6 +665,26 @@ fn cmdline(pid: u32) -> String {
         .unwrap_or_default()
 }
 
+/// How many tool processes run under `serve`: each launched one (a launcher child of serve that
+/// is not a template) and each forked one (a child of a template's interpreter).
+pub(super) fn tool_count(serve: u32) -> usize {
+    let parents = parents();
+    children_of(&parents, serve)
+        .into_iter()
+        .map(|child| {
+            let line = cmdline(child);
+            if line.contains("--template") {
+                subtree(&parents, child)
+                    .into_iter()
+                    .find(|&p| cmdline(p).contains("autotool template"))
+                    .map_or(0, |interpreter| children_of(&parents, interpreter).len())
+            } else {
+                usize::from(line.contains("autotool-launcher"))
+            }
+        })
+        .sum()
+}
+
 /// serve's tree split into serve, its template, one tree per tool and the rest. Forked tools
 /// are the children of the template's interpreter (the topmost process under the template's
 /// launcher running the template's code); launched ones are serve's other children running

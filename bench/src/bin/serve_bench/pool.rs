@@ -278,20 +278,9 @@ impl HttpServe {
 
     /// Tool processes now: the launchers serve started (one per confined tool process), the
     /// children of any of its threads.
+    /// Tool processes under this serve, launched or forked from its template.
     fn tool_processes(&self) -> usize {
-        let pid = self.child.id();
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .into_iter()
-            .flatten();
-        tasks
-            .filter_map(|t| t.ok())
-            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
-            .flat_map(|c| c.split_whitespace().map(str::to_string).collect::<Vec<_>>())
-            .filter(|child| {
-                std::fs::read_to_string(format!("/proc/{child}/comm"))
-                    .is_ok_and(|c| c.starts_with("autotool-launch"))
-            })
-            .count()
+        super::fork::tool_count(self.child.id())
     }
 }
 
