@@ -4,9 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::text;
 
 use autotool::client::{ConnectOptions, connect};
-use rmcp::model::{ContentBlock, JsonObject};
+use rmcp::model::JsonObject;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
@@ -24,18 +25,6 @@ def peek() -> str:
 if __name__ == "__main__":
     mcp.run()
 "#;
-
-fn text(result: &rmcp::model::CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| match c {
-            ContentBlock::Text(t) => Some(t.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 fn args(v: serde_json::Value) -> JsonObject {
     v.as_object().cloned().unwrap()

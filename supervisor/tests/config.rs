@@ -5,7 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use autotool::client::{ConnectOptions, connect};
-use rmcp::model::ContentBlock;
+mod common;
+use common::text;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -369,18 +370,6 @@ fn serve_confines_with_the_launcher_the_file_names() {
     let err = stderr(&out);
     assert!(err.contains("/nonexistent/from-config-toml"), "{err}");
     assert!(err.contains("tools cannot be confined"), "{err}");
-}
-
-fn text(result: &rmcp::model::CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| match c {
-            ContentBlock::Text(t) => Some(t.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// `create_tool` with `code_bytes` of code, on a `serve --sandbox off` of `home`: the error

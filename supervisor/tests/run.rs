@@ -7,6 +7,7 @@
 #[path = "common/chat.rs"]
 mod chat;
 mod common;
+use common::sandbox;
 
 use chat::ChatFake;
 use serde_json::json;
@@ -47,20 +48,6 @@ def add(a: int, b: int) -> int:
 if __name__ == "__main__":
     mcp.run()
 "#;
-
-fn sandbox() -> &'static str {
-    match common::confining_launcher() {
-        Ok(_) => "strict",
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "this machine cannot confine in CI: {why}"
-            );
-            eprintln!("note: running unconfined: {why}");
-            "off"
-        }
-    }
-}
 
 async fn autotool_run(dir: &Path, task: &str) -> Output {
     let venv = common::runtime().interpreter;

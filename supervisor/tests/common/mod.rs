@@ -57,3 +57,32 @@ pub fn launcher_for(name: &str, mode: SandboxMode) -> Option<Option<PathBuf>> {
         SandboxMode::Off => Some(None),
     }
 }
+
+/// The text blocks of a tool's result, joined by newlines.
+pub fn text(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            rmcp::model::ContentBlock::Text(t) => Some(t.text.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The sandbox this machine can run tools in: `strict` where it can confine (always in CI),
+/// else `off`, said once.
+pub fn sandbox() -> &'static str {
+    match confining_launcher() {
+        Ok(_) => "strict",
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "this machine cannot confine in CI: {why}"
+            );
+            eprintln!("note: running unconfined: {why}");
+            "off"
+        }
+    }
+}

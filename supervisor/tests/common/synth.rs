@@ -5,24 +5,12 @@
 
 use crate::chat::{self, ChatFake};
 use crate::common;
+pub use crate::common::{sandbox, text};
 use autotool::client::{Client, ConnectOptions, connect};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use rmcp::model::JsonObject;
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// The text blocks of a result, joined by newlines.
-pub fn text(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| match c {
-            ContentBlock::Text(t) => Some(t.text.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 /// A JSON object as call arguments.
 pub fn args(v: Value) -> JsonObject {
@@ -35,22 +23,6 @@ pub fn model_env(fake: &ChatFake) -> String {
         "# autotool's own model\nOPENAI_BASE_URL={}\nexport OPENAI_LLM=\"fake-model\"\n",
         fake.base_url
     )
-}
-
-/// The sandbox this machine can run tools in: `strict` where it can confine (always in CI),
-/// else `off`, said once.
-pub fn sandbox() -> &'static str {
-    match common::confining_launcher() {
-        Ok(_) => "strict",
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "this machine cannot confine in CI: {why}"
-            );
-            eprintln!("note: running unconfined: {why}");
-            "off"
-        }
-    }
 }
 
 /// `autotool serve` on `home`, confined where this machine can, with `env` added.
