@@ -31,17 +31,7 @@ fn args(v: serde_json::Value) -> JsonObject {
 }
 
 fn options(home: &std::path::Path) -> ConnectOptions {
-    let sandbox = match common::confining_launcher() {
-        Ok(_) => "strict",
-        Err(why) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "this machine cannot confine in CI: {why}"
-            );
-            eprintln!("note: running unconfined: {why}");
-            "off"
-        }
-    };
+    let sandbox = common::sandbox();
     let binary = std::env::var_os("AUTOTOOL_BIN")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_autotool").into());

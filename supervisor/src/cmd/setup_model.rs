@@ -23,7 +23,6 @@ use crate::own_model::agent::{Api, Item, ProviderConfig};
 use crate::own_model::settings;
 use std::collections::BTreeMap;
 use std::io::{BufRead, IsTerminal, Read, Write};
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -264,7 +263,8 @@ fn run(args: &ModelArgs, out: &mut dyn Write) -> Result<(), String> {
         return Ok(());
     }
     home.ensure().map_err(|e| e.to_string())?;
-    write_private(&file, &text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    crate::home::write_private(&file, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     writeln!(out, "wrote {}: {}", file.display(), after.line()).map_err(io)?;
     writeln!(
         out,
@@ -409,21 +409,6 @@ fn test(vars: &BTreeMap<String, String>, out: &mut dyn Write) -> Result<(), Stri
              (--no-test writes it all the same)"
         )),
     }
-}
-
-/// Writes `text` to `path` with mode 0600, through a temporary file renamed over it.
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp-setup");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]
