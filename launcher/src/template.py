@@ -1,7 +1,7 @@
 # autotool template: imports the SDK once, then forks one confined tool per request.
 # Run as `python -I -B -c <this> CONTROL_FD NATIVE_FD` by `autotool-launcher --template`.
-# Single-threaded by construction: nothing here starts a thread, and a fork is refused when
-# the process holds more than one.
+# Single-threaded when it forks: the one worker thread warming the SDK uses is joined before
+# serving, and a fork is refused when the process holds more than one thread.
 import builtins
 import ctypes
 import gc
@@ -51,10 +51,16 @@ for name in (
 
 
 def warm_sdk():
-    """Build and drop a throwaway server with one tool, so the SDK's and pydantic's lazy
-    caches (schema generation, type adapters) are filled here, in pages every child shares,
-    rather than once per tool in pages each child dirties. It holds no key and no tool code,
-    starts no thread and serves nothing."""
+    """Build a throwaway server with one tool and serve it one short session (initialize, list,
+    a call, a call with wrong arguments) through the SDK's own stdio transport over in-memory
+    streams, then drop it. The SDK's and pydantic's lazy caches (schema generation, type
+    adapters, message validation and serialisation) are then filled here, in pages every child
+    shares, rather than once per tool in pages each child dirties. It holds no key and no tool
+    code and reaches nothing; the streams are plain objects, not files. The SDK runs the sync
+    function on anyio's worker thread: `one_thread` waits for it to end before any fork."""
+    import logging
+
+    import anyio
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("template")
@@ -64,13 +70,103 @@ def warm_sdk():
         """A throwaway tool."""
         return a
 
-    del server, probe
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    if lowlevel is None:
+        return
+    from mcp.server.stdio import stdio_server
+
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "template", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "probe", "arguments": {"a": 1, "b": "x"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+         "params": {"name": "probe", "arguments": {"a": "not a number"}}},
+    ]
+    answered = []
+    # The event is made inside the loop: anyio's primitives belong to the loop that runs.
+    done = []
+
+    class Out:
+        async def write(self, text):
+            answered.append(text)
+            if "".join(answered).count("\n") >= 4:
+                done[0].set()
+
+        async def flush(self):
+            pass
+
+    class In:
+        def __aiter__(self):
+            return self.lines()
+
+        async def lines(self):
+            for request in requests:
+                yield json.dumps(request) + "\n"
+            # Keep the input open until every answer is out (or a bound passes).
+            with anyio.move_on_after(5):
+                await done[0].wait()
+
+    async def session():
+        done.append(anyio.Event())
+        with anyio.fail_after(10):
+            async with stdio_server(stdin=In(), stdout=Out()) as (read, write):
+                await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+    logging.disable(logging.CRITICAL)
+    try:
+        anyio.run(session)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def fresh_globals():
+    """Put back what warming changed that a tool could see, so a forked tool starts as a fresh
+    interpreter does: the root logger as Python leaves it (the SDK's `basicConfig` would
+    otherwise be a no-op in the tool, and its own log level ignored), and asyncio's policy with
+    no loop ever set (else `asyncio.get_event_loop()` at a tool's top level would fail)."""
+    import asyncio
+    import logging
+
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+        handler.close()
+    root.setLevel(logging.WARNING)
+    asyncio.set_event_loop_policy(None)
+
+
+def one_thread(bound=10.0):
+    """Wait for the worker threads warming used to end: the SDK runs a sync tool function on
+    anyio's worker thread, which is told to stop when the session's loop closes but exits on
+    its own time. True once the process has one thread again."""
+    import threading
+    import time
+
+    deadline = time.monotonic() + bound
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    # A joined thread may still be leaving the kernel's task list.
+    while len(os.listdir("/proc/self/task")) != 1:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 try:
     warm_sdk()
 except Exception:
     pass
+fresh_globals()
+if not one_thread():
+    # A thread that outlived warming would make every fork unsafe.
+    sys.stderr.write("autotool template: warming the SDK left a thread running\n")
+    os._exit(3)
 
 control = socket.socket(fileno=CONTROL)
 children = {}

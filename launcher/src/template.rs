@@ -24,9 +24,11 @@
 //!   stdio, the control socket and the native library, which Python loads from
 //!   `/proc/self/fd`.
 //!
-//! It then execs `python -I -B -c` [`SCRIPT`], which imports the SDK, loads the native
-//! confinement ([`crate::native`]), calls `gc.freeze()` and waits, single-threaded, on the
-//! control socket, a `SOCK_SEQPACKET` socket only the supervisor holds the other end of.
+//! It then execs `python -I -B -c` [`SCRIPT`], which loads the native confinement
+//! ([`crate::native`]), imports the SDK, serves a throwaway server one session over in-memory
+//! streams (its lazy caches then live in shared pages), puts back the global state that
+//! changed, joins the worker thread that used, calls `gc.freeze()` and waits, single-threaded,
+//! on the control socket, a `SOCK_SEQPACKET` socket only the supervisor holds the other end of.
 //!
 //! The protocol, one message per start (see [`SCRIPT`] for the template's side):
 //! - to the template: the tool's launch policy (JSON) with, by `SCM_RIGHTS`, the tool's stdin,

@@ -399,11 +399,15 @@ impl Pool {
         stopped
     }
 
-    /// Stop everything (the server is shutting down).
+    /// Stop everything (the server is shutting down), every tool at once: a tool takes up to
+    /// its grace to exit, and a hundred of them one after the other would hold serve's exit
+    /// for minutes.
     pub async fn shutdown(&self) {
+        let mut stopping = tokio::task::JoinSet::new();
         for (_, slot) in self.all(true) {
-            close(&slot).await;
+            stopping.spawn(async move { close(&slot).await });
         }
+        while stopping.join_next().await.is_some() {}
     }
 
     /// Tools with a process right now (for tests and `tools list`).
@@ -433,9 +437,11 @@ async fn close(slot: &Slot) {
         p.clear()
     };
     slot.freed.notify_waiters();
+    let mut stopping = tokio::task::JoinSet::new();
     for m in members {
-        m.process.shutdown().await;
+        stopping.spawn(async move { m.process.shutdown().await });
     }
+    while stopping.join_next().await.is_some() {}
 }
 
 /// Shut down, in the background, processes taken out of a pool.

@@ -177,6 +177,95 @@ fn a_template_that_cannot_be_made_or_dies_leaves_tools_starting_through_the_laun
     super::finish(server);
 }
 
+/// A tool that reports what its interpreter looked like when its module ran: whether asyncio
+/// has a current loop to give, and the root logger once the SDK configured it at DEBUG.
+const FRESH_TOOL: &str = r#"import asyncio
+import json
+import logging
+
+try:
+    asyncio.get_event_loop()
+    LOOP = "a loop"
+except RuntimeError as e:
+    LOOP = "no loop: %s" % e
+
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("fresh", log_level="DEBUG")
+ROOT = {
+    "level": logging.getLogger().level,
+    "handlers": len(logging.getLogger().handlers),
+    "disabled": logging.root.manager.disable,
+}
+
+
+@mcp.tool()
+def state() -> str:
+    """What the interpreter looked like when the tool started."""
+    return json.dumps({"loop": LOOP, "root": ROOT})
+
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+fn fresh_state(server: &mut Server) -> serde_json::Value {
+    let created = server
+        .call_result(
+            "create_tool",
+            json!({
+                "name": "fresh",
+                "code": FRESH_TOOL,
+                "description": "reports its interpreter's start state",
+                "smoke_test": {"function": "state", "arguments": {}},
+                "verify": "quick",
+            }),
+        )
+        .unwrap();
+    assert!(!created.is_error, "{}{}", created.text, server.context());
+    let text = server
+        .call_text("fresh__state", json!({}))
+        .unwrap_or_else(|e| panic!("fresh__state: {e:#}{}", server.context()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn a_forked_tool_starts_with_the_interpreter_state_of_a_launched_one() {
+    let Some(serve) = strict() else { return };
+    if skip_without_template() {
+        return;
+    }
+    // The template warmed the SDK by serving a session of its own; what that left behind
+    // (asyncio's loop policy, the SDK's logging set-up) must not reach a tool.
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve, &home);
+    template_of(&mut server);
+    let forked = fresh_state(&mut server);
+    assert!(
+        launchers(&server).1.is_empty(),
+        "the tool was not forked{}",
+        server.context()
+    );
+    super::finish(server);
+
+    // Control: the same tool started through the launcher, a fresh interpreter.
+    let home = ServeHome::new().unwrap();
+    let mut server = start(&serve.clone().env("AUTOTOOL_FORK_TOOLS", "off"), &home);
+    let launched = fresh_state(&mut server);
+    assert_eq!(launchers(&server).1.len(), 1, "{}", server.context());
+    super::finish(server);
+
+    assert_eq!(
+        launched,
+        json!({"loop": "a loop", "root": {"level": 10, "handlers": 1, "disabled": 0}}),
+        "a fresh interpreter's state is not what this test expects"
+    );
+    assert_eq!(
+        forked, launched,
+        "a forked tool starts unlike a launched one"
+    );
+}
+
 fn template_of_other_than(server: &mut Server, old: u32) -> u32 {
     let deadline = Instant::now() + TEMPLATE_READY;
     loop {
