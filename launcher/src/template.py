@@ -204,7 +204,12 @@ def run_tool(policy, fds, report, uses):
     the policy names, which its environment already says."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    # The template's sockets, and its siblings' status sockets, are closed by confinement; the
+    # objects forget their numbers so nothing closes one the tool has reused.
     control.detach()
+    for sibling in children.values():
+        sibling.detach()
+    children.clear()
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
     report = fds[report] if report is not None else -1
@@ -247,17 +252,37 @@ def run_tool(policy, fds, report, uses):
         elif not isinstance(code, int):
             print(code, file=sys.stderr)
             code = 1
-        sys.stdout.flush()
-        os._exit(code)
+        finish(code)
     except BaseException:
         import traceback
 
         traceback.print_exc()
-        sys.stderr.flush()
-        os._exit(1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+        finish(1)
+    finish(0)
+
+
+def finish(code):
+    """End the tool as an interpreter ends: wait for its non-daemon threads, run its `atexit`
+    functions, flush stdio, then exit with `code`. The rest of finalisation is skipped: the
+    template's objects are not the tool's to tear down."""
+    try:
+        import threading
+
+        threading._shutdown()
+    except BaseException:
+        pass
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(code)
 
 
 def serve():

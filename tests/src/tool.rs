@@ -213,6 +213,13 @@ impl ToolBuilder {
         Ok(self)
     }
 
+    /// Start the confined tool through the launcher whatever `AUTOTOOL_TEST_FORK` says (the
+    /// control of a test that compares forked and launched tools).
+    pub fn launched(mut self) -> Self {
+        self.fork = Fork::No;
+        self
+    }
+
     /// Start the process and complete the MCP handshake.
     pub fn start(self, mode: Mode) -> Result<ToolProcess> {
         let mut tool = self.spawn(mode)?;

@@ -154,3 +154,47 @@ fn a_forked_tool_holds_no_descriptor_of_its_template() {
     assert_escaped(&verdict, "writing to an inherited socket");
     drop(ours);
 }
+
+/// Run the exiting fixture to its end; its exit code and what it said on stderr.
+fn exit_of(builder: autotool_tests::ToolBuilder) -> (Option<i32>, Vec<String>) {
+    let mut tool = builder
+        .spawn(Mode::Confined)
+        .unwrap_or_else(|e| panic!("starting the exiting tool: {e:#}"));
+    tool.close_stdin();
+    let status = tool
+        .wait_exit(std::time::Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the exiting tool did not exit{}", tool.context()));
+    let said = tool
+        .stderr()
+        .lines()
+        .filter(|l| ["main done", "thread finished", "atexit ran"].contains(l))
+        .map(String::from)
+        .collect();
+    (status.code(), said)
+}
+
+#[test]
+fn a_forked_tool_ends_as_a_launched_one_does() {
+    if skip() {
+        return;
+    }
+    let fixture = || autotool_tests::ToolBuilder::new("exiting_tool.py").unwrap();
+    // Control: a launched tool is a fresh interpreter; at `sys.exit` it waits for its
+    // non-daemon thread, then runs its atexit functions.
+    let launched = exit_of(fixture().launched());
+    assert_eq!(
+        launched,
+        (
+            Some(3),
+            vec![
+                "main done".to_string(),
+                "thread finished".to_string(),
+                "atexit ran".to_string()
+            ]
+        ),
+        "a launched interpreter ends otherwise than this test expects"
+    );
+    let forked = exit_of(fixture().forked().unwrap());
+    assert_eq!(forked, launched, "a forked tool ends unlike a launched one");
+}
