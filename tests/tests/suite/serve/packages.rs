@@ -250,6 +250,61 @@ fn a_pure_and_a_compiled_package_are_installed_asked_about_and_imported_confined
 }
 
 #[test]
+fn a_tool_with_packages_is_forked_from_the_template_with_its_layer() {
+    let index = index();
+    let home = ServeHome::new().unwrap();
+    let Some(serve) = serve(&index, &home) else {
+        return;
+    };
+    if super::fork::skip_without_template() {
+        return;
+    }
+    // The template starts before any layer exists; the tool's layer is made afterwards and
+    // still reaches the forked child.
+    let mut server = asking(&serve, &home);
+    let template = super::fork::template_of(&mut server);
+    let (outcome, _) = create(&mut server, "pkgs", TOOL, yes);
+    ok(&outcome);
+    let said = server
+        .call_text("pkgs__use", json!({"word": "fork"}))
+        .unwrap();
+    assert!(
+        said.contains("feed:FORK 42 from /packages/feedish/__init__.py"),
+        "{said}"
+    );
+    let (templates, tools) = super::fork::launchers(&server);
+    assert_eq!(templates, vec![template], "{}", server.context());
+    assert!(
+        tools.is_empty(),
+        "the tool with packages was started through a launcher: {tools:?}{}",
+        server.context()
+    );
+    finish(server);
+
+    // Control: forking off, the same tool has a launcher of its own.
+    let home = ServeHome::new().unwrap();
+    let serve = with_uv(
+        strict().unwrap().env("AUTOTOOL_FORK_TOOLS", "off"),
+        Some(&index),
+        &home,
+    );
+    let mut server = asking(&serve, &home);
+    let (outcome, _) = create(&mut server, "pkgs", TOOL, yes);
+    ok(&outcome);
+    let said = server
+        .call_text("pkgs__use", json!({"word": "fork"}))
+        .unwrap();
+    assert!(said.contains("feed:FORK 42"), "{said}");
+    assert_eq!(
+        super::fork::launchers(&server).1.len(),
+        1,
+        "{}",
+        server.context()
+    );
+    finish(server);
+}
+
+#[test]
 fn a_changed_set_is_asked_about_again_and_a_no_installs_nothing() {
     let index = index();
     let home = ServeHome::new().unwrap();
