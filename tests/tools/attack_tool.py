@@ -21,6 +21,7 @@ import json
 import mmap
 import os
 import platform
+import random
 import shutil
 import signal
 import socket
@@ -160,6 +161,27 @@ def run_posix_spawn() -> str:
     if code == 7:
         return f"ESCAPED: posix_spawn started pid {pid}, which exited 7"
     return f"BLOCKED: spawned pid {pid} exited {code}"
+
+
+@mcp.tool()
+def random_draws() -> str:
+    """64 bits from `random` here, and from a child forked here by libc's fork, which skips
+    Python's at-fork handlers (`os.fork` reseeds `random` in its child by itself): the child
+    draws from the parent's state, as every tool forked from one template would without its
+    reseed. `forked_child` is null where this tool may not fork."""
+    r, w = os.pipe()
+    pid = ctypes.PyDLL(None).fork()  # the GIL stays held: the child is this thread alone
+    if pid == 0:
+        os.write(w, str(random.getrandbits(64)).encode())
+        os._exit(0)
+    mine = random.getrandbits(64)
+    os.close(w)
+    child = None
+    if pid > 0:
+        child = int(os.read(r, 64) or b"-1")
+        _child_status(pid)
+    os.close(r)
+    return json.dumps({"mine": mine, "forked_child": child})
 
 
 @mcp.tool()

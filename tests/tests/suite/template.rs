@@ -113,6 +113,34 @@ fn a_forked_tool_cannot_signal_trace_or_read_its_template_or_a_sibling() {
 }
 
 #[test]
+fn forked_siblings_draw_different_random_numbers() {
+    if skip() {
+        return;
+    }
+    let draws = |tool: &mut ToolProcess| -> (u64, Option<u64>) {
+        let text = attack_on(tool, "random_draws", json!({}));
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        (v["mine"].as_u64().unwrap(), v["forked_child"].as_u64())
+    };
+    let (a, _) = draws(&mut forked());
+    let (b, _) = draws(&mut forked());
+    assert_ne!(
+        a, b,
+        "two tools forked from one template drew the same number"
+    );
+    // Control: a fork without a reseed repeats its parent's draws (shown in an unconfined tool,
+    // which may fork), so siblings forked from one template would draw the same numbers but for
+    // the reseed each child gets.
+    let (parent, child) = draws(&mut start(Mode::Control));
+    assert_eq!(
+        Some(parent),
+        child,
+        "a plain fork did not repeat its parent's draw"
+    );
+}
+
+#[test]
 fn a_forked_tool_shares_no_memory_with_a_sibling() {
     if skip() {
         return;
