@@ -234,6 +234,9 @@ def run_tool(policy, fds, report, uses):
     os.environ.clear()
     os.environ.update(dict(info["env"]))
     random.seed()
+    # What the interpreter was started with, as a launched tool's says (the process's own
+    # command line stays the template's).
+    sys.orig_argv = list(info["argv"])
     argv = info["argv"][1:]
     while argv and argv[0] in ("-I", "-B"):
         argv = argv[1:]

@@ -178,10 +178,14 @@ fn a_template_that_cannot_be_made_or_dies_leaves_tools_starting_through_the_laun
 }
 
 /// A tool that reports what its interpreter looked like when its module ran: whether asyncio
-/// has a current loop to give, and the root logger once the SDK configured it at DEBUG.
+/// has a current loop to give, the root logger once the SDK configured it at DEBUG, and the
+/// interpreter's own view of its command line and script.
 const FRESH_TOOL: &str = r#"import asyncio
 import json
 import logging
+import sys
+
+START = {"orig_argv": sys.orig_argv, "argv": sys.argv, "path0": sys.path[0], "file": __file__}
 
 try:
     asyncio.get_event_loop()
@@ -202,7 +206,7 @@ ROOT = {
 @mcp.tool()
 def state() -> str:
     """What the interpreter looked like when the tool started."""
-    return json.dumps({"loop": LOOP, "root": ROOT})
+    return json.dumps({"loop": LOOP, "root": ROOT, "start": START})
 
 
 if __name__ == "__main__":
@@ -256,9 +260,18 @@ fn a_forked_tool_starts_with_the_interpreter_state_of_a_launched_one() {
     super::finish(server);
 
     assert_eq!(
-        launched,
-        json!({"loop": "a loop", "root": {"level": 10, "handlers": 1, "disabled": 0}}),
+        (&launched["loop"], &launched["root"]),
+        (
+            &json!("a loop"),
+            &json!({"level": 10, "handlers": 1, "disabled": 0})
+        ),
         "a fresh interpreter's state is not what this test expects"
+    );
+    assert!(
+        launched["start"]["orig_argv"][0]
+            .as_str()
+            .is_some_and(|p| p.contains("python")),
+        "{launched}"
     );
     assert_eq!(
         forked, launched,
