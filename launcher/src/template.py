@@ -86,15 +86,16 @@ def warm_sdk():
         {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
          "params": {"name": "probe", "arguments": {"a": "not a number"}}},
     ]
-    answered = []
-    # The event is made inside the loop: anyio's primitives belong to the loop that runs.
-    done = []
+    answers = 0
+    # Made inside the loop: anyio's primitives belong to the loop that runs them.
+    done = None
 
     class Out:
         async def write(self, text):
-            answered.append(text)
-            if "".join(answered).count("\n") >= 4:
-                done[0].set()
+            nonlocal answers
+            answers += text.count("\n")
+            if answers >= 4:
+                done.set()
 
         async def flush(self):
             pass
@@ -108,10 +109,11 @@ def warm_sdk():
                 yield json.dumps(request) + "\n"
             # Keep the input open until every answer is out (or a bound passes).
             with anyio.move_on_after(5):
-                await done[0].wait()
+                await done.wait()
 
     async def session():
-        done.append(anyio.Event())
+        nonlocal done
+        done = anyio.Event()
         with anyio.fail_after(10):
             async with stdio_server(stdin=In(), stdout=Out()) as (read, write):
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
@@ -139,6 +141,11 @@ def fresh_globals():
     asyncio.set_event_loop_policy(None)
 
 
+def threads():
+    """How many threads the process holds, as the kernel counts them."""
+    return len(os.listdir("/proc/self/task"))
+
+
 def one_thread(bound=10.0):
     """Wait for the worker threads warming used to end: the SDK runs a sync tool function on
     anyio's worker thread, which is told to stop when the session's loop closes but exits on
@@ -151,7 +158,7 @@ def one_thread(bound=10.0):
         if thread is not threading.main_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
     # A joined thread may still be leaving the kernel's task list.
-    while len(os.listdir("/proc/self/task")) != 1:
+    while threads() != 1:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.005)
@@ -317,7 +324,7 @@ def serve():
             refuse(answer, fds[:3] + fds[4:], "expected %d descriptors, got %d" % (want, len(fds)))
             answer.close()
             continue
-        if len(os.listdir("/proc/self/task")) != 1:
+        if threads() != 1:
             refuse(answer, fds[:3] + fds[4:], "the template is not single-threaded")
             answer.close()
             continue

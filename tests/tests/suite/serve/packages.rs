@@ -249,6 +249,19 @@ fn a_pure_and_a_compiled_package_are_installed_asked_about_and_imported_confined
     finish(server);
 }
 
+/// Create `pkgs` (its packages approved) and check it imports one of them from its layer.
+fn create_and_import(server: &mut Server) {
+    let (outcome, _) = create(server, "pkgs", TOOL, yes);
+    ok(&outcome);
+    let said = server
+        .call_text("pkgs__use", json!({"word": "fork"}))
+        .unwrap();
+    assert!(
+        said.contains("feed:FORK 42 from /packages/feedish/__init__.py"),
+        "{said}"
+    );
+}
+
 #[test]
 fn a_tool_with_packages_is_forked_from_the_template_with_its_layer() {
     let index = index();
@@ -263,15 +276,7 @@ fn a_tool_with_packages_is_forked_from_the_template_with_its_layer() {
     // still reaches the forked child.
     let mut server = asking(&serve, &home);
     let template = super::fork::template_of(&mut server);
-    let (outcome, _) = create(&mut server, "pkgs", TOOL, yes);
-    ok(&outcome);
-    let said = server
-        .call_text("pkgs__use", json!({"word": "fork"}))
-        .unwrap();
-    assert!(
-        said.contains("feed:FORK 42 from /packages/feedish/__init__.py"),
-        "{said}"
-    );
+    create_and_import(&mut server);
     let (templates, tools) = super::fork::launchers(&server);
     assert_eq!(templates, vec![template], "{}", server.context());
     assert!(
@@ -289,12 +294,7 @@ fn a_tool_with_packages_is_forked_from_the_template_with_its_layer() {
         &home,
     );
     let mut server = asking(&serve, &home);
-    let (outcome, _) = create(&mut server, "pkgs", TOOL, yes);
-    ok(&outcome);
-    let said = server
-        .call_text("pkgs__use", json!({"word": "fork"}))
-        .unwrap();
-    assert!(said.contains("feed:FORK 42"), "{said}");
+    create_and_import(&mut server);
     assert_eq!(
         super::fork::launchers(&server).1.len(),
         1,
