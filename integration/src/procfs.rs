@@ -28,6 +28,13 @@ fn parents() -> BTreeMap<u32, u32> {
     map
 }
 
+/// The parent of `pid`, while it lives.
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Every descendant of `pid` (children, their children, ...), not `pid` itself.
 pub fn descendants(pid: u32) -> Vec<u32> {
     let parents = parents();

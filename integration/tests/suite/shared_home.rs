@@ -271,34 +271,18 @@ fn kill_9_mid_create_leaves_a_registry_every_serve_agrees_on() {
     let sent = Instant::now();
     let mut tool_pids = Vec::new();
     while sent.elapsed() < Duration::from_secs(60) {
-        // A tool started through its launcher runs `python … tool.py`; one forked from serve's
-        // template keeps the template's command line, and is any Python below the template's
-        // own three processes (its launcher, the launcher's waiter, the template's Python).
-        let templates: Vec<u32> = procfs::descendants(serve_pid)
-            .into_iter()
-            .filter(|p| procfs::cmdline(*p).contains("--template"))
-            .collect();
-        let template_own: Vec<u32> = templates
-            .iter()
-            .flat_map(|t| {
-                let below = procfs::descendants(*t);
-                let python = below
-                    .iter()
-                    .copied()
-                    .find(|p| procfs::cmdline(*p).contains("python"));
-                python.into_iter().chain(std::iter::once(*t))
-            })
-            .collect();
+        // A tool started through its launcher runs `python … tool.py`. One forked from serve's
+        // template keeps the template's command line (which names `--template` too, in its
+        // script), so it is told apart by its parent: each of its processes (waiter, init,
+        // tool) is a Python's child, while the template's own Python is its launcher's.
         tool_pids = procfs::descendants(serve_pid)
             .into_iter()
             .filter(|p| {
                 let cmd = procfs::cmdline(*p);
-                !template_own.contains(p)
-                    && cmd.contains("python")
+                cmd.contains("python")
                     && (cmd.contains("tool.py")
-                        || templates
-                            .iter()
-                            .any(|t| procfs::descendants(*t).contains(p)))
+                        || procfs::parent(*p)
+                            .is_some_and(|q| procfs::cmdline(q).contains("python")))
             })
             .collect();
         if !tool_pids.is_empty() {
