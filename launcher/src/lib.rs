@@ -51,7 +51,7 @@ pub use error::LaunchError;
 use autotool_policy::{LaunchPolicy, Plan};
 use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd};
-use sys::{Forked, RealSys, Sys};
+use sys::{Forked, Prctl, RealSys, Sys};
 
 /// Exit status of the launcher when it, not the tool, failed.
 pub const LAUNCHER_FAILED: u8 = 125;
@@ -246,13 +246,22 @@ fn confine_and_exec(
 }
 
 /// The same, for a tool forked from a template: everything but the exec. The seccomp filter is
-/// built around a cookie that is dropped here, so no exec can ever pass it.
+/// built around a cookie that is dropped here, so no exec can ever pass it. The tool inherits
+/// its init's refusal to be dumped, which an exec'd tool loses at its exec and which would hide
+/// its own `/proc/self` files (`environ`, `mem`) from it: it is lifted first, while `prctl`
+/// still may (the tool's filter refuses `PR_SET_DUMPABLE`). The tool is alone in its PID
+/// namespace with its init, so no sibling can see it either way.
 fn confine(
     sys: &mut dyn Sys,
     plan: &Plan,
     mode: namespaces::Mode,
     shared_tasks: u64,
 ) -> Result<(), LaunchError> {
+    sys.prctl(Prctl::Dumpable)
+        .map_err(|source| LaunchError::Io {
+            what: "making the forked tool's own /proc files its own",
+            source,
+        })?;
     confine_as(sys, plan, mode, shared_tasks).map(drop)
 }
 

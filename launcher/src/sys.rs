@@ -61,6 +61,9 @@ pub enum Prctl {
     ParentDeathSignal(i32),
     /// `PR_SET_DUMPABLE` 0: no core dumps, and `/proc/<pid>` and ptrace closed to the same user.
     NotDumpable,
+    /// `PR_SET_DUMPABLE` 1: a forked tool's own `/proc/self` files are its own again, as an
+    /// exec'd tool's are after its exec.
+    Dumpable,
 }
 
 /// Result of [`Sys::fork`].

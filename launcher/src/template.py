@@ -21,11 +21,8 @@ NATIVE = int(sys.argv[2])
 native = ctypes.PyDLL("/proc/self/fd/%d" % NATIVE)
 os.close(NATIVE)
 confine = native.autotool_confine
-confine.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
-confine.restype = ctypes.c_int
-exec_info = native.autotool_exec_info
-exec_info.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-exec_info.restype = ctypes.c_ssize_t
+confine.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+confine.restype = ctypes.c_ssize_t
 
 # What nearly every tool imports; a module missing from the runtime is simply not preloaded.
 for name in (
@@ -177,6 +174,11 @@ if not one_thread():
 
 control = socket.socket(fileno=CONTROL)
 children = {}
+# Index of the policy descriptor among a request's (autotool_policy::fork::POLICY_INDEX).
+POLICY = 4
+# The module names a tool keeps (plain modules and builtins); the rest is the template's.
+KEEP = {"__builtins__", "__name__", "__doc__", "__spec__", "__loader__", "__package__",
+        "builtins", "gc", "json", "os", "random", "runpy", "signal", "socket", "struct", "sys"}
 
 
 def reap(_signum=None, _frame=None):
@@ -205,10 +207,13 @@ def refuse(answer, fds, why):
         os.close(fd)
 
 
-def run_tool(policy, fds, report, uses):
+def run_tool(fds, report, uses):
     """In the forked child: confine, then run the tool as __main__. Never returns.
-    `report` and `uses` index `fds` (or are None); the uses channel goes to the descriptor
-    the policy names, which its environment already says."""
+    `fds` are the request's descriptors (the policy at POLICY, never read here: the native
+    confinement reads it, in this child); `report` and `uses` index `fds` (or are None); the
+    uses channel goes to the descriptor the request names. Called from the module's top level
+    once `serve` has returned in the child, so no frame above the tool's holds anything of the
+    template's serving loop; the template's own names are dropped before the tool runs."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     # The template's sockets, and its siblings' status sockets, are closed by confinement; the
@@ -219,25 +224,26 @@ def run_tool(policy, fds, report, uses):
     children.clear()
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
+    policy = fds[POLICY]
     report = fds[report] if report is not None else -1
     if uses is not None:
         want = uses[1]
         if report == want:
             report = os.dup(report)
+        if policy == want:
+            policy = os.dup(policy)
         if fds[uses[0]] != want:
             os.dup2(fds[uses[0]], want)
         uses = want
     else:
         uses = -1
     buf = ctypes.create_string_buffer(1 << 20)
-    n = exec_info(policy, len(policy), buf, len(buf))
-    if n < 0:
+    # Returns only in the confined tool; the outer waiter and the init exit inside.
+    n = confine(policy, report, uses, buf, len(buf))
+    if n <= 0:
         os._exit(125)
     info = json.loads(buf.raw[:n])
-    del buf
-    # Returns only in the confined tool; the outer waiter and the init exit inside.
-    if confine(policy, len(policy), report, uses) != 0:
-        os._exit(125)
+    ctypes.memset(buf, 0, len(buf))
     os.environ.clear()
     os.environ.update(dict(info["env"]))
     random.seed()
@@ -245,8 +251,16 @@ def run_tool(policy, fds, report, uses):
     # command line stays the template's).
     sys.orig_argv = list(info["argv"])
     argv = info["argv"][1:]
+    del buf, info, fds, policy, report, uses, n
     while argv and argv[0] in ("-I", "-B"):
         argv = argv[1:]
+    # The template's names go: what the tool can reach walking up its frames is this frame
+    # (its argv) and a module namespace of plain modules.
+    done, keep, names = finish, KEEP, globals()
+    for name in list(names):
+        if name not in keep:
+            del names[name]
+    del keep, names
     try:
         if argv and argv[0] == "-c":
             sys.argv = ["-c"] + argv[2:]
@@ -262,13 +276,13 @@ def run_tool(policy, fds, report, uses):
         elif not isinstance(code, int):
             print(code, file=sys.stderr)
             code = 1
-        finish(code)
+        done(code)
     except BaseException:
         import traceback
 
         traceback.print_exc()
-        finish(1)
-    finish(0)
+        done(1)
+    done(0)
 
 
 def finish(code):
@@ -296,28 +310,32 @@ def finish(code):
 
 
 def serve():
+    """Fork a tool per request. Returns in a forked child only, with what it needs to become
+    its tool (`None` in the template when the control socket closes)."""
     while True:
         try:
-            msg, fds, _flags, _addr = socket.recv_fds(control, 1 << 20, 7)
+            msg, fds, _flags, _addr = socket.recv_fds(control, 4096, 8)
         except InterruptedError:
             continue
         if not msg:
-            return
+            return None
         if len(fds) < 4:
             for fd in fds:
                 os.close(fd)
             continue
         answer = socket.socket(fileno=fds[3])
-        # After stdio and the status socket: the report socket when the policy has egress,
-        # then the uses channel when it has one (its number in the tool is the policy's).
+        # After stdio, the status socket and the policy: the report socket when the tool has
+        # egress, then the uses channel when it has one (its number in the tool is the
+        # request's).
         try:
-            shape = json.loads(msg)
-            report = 4 if shape.get("egress") is not None else None
-            uses_fd = shape.get("uses_fd")
+            request = json.loads(msg)
+            if set(request) != {"report", "uses_fd"}:
+                raise ValueError(msg)
+            report = POLICY + 1 if request["report"] else None
             uses = None
-            if uses_fd is not None:
-                uses = (4 + (report is not None), int(uses_fd))
-            want = 4 + (report is not None) + (uses is not None)
+            if request["uses_fd"] is not None:
+                uses = (POLICY + 1 + (report is not None), int(request["uses_fd"]))
+            want = POLICY + 1 + (report is not None) + (uses is not None)
         except (ValueError, TypeError, AttributeError):
             want = -1
         if len(fds) != want:
@@ -332,7 +350,7 @@ def serve():
         pid = os.fork()
         if pid == 0:
             answer.detach()
-            run_tool(msg, fds, report, uses)
+            return fds, report, uses
         for i, fd in enumerate(fds):
             if i != 3:
                 os.close(fd)
@@ -350,4 +368,6 @@ signal.signal(signal.SIGCHLD, reap)
 gc.collect()
 gc.freeze()
 control.send(b"R")
-serve()
+job = serve()
+if job is not None:
+    run_tool(*job)

@@ -31,8 +31,11 @@
 //! on the control socket, a `SOCK_SEQPACKET` socket only the supervisor holds the other end of.
 //!
 //! The protocol, one message per start (see [`SCRIPT`] for the template's side):
-//! - to the template: the tool's launch policy (JSON) with, by `SCM_RIGHTS`, the tool's stdin,
-//!   stdout and stderr, a status socket, and with egress the policy's report socket;
+//! - to the template: a start request ([`autotool_policy::fork::StartRequest`], JSON naming only
+//!   which descriptors follow) with, by `SCM_RIGHTS`, the tool's stdin, stdout and stderr, a
+//!   status socket, the tool's launch policy in a sealed memory file (passed to the child unread:
+//!   the template's memory, which every later child inherits, never holds a tool's key,
+//!   environment or host paths), with egress the report socket and with `USES` the uses channel;
 //! - on the status socket: `P` with the pid (4 bytes, little-endian, in the template's PID
 //!   namespace) and a pidfd of the forked child (the outer waiter of the tool; killing it kills
 //!   the tool's whole PID namespace), then `X` with its wait status (4 bytes) when it exits;

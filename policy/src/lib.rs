@@ -12,9 +12,11 @@
 //! `search_tools` ranks tools; [`listing`] which tools `tools/list` shows when
 //! the library is larger than hosts handle well. [`packages`] holds which package requirements a
 //! tool may declare, the hash-pinned lock they resolve to, and how that lock is named to the user.
+//! [`fork`] holds the request that asks a tool template to fork a tool (no part of the policy).
 //! [`uses`] holds which tools may call which (`USES`): no cycle, no chain deeper than a bound.
 
 pub mod consent;
+pub mod fork;
 pub mod hosts;
 pub mod launch;
 pub mod lifecycle;

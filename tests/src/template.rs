@@ -13,6 +13,7 @@
 use crate::TIMEOUT;
 use crate::locate;
 use anyhow::{Context as _, Result, bail};
+use autotool_policy::fork::StartRequest;
 use autotool_policy::launch::LaunchPolicy;
 use command_fds::{CommandFdExt, FdMapping};
 use rustix::net::{
@@ -211,22 +212,29 @@ impl Template {
     /// Fork a tool: send the policy and its descriptors, wait for its pid and pidfd.
     pub fn fork(&self, policy: &LaunchPolicy, io: Stdio3) -> Result<Forked> {
         let (status, theirs) = UnixStream::pair().context("creating the status socket")?;
-        let json = policy.to_json();
+        // As serve does: the policy in a sealed memory file the template passes on unread.
+        let request = StartRequest::of(policy);
+        let sealed = policy_file(&policy.to_json())?;
         let mut fds: Vec<BorrowedFd<'_>> = vec![
             io.stdin.as_fd(),
             io.stdout.as_fd(),
             io.stderr.as_fd(),
             theirs.as_fd(),
+            sealed.as_fd(),
         ];
         if let Some(r) = &io.report {
             fds.push(r.as_fd());
         }
+        if fds.len() != request.descriptors() {
+            bail!("the request names {} descriptors", request.descriptors());
+        }
+        let json = request.to_json();
         {
             let control = self
                 .control
                 .lock()
                 .map_err(|_| anyhow::anyhow!("the control socket's lock is poisoned"))?;
-            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(5))];
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(6))];
             let mut ancillary = SendAncillaryBuffer::new(&mut space);
             if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
                 bail!("no room for the descriptors");
@@ -240,6 +248,7 @@ impl Template {
             .context("sending the start request to the template")?;
         }
         drop(theirs);
+        drop(sealed);
         drop(io);
         set_timeout(status.as_fd(), Some(TIMEOUT))?;
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
@@ -276,6 +285,23 @@ impl Template {
             _ => bail!("the template answered {answer:?}"),
         }
     }
+}
+
+/// A sealed memory file holding `bytes`.
+fn policy_file(bytes: &[u8]) -> Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let fd = rustix::fs::memfd_create(
+        "autotool-policy",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    let fd = OwnedFd::from(file);
+    rustix::fs::fcntl_add_seals(
+        &fd,
+        SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE,
+    )?;
+    Ok(fd)
 }
 
 /// The host pid a pidfd refers to, from its `fdinfo`; 0 when the process is already gone (the

@@ -39,6 +39,33 @@ mcp = MCPServer("attack_tool")
 # The descriptors this process started with (before any event loop made its own).
 STARTED_WITH = sorted(int(n) for n in os.listdir("/proc/self/fd"))
 
+
+def _frames_text() -> str:
+    """Everything the frames above this module's own hold, as text: each frame's locals and
+    globals (values and the contents of containers one level down), the way a tool walking
+    `sys._getframe()` up at import would look for what started it."""
+    seen = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        for scope in (frame.f_locals, frame.f_globals):
+            for name, value in list(scope.items()):
+                seen.append(name)
+                try:
+                    if isinstance(value, (dict, list, tuple, set, frozenset)):
+                        seen.append(repr(value)[: 1 << 20])
+                    elif isinstance(value, (str, bytes, bytearray, int)):
+                        seen.append(repr(value))
+                except Exception:
+                    pass
+        frame = frame.f_back
+    return "\n".join(seen)
+
+
+# What the frames above the tool held when it was imported (taken now, before any argument
+# arrives, so nothing searched for is in it by way of a request).
+PLANTED_IN_MODULE = "planted-" + "marker-of-the-module-itself"
+FRAMES_AT_IMPORT = _frames_text()
+
 LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.syscall.restype = ctypes.c_long
 LIBC.mmap.restype = ctypes.c_void_p
@@ -1435,6 +1462,95 @@ def write_sockets() -> str:
     if sent:
         return f"ESCAPED: wrote to socket descriptors {sent}"
     return f"BLOCKED: no socket descriptor to write to (sockets seen: {seen})"
+
+
+@mcp.tool()
+def frames_hold(needles: list[str]) -> str:
+    """Which of `needles` the frames above the tool held at its import (a needle is found when
+    it is in that text; each should be something the tool was not given itself)."""
+    found = [n for n in needles if n in FRAMES_AT_IMPORT]
+    if found:
+        return f"ESCAPED: the frames above the tool hold {found}"
+    return f"BLOCKED: none of {len(needles)} needles in {len(FRAMES_AT_IMPORT)} bytes of frames"
+
+
+def _readable_anonymous():
+    """(start, end) of this process's readable anonymous mappings, the heap and the stack."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if not parts[1].startswith("r"):
+                continue
+            path = parts[5] if len(parts) > 5 else ""
+            if path not in ("", "[heap]", "[stack]"):
+                continue
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            yield start, end
+
+
+def _scan(prefix: str, sha256: str, length: int) -> str:
+    import hashlib
+
+    head = prefix.encode()
+    hits, scanned = 0, 0
+    chunk = 1 << 20
+    for start, end in list(_readable_anonymous()):
+        at = start
+        while at < end:
+            size = min(chunk + length, end - at)
+            try:
+                data = ctypes.string_at(at, size)
+            except Exception:
+                break
+            scanned += size
+            i = data.find(head)
+            while i != -1:
+                if hashlib.sha256(data[i : i + length]).hexdigest() == sha256:
+                    hits += 1
+                i = data.find(head, i + 1)
+            at += chunk
+    if hits:
+        return f"ESCAPED: the value is in this process's memory ({hits} copies in {scanned} bytes)"
+    return f"BLOCKED: the value is not in {scanned} bytes of this process's memory"
+
+
+@mcp.tool()
+def scan_memory(prefix: str, sha256: str, length: int) -> str:
+    """Search this process's own memory (heap, stack, anonymous mappings) for a value of
+    `length` bytes that starts with `prefix` and whose SHA-256 is `sha256`. Only the prefix is
+    given, so a hit means the whole value was in memory before the call."""
+    return _scan(prefix, sha256, length)
+
+
+# The same search made at import, before the SDK serves anything (what a thief's module-level
+# code sees first): the needles come in the environment variable SCAN_AT_IMPORT, a JSON list of
+# {"prefix", "sha256", "length"}.
+SCANNED_AT_IMPORT = [
+    _scan(n["prefix"], n["sha256"], n["length"])
+    for n in json.loads(os.environ.get("SCAN_AT_IMPORT", "[]"))
+]
+
+
+@mcp.tool()
+def scanned_at_import() -> str:
+    """What the searches made at import found, one verdict a line."""
+    return "\n".join(SCANNED_AT_IMPORT)
+
+
+@mcp.tool()
+def read_own_proc() -> str:
+    """Read this process's own /proc/self/environ and a readable page through /proc/self/mem."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            env = f.read()
+        with open("/proc/self/maps") as f:
+            start = next(int(l.split("-")[0], 16) for l in f if l.split()[1].startswith("r"))
+        with open("/proc/self/mem", "rb") as mem:
+            mem.seek(start)
+            data = mem.read(16)
+    except (OSError, StopIteration) as e:
+        return f"BLOCKED: {_err(e)}"
+    return f"WORKS: environ {len(env)} bytes, mem {len(data)} bytes"
 
 
 if __name__ == "__main__":

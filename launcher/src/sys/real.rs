@@ -303,6 +303,7 @@ impl Sys for RealSys {
                     .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
             ),
             Prctl::NotDumpable => (libc::PR_SET_DUMPABLE, 0),
+            Prctl::Dumpable => (libc::PR_SET_DUMPABLE, 1),
         };
         // SAFETY: each of these options takes one integer argument; the others are unused
         // and passed as 0.

@@ -22,13 +22,17 @@
 //! environment's `pyvenv.cfg`): a runtime rebuilt in place gets a new template, and the old one
 //! is stopped.
 //!
-//! The protocol is the launcher's: the tool's launch policy and, by `SCM_RIGHTS`, its stdin,
-//! stdout, stderr, a status socket, with egress its report socket and with `USES` its uses
-//! channel (the template puts it at the descriptor the policy names); the template answers on
+//! The protocol is the launcher's ([`autotool_policy::fork`]): a start request naming only which
+//! descriptors come with it and, by `SCM_RIGHTS`, the tool's stdin, stdout, stderr, a status
+//! socket, its launch policy in a sealed memory file (which the template passes to its child
+//! unread: no key, environment or host path of a tool ever enters the template's memory), with
+//! egress its report socket and with `USES` its uses channel (the template puts it at the
+//! descriptor the request names); the template answers on
 //! the status socket `P` + pid and a pidfd of the forked child, then `X` + wait status when it
 //! exits (or `E` + reason when it refused the start).
 
 use autotool_policy::LaunchPolicy;
+use autotool_policy::fork::StartRequest;
 use command_fds::{CommandFdExt, FdMapping};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -513,22 +517,34 @@ fn kill_pid(pid: u32) {
 fn send(template: &Template, policy: &LaunchPolicy, io: ChildIo) -> Result<Forked, String> {
     let (status, theirs) =
         UnixStream::pair().map_err(|e| format!("creating the status socket: {e}"))?;
-    let json = policy.to_json();
+    // The policy goes in a descriptor the template passes on unread, never in the request:
+    // what the template reads stays in the memory every later child inherits.
+    let request = StartRequest::of(policy);
+    let sealed = policy_file(&policy.to_json())?;
     let mut fds: Vec<BorrowedFd<'_>> = vec![
         io.stdin.as_fd(),
         io.stdout.as_fd(),
         io.stderr.as_fd(),
         theirs.as_fd(),
+        sealed.as_fd(),
     ];
     // The order the template reads them in: the report socket, then the uses channel.
     fds.extend(io.report.as_ref().map(AsFd::as_fd));
     fds.extend(io.uses.as_ref().map(AsFd::as_fd));
+    if fds.len() != request.descriptors() {
+        return Err(format!(
+            "the start request names {} descriptors, not the {} it carries",
+            request.descriptors(),
+            fds.len()
+        ));
+    }
+    let json = request.to_json();
     {
         let control = template
             .control
             .lock()
             .map_err(|_| "the control socket's lock is poisoned".to_string())?;
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(6))];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(7))];
         let mut ancillary = SendAncillaryBuffer::new(&mut space);
         if !ancillary.push(SendAncillaryMessage::ScmRights(&fds)) {
             return Err("no room for the descriptors".into());
@@ -543,6 +559,7 @@ fn send(template: &Template, policy: &LaunchPolicy, io: ChildIo) -> Result<Forke
     }
     drop(fds);
     drop(theirs);
+    drop(sealed);
     drop(io);
     set_timeout(status.as_fd(), Some(ANSWER_TIMEOUT))?;
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
@@ -578,6 +595,26 @@ fn send(template: &Template, policy: &LaunchPolicy, io: ChildIo) -> Result<Forke
         )),
         _ => Err(format!("the template answered {answer:?}")),
     }
+}
+
+/// A sealed memory file holding `bytes`, read from its start by the forked child.
+pub(crate) fn policy_file(bytes: &[u8]) -> Result<OwnedFd, String> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let fd = rustix::fs::memfd_create(
+        "autotool-policy",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )
+    .map_err(|e| format!("creating the policy file: {e}"))?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)
+        .map_err(|e| format!("writing the policy file: {e}"))?;
+    let fd = OwnedFd::from(file);
+    rustix::fs::fcntl_add_seals(
+        &fd,
+        SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE,
+    )
+    .map_err(|e| format!("sealing the policy file: {e}"))?;
+    Ok(fd)
 }
 
 /// The host pid a pidfd refers to, from its `fdinfo` (the kernel shows -1 once it is gone).

@@ -226,3 +226,169 @@ fn a_forked_tool_ends_as_a_launched_one_does() {
     let forked = exit_of(fixture().forked().unwrap());
     assert_eq!(forked, launched, "a forked tool ends unlike a launched one");
 }
+
+/// The template script's first line: in the memory of the template, and so of every tool forked
+/// from it.
+const TEMPLATE_LINE: &str =
+    "# autotool template: imports the SDK once, then forks one confined tool per request.";
+
+/// A key value of `len` printable bytes, different in every run.
+fn secret(len: usize) -> String {
+    use sha2::{Digest as _, Sha256};
+    let seed = format!(
+        "{}-{:?}-{len}",
+        std::process::id(),
+        std::time::SystemTime::now()
+    );
+    let mut out = String::new();
+    let mut i = 0u32;
+    while out.len() < len {
+        let block = Sha256::digest(format!("{seed}-{i}").as_bytes());
+        out.extend(block.iter().map(|b| format!("{b:02x}")));
+        i += 1;
+    }
+    out.truncate(len);
+    out
+}
+
+/// What `scan_memory` searches for: the value's first 16 bytes and the digest of all of it.
+fn needle(value: &str) -> serde_json::Value {
+    use sha2::{Digest as _, Sha256};
+    let digest: String = Sha256::digest(value.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    json!({"prefix": &value[..16], "sha256": digest, "length": value.len()})
+}
+
+#[test]
+fn a_keyless_tool_forked_after_keyed_ones_finds_none_of_their_keys_in_its_memory() {
+    if skip() {
+        return;
+    }
+    // Keys of the sizes that survived in freed template memory (and a short one).
+    let keys: Vec<String> = [48, 280, 400, 900].into_iter().map(secret).collect();
+    let mut keyed = Vec::new();
+    for (i, value) in keys.iter().enumerate() {
+        let mut b = builder().forked().unwrap();
+        b.policy_mut()
+            .env
+            .insert(format!("VICTIM_KEY_{i}"), value.clone());
+        let mut tool = b.start(Mode::Confined).unwrap();
+        // Control: the scan finds a key that is in memory (the tool's own).
+        let verdict = attack_on(&mut tool, "scan_memory", needle(value));
+        assert_escaped(
+            &verdict,
+            &format!("a keyed tool scanning for its own key {i}"),
+        );
+        keyed.push(tool);
+    }
+    // Keyless siblings forked after them, and one launched, hold none of those keys: not at
+    // import, before the SDK has allocated anything (what a thief's module-level code sees),
+    // nor once serving.
+    let needles = serde_json::Value::Array(keys.iter().map(|k| needle(k)).collect());
+    let thieves = [
+        ("forked", builder().forked().unwrap()),
+        ("forked again", builder().forked().unwrap()),
+        ("launched", builder().launched()),
+    ];
+    for (how, mut b) in thieves {
+        b.policy_mut()
+            .env
+            .insert("SCAN_AT_IMPORT".into(), needles.to_string());
+        let mut thief = b.start(Mode::Confined).unwrap();
+        // Control: what the template does hold (its own script) is in a forked tool's memory,
+        // and found by the same search; a key held there would be found the same way.
+        let inherited = attack_on(&mut thief, "scan_memory", needle(TEMPLATE_LINE));
+        if how == "launched" {
+            assert_blocked(
+                &inherited,
+                "a launched tool searching for the template's script",
+            );
+        } else {
+            assert_escaped(
+                &inherited,
+                "a forked tool searching for the template's script",
+            );
+        }
+        let at_import = attack_on(&mut thief, "scanned_at_import", json!({}));
+        let verdicts: Vec<&str> = at_import.lines().collect();
+        assert_eq!(verdicts.len(), keys.len(), "{at_import}");
+        for (i, verdict) in verdicts.iter().enumerate() {
+            assert_blocked(
+                verdict,
+                &format!("a keyless {how} tool searching at import for a sibling's key {i}"),
+            );
+        }
+        for (i, value) in keys.iter().enumerate() {
+            let verdict = attack_on(&mut thief, "scan_memory", needle(value));
+            assert_blocked(
+                &verdict,
+                &format!(
+                    "a keyless {how} tool scanning for a sibling's {}-byte key {i}",
+                    value.len()
+                ),
+            );
+        }
+    }
+    drop(keyed);
+}
+
+#[test]
+fn a_forked_tool_finds_nothing_of_its_start_in_the_frames_above_it() {
+    if skip() {
+        return;
+    }
+    for (how, b) in [
+        ("forked", builder().forked().unwrap()),
+        ("launched", builder().launched()),
+    ] {
+        let mut b = b;
+        b.policy_mut().env.insert("FRAME_KEY".into(), secret(64));
+        let host_dir = b.tool_dir().to_string_lossy().into_owned();
+        let root = template::tools_root()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let mut tool = b.start(Mode::Confined).unwrap();
+        // Control: the walk reads the frames (it finds what the tool's own module planted).
+        let planted = attack_on(
+            &mut tool,
+            "frames_hold",
+            json!({"needles": ["planted-marker-of-the-module-itself"]}),
+        );
+        assert_escaped(
+            &planted,
+            &format!("{how}: the walk finding its own module's text"),
+        );
+        // Nothing of the launch policy: the host paths of its mounts, the policy's own words.
+        let verdict = attack_on(
+            &mut tool,
+            "frames_hold",
+            json!({"needles": [host_dir, root, "\"tool_dir\"", "report_fd", "interpreter_args"]}),
+        );
+        assert_blocked(&verdict, &format!("{how}: the frames above the tool"));
+    }
+}
+
+#[test]
+fn a_forked_tool_reads_its_own_proc_files_as_a_launched_one_does() {
+    if skip() {
+        return;
+    }
+    let launched = attack_on(
+        &mut builder().launched().start(Mode::Confined).unwrap(),
+        "read_own_proc",
+        json!({}),
+    );
+    assert!(
+        launched.starts_with("WORKS:"),
+        "a launched tool cannot read its own /proc files: {launched}"
+    );
+    let forked = attack_on(&mut forked(), "read_own_proc", json!({}));
+    assert!(
+        forked.starts_with("WORKS:"),
+        "a forked tool cannot read its own /proc files where a launched one can ({launched}): \
+         {forked}"
+    );
+}
