@@ -1,7 +1,8 @@
 //! `autotool console` as a security boundary, against the real server on loopback and a real
 //! home: each guard with a control showing the same request passes without the fault:
 //! - the secret is traded for an `HttpOnly`, `SameSite=Strict` cookie; nothing answers
-//!   without one (a wrong secret, another port's cookie);
+//!   without one (a wrong secret, another port's cookie); the browser is sent on to the page
+//!   asked for (the control), never to another site (`//host`, `/\host`, `/%5Chost`, …);
 //! - a `Host` other than 127.0.0.1:PORT / localhost:PORT (DNS rebinding) and a foreign `Origin`
 //!   are refused, cookie or not;
 //! - a change is only a POST of a form with the session's CSRF token (a GET, a POST without
@@ -10,7 +11,9 @@
 //! - no CORS header on any answer, a preflight refused, a strict CSP everywhere;
 //! - what a tool wrote (name, description, errors, events) is escaped and cut;
 //! - no page and no API answer holds a stored key value, raw, URL-encoded or JSON-escaped,
-//!   though the tool's record holds it in every form.
+//!   though the tool's record holds it in every form;
+//! - `autotool console` prints its URL, secret included, on stdout alone: stderr, which logs
+//!   keep, names the address without the secret (the control: the URL on stdout holds it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use autotool::credentials::{KeyStore, Target};
@@ -306,9 +309,32 @@ fn the_secret_is_traded_for_a_strict_cookie_and_nothing_answers_without_it() {
             c.port, c.secret
         )
     );
-    // A path that would leave the site goes to the library instead.
-    let a = plain(&format!("//evil.example/?s={}", c.secret), "");
-    assert_eq!(a.header("location"), Some("/"));
+    // A path that would leave the site goes to the library instead, in every spelling a
+    // browser reads as another site (`/\\host` is `//host` to a browser).
+    for away in [
+        "//evil.example/",
+        "/%5Cevil.example",
+        "/%5C%5Cevil.example",
+        "/%2F%2Fevil.example",
+        "/%252F%252Fevil.example",
+        "/%09/evil.example",
+    ] {
+        let a = plain(&format!("{away}?s={}", c.secret), "");
+        assert_eq!(a.status, 303, "{away}");
+        assert_eq!(a.header("location"), Some("/"), "{away}");
+    }
+    // A backslash as it is: refused as a request, or sent to the library.
+    for away in ["/\\evil.example", "/\\\\evil.example"] {
+        let a = plain(&format!("{away}?s={}", c.secret), "");
+        assert!(
+            a.status != 303 || a.header("location") == Some("/"),
+            "{away}: {a:?}"
+        );
+        assert!(
+            !a.header("location").unwrap_or("").contains("evil"),
+            "{away}: {a:?}"
+        );
+    }
     // The cookie opens the pages.
     let a = plain("/", &format!("Cookie: {}\r\n", c.cookie()));
     assert_eq!(a.status, 200);
@@ -701,4 +727,75 @@ fn no_page_or_answer_holds_a_key_value_in_any_form() {
     }
     // The redaction marks are there instead.
     assert!(answers[2].1.body.contains("[REDACTED:CONSOLE_API_KEY]"));
+}
+
+/// A child process killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_console_command_prints_its_secret_on_stdout_only() {
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Child(
+        std::process::Command::new(env!("CARGO_BIN_EXE_autotool"))
+            .args(["console", "--no-open"])
+            .env("AUTOTOOL_HOME", home.path())
+            // Every log line on: none of them may carry the secret either.
+            .env("AUTOTOOL_LOG", "trace")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    // The control: the URL on stdout carries the secret.
+    let url = line.trim();
+    let (address, secret) = url.split_once("?s=").unwrap();
+    assert_eq!(secret.len(), 64, "{url}");
+    let port: u16 = address
+        .strip_prefix("http://127.0.0.1:")
+        .and_then(|rest| rest.strip_suffix('/'))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Used, as a browser would: the secret traded for the cookie, a page read with it.
+    let a = raw(
+        port,
+        &format!(
+            "GET /tool/x?s={secret} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(a.status, 303, "{a:?}");
+    let a = raw(
+        port,
+        &format!(
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: autotool_console_{port}={secret}\r\n\
+             Connection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    let mut stderr = child.0.stderr.take().unwrap();
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+    let mut said = String::new();
+    stderr.read_to_string(&mut said).unwrap();
+    assert!(
+        said.contains(&format!("serving on {address} ")),
+        "stderr: {said}"
+    );
+    assert!(!said.contains(secret), "stderr holds the secret: {said}");
 }

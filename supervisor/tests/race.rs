@@ -2,9 +2,11 @@
 //! `synthesize_candidates`), verifies each, and keeps the one that does best across the
 //! verdicts, safety first; each loser has a `candidate_lost` event naming the winner and why.
 //! When none passes, nothing is committed and the answer says why each failed. With the
-//! setting at 1, one candidate is written and created as before. A fake Chat Completions
-//! server on loopback plays the model: each candidate's conversation says which candidate it
-//! writes, and the script answers by that.
+//! setting at 1, one candidate is written and created as before. A candidate cannot leave its
+//! exam out: one asking for `verify: "quick"` is verified in full (the control: a host's
+//! `"quick"` is kept), and a check skipped ranks as failed, below a rival's recorded warning.
+//! A fake Chat Completions server on loopback plays the model: each candidate's conversation
+//! says which candidate it writes, and the script answers by that.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "common/chat.rs"]
@@ -63,12 +65,32 @@ if __name__ == "__main__":
     mcp.run()
 "#;
 
+/// Safe and deterministic, but it declares a key: at `standard` its probes are left out, so
+/// its deterministic and non-degenerate checks are skipped.
+const KEYED: &str = r#"from mcp.server.mcpserver import MCPServer
+
+REQUIRED_ENV = ["TOPICS_API_KEY"]
+mcp = MCPServer("topics")
+
+@mcp.tool()
+def describe(topic: str) -> str:
+    """Describe a topic in a sentence."""
+    return f"{topic} is a topic."
+
+if __name__ == "__main__":
+    mcp.run()
+"#;
+
+/// A candidate whose code starts with this line sends `verify: "quick"` with it.
+const ASKS_QUICK: &str = "# this candidate asks for verify: quick\n";
+
 fn create(code: &str) -> Value {
-    chat::call(
-        "create_tool",
-        json!({"name": "topics", "code": code, "description": "describes topics",
-               "smoke_test": {"function": "describe", "arguments": {"topic": "rust"}}}),
-    )
+    let mut arguments = json!({"name": "topics", "code": code, "description": "describes topics",
+               "smoke_test": {"function": "describe", "arguments": {"topic": "rust"}}});
+    if code.starts_with(ASKS_QUICK) {
+        arguments["verify"] = "quick".into();
+    }
+    chat::call("create_tool", arguments)
 }
 
 /// Which candidate a synthesis request is for (from its instructions), from 1.
@@ -280,6 +302,74 @@ async fn one_candidate_is_written_and_created_as_before() {
         text(&answer).starts_with("rust is a topic (draw "),
         "{}",
         text(&answer)
+    );
+    client.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_cannot_skip_its_exam_and_a_skipped_check_ranks_as_failed() {
+    // Candidate 1 dumps its environment to the adversary but asks for `verify: "quick"`, which
+    // would leave the adversary out; candidate 2 declares a key, so its probes are left out
+    // (deterministic and non-degenerate skipped); candidate 3 was probed and its determinism
+    // recorded a difference (a warning).
+    let quick: &'static str = Box::leak(format!("{ASKS_QUICK}{DUMPS}").into_boxed_str());
+    let codes: &'static [&'static str] = Box::leak(vec![quick, KEYED, NOISY].into_boxed_slice());
+    let (_fake, home, client, result) = synthesize(
+        codes,
+        &[
+            ("AUTOTOOL_SYNTHESIZE_CANDIDATES", "3"),
+            ("TOPICS_API_KEY", "topics-key-4b7d2e91"),
+            ("AUTOTOOL_CONSENT", "dangerously-allow-all"),
+        ],
+    )
+    .await;
+    let out = text(&result);
+    assert_ne!(result.is_error, Some(true), "{out}");
+    let race = &result.structured_content.as_ref().unwrap()["race"];
+    assert_eq!(race["won"], 3, "{out}");
+    // The candidate that asked for "quick" met the adversary all the same, and failed it.
+    assert!(
+        out.contains("candidate 1 lost: it failed: verification failed at adversarial"),
+        "{out}"
+    );
+    // The one whose checks were skipped lost to the recorded warning: a check not made counts
+    // as failed.
+    assert!(
+        out.contains(
+            "candidate 2 lost: worse at deterministic: skipped where the winner's recorded"
+        ),
+        "{out}"
+    );
+    let lost = lost(home.path());
+    assert_eq!(lost.len(), 2, "{lost:?}");
+    assert!(
+        lost[1].1.starts_with("candidate 2 of 3")
+            && lost[1]
+                .1
+                .ends_with("worse at deterministic: skipped where the winner's recorded"),
+        "{lost:?}"
+    );
+
+    // The control: a host asking for "quick" is taken at its word; the same code is mounted,
+    // its adversarial stage skipped.
+    let r = client
+        .call_tool(
+            "create_tool",
+            args(json!({"name": "dumper", "code": DUMPS, "verify": "quick"})),
+        )
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let verdicts = r.structured_content.as_ref().unwrap()["verdicts"].clone();
+    assert!(
+        verdicts
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["check"] == "adversarial"
+                && v["outcome"] == "skipped"
+                && v["detail"].as_str().unwrap_or("").contains("quick")),
+        "{verdicts}"
     );
     client.close().await.unwrap();
 }

@@ -1,7 +1,9 @@
 //! `autotool console [--no-open] [--port N]`: serve the console ([`crate::console`]) on
-//! loopback until Ctrl-C. Its URL, the session's secret included, is the first line on stdout;
-//! everything else goes to stderr. `autotool console --url` prints instead the URL of the
-//! console a running `serve --transport http --console` mounts.
+//! loopback until Ctrl-C. Its URL, the session's secret included, is the first line on stdout
+//! and nowhere else; everything else goes to stderr, where logs keep it, so what stderr says
+//! names the console's address without the secret ([`without_secret`]). `autotool console
+//! --url` prints instead the URL of the console a running `serve --transport http --console`
+//! mounts.
 
 use crate::home::Home;
 use std::io::Write;
@@ -30,7 +32,11 @@ pub fn main(no_open: bool, port: u16, out: &mut impl Write) -> ExitCode {
         let mut said = Ok(());
         crate::console::serve(home, port, stop, |url| {
             said = writeln!(out, "{url}").and_then(|()| out.flush());
-            eprintln!("autotool console: serving on {url}; press Ctrl-C to stop");
+            eprintln!(
+                "autotool console: serving on {} (open the URL on stdout: it carries the \
+                 session's secret); press Ctrl-C to stop",
+                without_secret(url)
+            );
             if !no_open {
                 open(&root, url);
             }
@@ -39,6 +45,11 @@ pub fn main(no_open: bool, port: u16, out: &mut impl Write) -> ExitCode {
         signals.abort();
         Ok(said?)
     })
+}
+
+/// `url` without its query (`?s=` and the secret): the address alone, for what may be logged.
+pub fn without_secret(url: &str) -> &str {
+    url.split_once('?').map_or(url, |(at, _)| at)
 }
 
 /// `autotool console --url`: the URL of the console a running `serve --transport http
@@ -97,4 +108,20 @@ fn redirect_page(home: &Path, url: &str) -> std::io::Result<PathBuf> {
          <title>autotool console</title><a href=\"{url}\">Open the autotool console</a>"
     )?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_may_be_logged_holds_no_secret() {
+        let url = "http://127.0.0.1:41873/?s=3f0c9a";
+        assert_eq!(without_secret(url), "http://127.0.0.1:41873/");
+        assert_eq!(
+            without_secret("http://127.0.0.1:8765/console/?s=9a41"),
+            "http://127.0.0.1:8765/console/"
+        );
+        assert_eq!(without_secret("http://127.0.0.1:1/"), "http://127.0.0.1:1/");
+    }
 }

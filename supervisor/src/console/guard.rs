@@ -6,7 +6,8 @@
 //!    `http://localhost:PORT`), and `Sec-Fetch-Site`, when sent, must not be `cross-site`;
 //! 3. the session: the secret printed by `autotool console` (in the URL's `s=`, traded once
 //!    for a cookie, `HttpOnly`, `SameSite=Strict`, named for the port since cookies are not),
-//!    compared in constant time;
+//!    compared in constant time; the browser is then sent on to the page asked for only when
+//!    that is surely a page of this console ([`redirect_target`]), else to the library;
 //! 4. a state change: a POST of a form carrying the session's CSRF token.
 //!
 //! Every answer carries a strict Content-Security-Policy (nothing but this console's own
@@ -207,6 +208,58 @@ impl Session {
     }
 }
 
+/// Where trading the secret for the cookie sends the browser on: `path` (below the console's
+/// base) when it is surely a page of this console, `/` otherwise. It must begin with exactly one
+/// `/`, the next character neither `/` nor `\` (browsers read `/\host` as `//host`: another
+/// site), and hold only visible ASCII and no `\` anywhere (browsers drop tabs and newlines
+/// from a URL, so `/<TAB>/host` would become `//host`); and so must every percent-decoded
+/// reading of it, down to the last level (`/%5Chost`, `/%2F%2Fhost`, `/%252F%252Fhost`), since
+/// a decoded form is what something on the way may act on. A path with a scheme cannot pass
+/// the first rule.
+pub fn redirect_target(path: &str) -> &str {
+    let mut reading = path.as_bytes().to_vec();
+    loop {
+        if !own_path(&reading) {
+            return "/";
+        }
+        let decoded = percent_decoded(&reading);
+        if decoded == reading {
+            return path;
+        }
+        reading = decoded;
+    }
+}
+
+/// The rule of [`redirect_target`] on one reading.
+fn own_path(path: &[u8]) -> bool {
+    matches!(path, [b'/', rest @ ..] if !matches!(rest.first(), Some(b'/' | b'\\')))
+        && path.iter().all(|b| b.is_ascii_graphic() && *b != b'\\')
+}
+
+/// `path` with each `%HH` decoded once (a `%` not followed by two hex digits kept as it is).
+fn percent_decoded(path: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let mut out = Vec::with_capacity(path.len());
+    let mut i = 0;
+    while i < path.len() {
+        let byte = match (path[i], path.get(i + 1), path.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) => hex(h).zip(hex(l)).map(|(h, l)| (h * 16 + l) as u8),
+            _ => None,
+        };
+        match byte {
+            Some(b) => {
+                out.push(b);
+                i += 3;
+            }
+            None => {
+                out.push(path[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 /// The headers every answer carries.
 pub fn harden(headers: &mut HeaderMap) {
     let pairs: [(header::HeaderName, &'static str); 6] = [
@@ -354,5 +407,46 @@ mod tests {
             s.check_form(&headers(&json), body.as_bytes()),
             Err(Refusal::Csrf)
         );
+    }
+
+    #[test]
+    fn the_redirect_after_the_secret_stays_on_this_console() {
+        // The control: a page of this console is kept as it is.
+        for kept in [
+            "/",
+            "/tool/weather",
+            "/consent",
+            "/keys/",
+            "/tool/a%25b",
+            "/a%2",
+        ] {
+            assert_eq!(redirect_target(kept), kept);
+        }
+        // Another site, in every spelling a browser (or something on the way) reads as one.
+        for away in [
+            "//evil.example",
+            "//evil.example/",
+            "/\\evil.example",
+            "/\\\\evil.example",
+            "/tool\\..\\\\evil.example",
+            "/%5Cevil.example",
+            "/%5cevil.example",
+            "/%2F%2Fevil.example",
+            "/%2f/evil.example",
+            "/%252F%252Fevil.example",
+            "/%25255Cevil.example",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/%09/evil.example",
+            "/%0D%0A/evil.example",
+            "/ /evil.example",
+            "/tool/x\r\nSet-Cookie: a=b",
+            "/%E2%80%8B/evil.example",
+            "http://evil.example/",
+            "evil.example",
+            "",
+        ] {
+            assert_eq!(redirect_target(away), "/", "{away:?}");
+        }
     }
 }

@@ -227,12 +227,9 @@ impl Console {
     /// Trade the secret in the URL for the session cookie, and send the browser on to the
     /// same page without the secret (so it leaves the address bar and the history).
     fn start_session(&self, path: &str) -> Response<Body> {
-        // `//host` would be another site: only a path of this console.
-        let to = if path.starts_with('/') && !path.starts_with("//") {
-            path
-        } else {
-            "/"
-        };
+        // `//host`, `/\host` and their spellings would be another site: only a path of this
+        // console.
+        let to = guard::redirect_target(path);
         let mut r = self.answer(
             StatusCode::SEE_OTHER,
             pages::message("Welcome", "Signed in."),

@@ -4,14 +4,39 @@
 //! recorded in the ledger and rendered for the host. With the setting `synthesize_candidates`
 //! above 1, the candidates of one round race ([`Library::race`]): each is verified, only the
 //! best is committed, and the winner's answer says who it raced and why each one lost.
+//! Every candidate is verified at [`CANDIDATE_THOROUGHNESS`], whatever `verify` its call asks
+//! for: a candidate cannot leave its exam out with `"quick"` (and, in a race, win over a rival
+//! that was examined and warned about, `crate::verify::rank`).
 
 use super::render::{self, Renderer};
 use super::request::{ParseError, Request};
-use crate::library::Library;
 use crate::library::race::Finish;
+use crate::library::{CreateRequest, Library};
 use crate::own_model::agent::ToolDef;
 use crate::own_model::synthesize::{Bounds, INSTRUCTIONS, Outcome, synthesize};
+use crate::verify::Thoroughness;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+
+/// The level every candidate of autotool's own model is verified at, whatever its call's
+/// `verify` says: the whole gate, as for a tool placed by hand. Not `"quick"`, which leaves the
+/// adversarial, deterministic and non-degenerate checks out; not `"thorough"` either, which
+/// would probe a tool that declares keys and so spend the user's API quota on the model's say.
+pub const CANDIDATE_THOROUGHNESS: Thoroughness = Thoroughness::Standard;
+
+/// One `create_tool` call of the model, parsed as a host's is, then set to
+/// [`CANDIDATE_THOROUGHNESS`]; or the error result the model reads.
+fn candidate(args: &JsonObject) -> Result<CreateRequest, CallToolResult> {
+    match Request::parse("create_tool", args, false) {
+        Ok(Request::Create(mut request)) => {
+            request.thoroughness = CANDIDATE_THOROUGHNESS;
+            Ok(request)
+        }
+        Ok(_) | Err(ParseError::UnknownTool(_)) => {
+            Err(render::error_result("not a create_tool call"))
+        }
+        Err(ParseError::Arguments(e)) => Err(render::error_result(e)),
+    }
+}
 
 /// One `create_tool` call of the model, through the same gate as a host's, and its result as
 /// the model reads it (redacted).
@@ -21,16 +46,15 @@ async fn create_for_model(library: &Library, args: JsonObject) -> CallToolResult
         secrets: &secrets,
         cap: library.settings.max_output_bytes,
     };
-    let result = match Request::parse("create_tool", &args, false) {
-        Ok(Request::Create(request)) => match library.prepare(request) {
+    let result = match candidate(&args) {
+        Ok(request) => match library.prepare(request) {
             Ok(prepared) => match library.create(prepared).await {
                 Ok(created) => render::created(&created, library.settings.list_limit),
                 Err(e) => render::create_failed(&e),
             },
             Err(e) => render::create_failed(&e),
         },
-        Ok(_) | Err(ParseError::UnknownTool(_)) => render::error_result("not a create_tool call"),
-        Err(ParseError::Arguments(e)) => render::error_result(e),
+        Err(refused) => refused,
     };
     renderer.result(result)
 }
@@ -55,18 +79,15 @@ async fn race_for_model(library: &Library, calls: Vec<JsonObject>) -> Vec<CallTo
     let mut prepared = Vec::new();
     let mut at = Vec::new();
     for (i, args) in calls.iter().enumerate() {
-        match Request::parse("create_tool", args, false) {
-            Ok(Request::Create(request)) => match library.prepare(request) {
+        match candidate(args) {
+            Ok(request) => match library.prepare(request) {
                 Ok(p) => {
                     prepared.push(p);
                     at.push(i);
                 }
                 Err(e) => results[i] = Some(render::create_failed(&e)),
             },
-            Ok(_) | Err(ParseError::UnknownTool(_)) => {
-                results[i] = Some(render::error_result("not a create_tool call"))
-            }
-            Err(ParseError::Arguments(e)) => results[i] = Some(render::error_result(e)),
+            Err(refused) => results[i] = Some(refused),
         }
     }
     let n = prepared.len();
@@ -205,4 +226,35 @@ pub async fn synthesize_tool(
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn args(verify: Option<&str>) -> JsonObject {
+        let mut a = serde_json::json!({"name": "adder", "code": "print(1)\n"});
+        if let Some(v) = verify {
+            a["verify"] = v.into();
+        }
+        a.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_candidate_is_verified_in_full_whatever_verify_it_asks_for() {
+        for verify in [None, Some("quick"), Some("standard"), Some("thorough")] {
+            let request = candidate(&args(verify)).unwrap();
+            assert_eq!(request.thoroughness, Thoroughness::Standard, "{verify:?}");
+        }
+        // The control: the same call from a host is taken at its word.
+        let Ok(Request::Create(host)) = Request::parse("create_tool", &args(Some("quick")), false)
+        else {
+            panic!("not a create_tool request");
+        };
+        assert_eq!(host.thoroughness, Thoroughness::Quick);
+        // A call that is no create_tool is still refused, as before.
+        let refused = candidate(&JsonObject::new()).unwrap_err();
+        assert_eq!(refused.is_error, Some(true));
+    }
 }

@@ -3,9 +3,14 @@
 //! best here without trading safety for capability.
 //!
 //! A candidate's [`Standing`] is, for each kind of verdict in [`ORDER`], the worst outcome its
-//! verdicts of that kind had ([`Outcome`] ranked by [`outcome_rank`]: failed < recorded <
-//! skipped < passed; a kind with no verdict at all counts as skipped, since nothing was
-//! judged), then its capability: the examples and relations it met, then its functions.
+//! verdicts of that kind had ([`Outcome`] ranked by [`outcome_rank`]: failed and skipped alike
+//! < recorded < passed; a kind with no verdict at all counts as skipped, since nothing was
+//! judged), then its capability: the examples and relations it met, then its functions. A check
+//! not made ranks as one failed, below a recorded warning: a candidate not examined on a check
+//! (`verify: "quick"`, probes left out for a tool that declares keys, an adversary that did not
+//! answer) never wins over one examined on it and warned about; otherwise leaving the exam out
+//! would be a way to win. (Candidates of autotool's own model are verified at `standard`
+//! whatever `verify` they ask for: `crate::mcp::synthesize`.)
 //!
 //! [`compare`] goes through [`ORDER`] one kind at a time, safety first: the adversarial stage
 //! (leaks, refused hosts), the baseline (what trusted versions did), then the verdicts no
@@ -32,13 +37,13 @@ pub const ORDER: [Check; 8] = [
     Check::Trigger,
 ];
 
-/// How good an outcome is, for ranking: failed 0 < recorded 1 < skipped 2 < passed 3.
+/// How good an outcome is, for ranking: failed 0 = skipped 0 < recorded 1 < passed 2. A check
+/// not made proves nothing, so it counts as failed.
 pub fn outcome_rank(outcome: Outcome) -> u8 {
     match outcome {
-        Outcome::Failed => 0,
+        Outcome::Failed | Outcome::Skipped => 0,
         Outcome::Recorded => 1,
-        Outcome::Skipped => 2,
-        Outcome::Passed => 3,
+        Outcome::Passed => 2,
     }
 }
 
@@ -62,7 +67,8 @@ impl Standing {
                 .iter()
                 .filter(|v| v.check == check)
                 .map(|v| v.outcome)
-                .min_by_key(|o| outcome_rank(*o))
+                // Of a failed and a skipped one, which rank alike, the failure is named.
+                .min_by_key(|o| (outcome_rank(*o), *o != Outcome::Failed))
                 .unwrap_or(Outcome::Skipped)
         });
         let met = verdicts
@@ -257,22 +263,26 @@ mod tests {
     }
 
     #[test]
-    fn outcomes_rank_failed_recorded_skipped_passed() {
+    fn outcomes_rank_failed_and_skipped_alike_then_recorded_then_passed() {
         let mut all = [
             Outcome::Passed,
             Outcome::Skipped,
-            Outcome::Failed,
             Outcome::Recorded,
+            Outcome::Failed,
         ];
         all.sort_by_key(|o| outcome_rank(*o));
         assert_eq!(
             all,
             [
+                Outcome::Skipped,
                 Outcome::Failed,
                 Outcome::Recorded,
-                Outcome::Skipped,
                 Outcome::Passed
             ]
+        );
+        assert_eq!(
+            outcome_rank(Outcome::Skipped),
+            outcome_rank(Outcome::Failed)
         );
         // Every kind of verdict is compared, each once.
         for check in Check::ALL {
@@ -355,17 +365,26 @@ mod tests {
     #[test]
     fn a_failed_check_loses() {
         let failed = Standing::of(&with(clean(2, 4), Check::Relation, Outcome::Failed), 2);
-        let skipped = Standing::of(&clean(1, 1), 1);
-        let (winner, why) = rank(&[failed, skipped]).unwrap();
+        let held = Standing::of(&with(clean(1, 1), Check::Relation, Outcome::Passed), 1);
+        let (winner, why) = rank(&[failed, held]).unwrap();
         assert_eq!(winner, 1);
         assert_eq!(
             why[0],
             Some(Worse::Check {
                 check: Check::Relation,
                 had: Outcome::Failed,
-                other: Outcome::Skipped
+                other: Outcome::Passed
             })
         );
+        // Failed beside skipped in one kind: the failure is what the standing names.
+        let both = Standing::of(
+            &[
+                verdict("a", Check::Relation, Outcome::Skipped),
+                verdict("b", Check::Relation, Outcome::Failed),
+            ],
+            2,
+        );
+        assert_eq!(both.outcome(Check::Relation), Outcome::Failed);
         // Among three, the winner is better than each other one.
         let recorded = Standing::of(
             &with(clean(1, 9), Check::Deterministic, Outcome::Recorded),
@@ -391,5 +410,67 @@ mod tests {
             })
         ));
         assert_eq!(rank(&[]), None);
+    }
+
+    /// The checks `verify: "quick"` leaves out (the adversarial stage, determinism,
+    /// non-degeneracy), skipped for every function; all else passed.
+    fn quick(functions: usize, examples: usize) -> Vec<Verdict> {
+        clean(functions, examples)
+            .into_iter()
+            .map(|mut v| {
+                if matches!(
+                    v.check,
+                    Check::Adversarial | Check::Deterministic | Check::NonDegenerate
+                ) {
+                    v.outcome = Outcome::Skipped;
+                }
+                v
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_candidate_that_skipped_its_exam_loses_to_one_with_a_warning() {
+        // The skipper meets more and offers more; its rival was examined and the adversary
+        // recorded a warning (a crash on a hostile input).
+        let skipper = Standing::of(&quick(3, 5), 3);
+        let warned = Standing::of(&with(clean(1, 0), Check::Adversarial, Outcome::Recorded), 1);
+        let (winner, why) = rank(&[skipper.clone(), warned.clone()]).unwrap();
+        assert_eq!(winner, 1);
+        assert_eq!(
+            why[0].as_ref().map(ToString::to_string).as_deref(),
+            Some("worse at adversarial: skipped where the winner's recorded")
+        );
+        // Whatever the order raced in.
+        assert_eq!(rank(&[warned.clone(), skipper.clone()]).unwrap().0, 0);
+        // Skipped on a later kind only (determinism), it still loses to a recorded difference.
+        let unprobed = Standing::of(
+            &with(clean(2, 4), Check::Deterministic, Outcome::Skipped),
+            2,
+        );
+        let noisy = Standing::of(
+            &with(clean(1, 0), Check::Deterministic, Outcome::Recorded),
+            1,
+        );
+        assert_eq!(rank(&[unprobed, noisy]).unwrap().0, 1);
+        // The control: ranked as it was before (skipped between recorded and passed), the
+        // skipper would have won this very race on its capability.
+        let before = |o: Outcome| match o {
+            Outcome::Failed => 0,
+            Outcome::Recorded => 1,
+            Outcome::Skipped => 2,
+            Outcome::Passed => 3,
+        };
+        let first_difference = ORDER
+            .iter()
+            .enumerate()
+            .map(|(i, _)| before(skipper.checks[i]).cmp(&before(warned.checks[i])))
+            .find(|o| o.is_ne());
+        assert_eq!(first_difference, Some(Ordering::Greater));
+        // And against a rival that skipped the same checks, capability decides: the skip is
+        // what lost the race, nothing else.
+        let (winner, why) = rank(&[Standing::of(&quick(1, 2), 1), skipper]).unwrap();
+        assert_eq!(winner, 1);
+        assert_eq!(why[0], Some(Worse::Met { had: 2, other: 5 }));
     }
 }

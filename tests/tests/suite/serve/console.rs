@@ -8,7 +8,8 @@
 //!   and library pages go to `$AUTOTOOL_SCREENSHOTS` (the README's come from there), else to
 //!   a temporary directory;
 //! - `serve --transport http --console` mounts it under `/console/` on serve's own listener,
-//!   with a session of its own: its URL in a 0600 file (and `autotool console --url`), the page
+//!   with a session of its own: its URL in a 0600 file (and `autotool console --url`), never in
+//!   serve's log (which names the mount without the secret), the page
 //!   with its secret and cookie; serve's bearer token does not open it, its cookie does not open
 //!   `/mcp`, and `/mcp` still answers with the token.
 
@@ -400,4 +401,18 @@ fn serve_http_mounts_the_console_under_its_path_with_a_session_of_its_own() {
     let (status, _, err) = home.cli(&["console", "--url"]).unwrap();
     assert!(!status.success());
     assert!(err.contains("no running"), "{err}");
+    // Serve's log names where the console is mounted (the control), never its secret.
+    let logged = std::fs::read_to_string(home.path().join("logs").join("serve.log"))
+        .unwrap_or_default()
+        + &http.stderr();
+    assert!(
+        logged.contains(&format!(
+            "the console is mounted at http://127.0.0.1:{port}/console/"
+        )),
+        "{logged}"
+    );
+    assert!(
+        !logged.contains(secret),
+        "the log holds the console's secret"
+    );
 }
