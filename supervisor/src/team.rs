@@ -12,7 +12,8 @@
 //! - [`client`]: the distribution API: manifests, blobs, uploads, referrers, auth, redirects;
 //! - [`artifact`]: the artifact's layout, built and checked;
 //! - [`sign`]: cosign-compatible signatures (ECDSA P-256) and keys;
-//! - [`trust`]: this machine's signing key and the publishers it accepts;
+//! - [`trust`]: this machine's signing key and the publishers it accepts, where, with which keys;
+//! - [`publisher`]: who published each version, which signature counts, publisher changes;
 //! - [`push`]: `autotool tools push`;
 //! - [`pull`]: `autotool tools pull`: fetch, check the signature, verify here;
 //! - [`follow`]: `autotool library follow|unfollow|status` and serve's polling of them.
@@ -21,6 +22,7 @@ pub mod artifact;
 pub mod auth;
 pub mod client;
 pub mod follow;
+pub mod publisher;
 pub mod pull;
 pub mod push;
 pub mod reference;

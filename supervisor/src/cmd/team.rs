@@ -5,7 +5,7 @@ use crate::home::Home;
 use crate::library::Library;
 use crate::team::pull::{PullOptions, Pulled};
 use crate::team::reference::Reference;
-use crate::team::trust::{KeyPlace, Trust};
+use crate::team::trust::{Added, KeyPlace, Scope, Trust, scope_text};
 use clap::Subcommand;
 use std::io::Write;
 use std::process::ExitCode;
@@ -27,11 +27,26 @@ pub enum TrustCmd {
     /// Accept tools signed by a publisher's key.
     ///
     /// FILE is the PEM block the publisher's `autotool trust show` printed (or a cosign.pub);
-    /// `-` reads it from stdin.
+    /// `-` reads it from stdin. Without --scope the publisher is believed for every registry.
+    /// A NAME that already has another key is refused (`trust replace`).
     Add {
         /// A name for the publisher: lowercase letters, digits, . _ -.
         name: String,
         /// The publisher's public key (PEM), or `-` for stdin.
+        file: String,
+        /// Believe this publisher only for tools pulled from oci://HOST[:PORT] (a registry) or
+        /// oci://HOST[:PORT]/REPO (a repository and those under it); repeat for several.
+        #[arg(long = "scope", value_name = "oci://HOST[/REPO]")]
+        scopes: Vec<String>,
+    },
+    /// Replace a trusted publisher's key, showing both fingerprints.
+    ///
+    /// The old key is kept retired: it still verifies the versions this machine pulled signed
+    /// by it (so they can be pulled again), nothing newer. Scopes stay as they were.
+    Replace {
+        /// The publisher's name, as trusted.
+        name: String,
+        /// The publisher's new public key (PEM), or `-` for stdin.
         file: String,
     },
     /// List the publishers this machine accepts, with their keys' fingerprints.
@@ -78,24 +93,63 @@ fn trust_in(trust: &Trust, cmd: TrustCmd, out: &mut impl Write) -> anyhow::Resul
             )?;
         }
         TrustCmd::Show => write!(out, "{}", trust.public()?.to_pem())?,
-        TrustCmd::Add { name, file } => {
-            let text = if file == "-" {
-                let mut s = String::new();
-                std::io::Read::read_to_string(
-                    &mut std::io::Read::take(std::io::stdin(), 64 << 10),
-                    &mut s,
-                )?;
-                s
-            } else {
-                std::fs::read_to_string(&file)
-                    .map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?
-            };
-            let key = trust.add(&name, &text)?;
+        TrustCmd::Add { name, file, scopes } => {
+            let text = read_key(&file)?;
+            let scopes = scopes
+                .iter()
+                .map(|s| Scope::parse(s))
+                .collect::<Result<Vec<_>, _>>()?;
+            match trust.add(&name, &text, &scopes)? {
+                Added::New(key) => {
+                    let where_ = if scopes.is_empty() {
+                        "from every registry (`--scope oci://HOST[/REPO]` limits a publisher \
+                         to where they publish)"
+                            .to_string()
+                    } else {
+                        format!("from {} only", scope_text(&scopes))
+                    };
+                    writeln!(
+                        out,
+                        "Tools signed by {name} ({}) can now be pulled here {where_}; each is \
+                         still verified here, starts on probation and asks for its keys.",
+                        key.fingerprint()
+                    )?;
+                }
+                Added::Rescoped { key, before } => writeln!(
+                    out,
+                    "{name} ({}) was trusted for {}; now for {} only.",
+                    key.fingerprint(),
+                    scope_text(&before),
+                    scope_text(&scopes)
+                )?,
+                Added::Unchanged(key) => writeln!(
+                    out,
+                    "{name} is already trusted with this key ({}); nothing changed.",
+                    key.fingerprint()
+                )?,
+            }
+        }
+        TrustCmd::Replace { name, file } => {
+            let text = read_key(&file)?;
+            let old = trust
+                .publishers()?
+                .into_iter()
+                .find(|p| p.name == name)
+                .map(|p| p.key.fingerprint());
+            let home = Home::from_env()?;
+            let signed_before = old
+                .as_deref()
+                .map(|fp| crate::team::publisher::signed_by(&home, &name, fp))
+                .unwrap_or_default();
+            let count = signed_before.len();
+            let (old, new) = trust.replace(&name, &text, signed_before)?;
             writeln!(
                 out,
-                "Tools signed by {name} ({}) can now be pulled here; each is still verified \
-                 here, starts on probation and asks for its keys.",
-                key.fingerprint()
+                "Replaced {name}'s key: {} (old) -> {} (new). Signatures by the new key count \
+                 as {name}'s from now on; the old key is retired and still verifies only the \
+                 {count} version(s) this machine pulled signed by it.",
+                old.fingerprint(),
+                new.fingerprint()
             )?;
         }
         TrustCmd::List { json } => {
@@ -103,7 +157,16 @@ fn trust_in(trust: &Trust, cmd: TrustCmd, out: &mut impl Write) -> anyhow::Resul
             if json {
                 let list: Vec<_> = publishers
                     .iter()
-                    .map(|(n, k)| serde_json::json!({"name": n, "fingerprint": k.fingerprint()}))
+                    .map(|p| {
+                        serde_json::json!({
+                            "name": p.name, "fingerprint": p.key.fingerprint(),
+                            "scopes": p.scopes.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                            "retired": p.retired.iter().map(|(_, r)| serde_json::json!({
+                                "fingerprint": r.fingerprint, "retired_at": r.retired_at,
+                                "digests": r.digests,
+                            })).collect::<Vec<_>>(),
+                        })
+                    })
                     .collect();
                 writeln!(out, "{}", serde_json::json!({"publishers": list}))?;
             } else if publishers.is_empty() {
@@ -112,8 +175,23 @@ fn trust_in(trust: &Trust, cmd: TrustCmd, out: &mut impl Write) -> anyhow::Resul
                     "No publisher is trusted here yet (`autotool trust add NAME FILE`)."
                 )?;
             } else {
-                for (n, k) in publishers {
-                    writeln!(out, "{n}  {}", k.fingerprint())?;
+                for p in publishers {
+                    writeln!(
+                        out,
+                        "{}  {}  for {}",
+                        p.name,
+                        p.key.fingerprint(),
+                        p.scope_text()
+                    )?;
+                    for (_, r) in &p.retired {
+                        writeln!(
+                            out,
+                            "  retired {} ({}): verifies only {} version(s) pulled before",
+                            r.fingerprint,
+                            r.retired_at,
+                            r.digests.len()
+                        )?;
+                    }
                 }
             }
         }
@@ -126,6 +204,19 @@ fn trust_in(trust: &Trust, cmd: TrustCmd, out: &mut impl Write) -> anyhow::Resul
         }
     }
     Ok(())
+}
+
+/// A publisher's key from `file`, or stdin for `-`.
+fn read_key(file: &str) -> anyhow::Result<String> {
+    if file == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(std::io::stdin(), 64 << 10),
+            &mut s,
+        )?;
+        return Ok(s);
+    }
+    std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))
 }
 
 /// `autotool tools push|pull`, flattened into `autotool tools`.
@@ -162,12 +253,17 @@ pub enum ToolsTeamCmd {
         /// Speak plain HTTP to a registry that is not on loopback (loopback always is).
         #[arg(long)]
         plain_http: bool,
-        /// Take it without a signature by a trusted publisher (nobody then vouches for it).
+        /// Take an artifact that carries no signature at all, as a new tool (nobody then
+        /// vouches for it); never one signed by a key not trusted here.
         #[arg(long)]
         allow_unsigned: bool,
         /// Replace a tool pinned to another digest.
         #[arg(long)]
         unpin: bool,
+        /// Take a version from another publisher than the current version's (or grown here,
+        /// or unsigned): from now on the tool is theirs.
+        #[arg(long)]
+        new_publisher: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -197,12 +293,14 @@ pub fn tools(cmd: ToolsTeamCmd, out: &mut impl Write) -> ExitCode {
             plain_http,
             allow_unsigned,
             unpin,
+            new_publisher,
             json,
         } => {
             let options = PullOptions {
                 plain_http,
                 allow_unsigned,
                 unpin,
+                new_publisher,
             };
             pull(&reference, options, json, out)
         }
@@ -254,9 +352,10 @@ pub fn pull(reference: &str, options: PullOptions, json: bool, out: &mut impl Wr
         let reference = Reference::parse(reference)?;
         if options.allow_unsigned {
             eprintln!(
-                "autotool tools pull: --allow-unsigned: a missing or untrusted signature does not \
-                 stop this pull; nobody vouches for where the code comes from (every other check \
-                 and this machine's verification still apply)"
+                "autotool tools pull: --allow-unsigned: an artifact with no signature at all does \
+                 not stop this pull (a signature that fails or is by a key not trusted here still \
+                 does); nobody vouches for where unsigned code comes from (every other check and \
+                 this machine's verification still apply)"
             );
         }
         let config = crate::config::Inputs::from_process(Default::default())
@@ -292,16 +391,25 @@ fn report(pulled: &Pulled, json: bool, out: &mut impl Write) -> anyhow::Result<(
             out,
             "{}",
             serde_json::json!({
-                "digest": pulled.digest, "signer": signer, "created": created,
+                "digest": pulled.digest, "signer": signer, "signer_key": pulled.signer_key,
+                "publisher_replaced": pulled.replaced, "created": created,
                 "unchanged": pulled.unchanged, "publisher_hosts": pulled.key_hosts,
             })
         )?;
         return Ok(());
     }
-    let signed = match signer {
-        Some(s) => format!("signed by {s}"),
-        None => "UNSIGNED (--allow-unsigned)".into(),
+    let signed = match (signer, &pulled.signer_key) {
+        (Some(s), Some(k)) => format!("signed by {s} {k}"),
+        (Some(s), None) => format!("signed by {s}"),
+        (None, _) => "UNSIGNED (--allow-unsigned)".into(),
     };
+    if let Some(was) = &pulled.replaced {
+        writeln!(
+            out,
+            "New publisher (--new-publisher): until now from {was}; from now on from {}.",
+            signer.unwrap_or("nobody (unsigned)")
+        )?;
+    }
     if let Some(why) = &pulled.unchanged {
         writeln!(out, "{} ({signed}): {why}; nothing to do.", pulled.digest)?;
         return Ok(());

@@ -415,6 +415,9 @@ struct VersionView {
     /// Who created it and through what (`host:<client name>` via `stdio`, `cli`, `follow`…);
     /// empty for a version from before this was kept.
     created_by: Option<ledger::Actor>,
+    /// Who published it: grown here, pulled unsigned, or a trusted publisher and its key.
+    #[cfg(feature = "team")]
+    publisher: crate::team::publisher::Publisher,
 }
 
 /// `tools show --json`.
@@ -450,6 +453,13 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
         .map(|v| VersionView {
             dir: registry.dir_of(&v).display().to_string(),
             created_by: registry.ledger().created_by(name, v.version).ok().flatten(),
+            #[cfg(feature = "team")]
+            publisher: crate::team::publisher::of_version(
+                registry.home(),
+                name,
+                v.version,
+                &v.code_hash,
+            ),
             version: v,
         })
         .collect();
@@ -560,6 +570,10 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
                 _ => String::new(),
             }
         )?;
+        #[cfg(feature = "team")]
+        if view.publisher != crate::team::publisher::Publisher::Local {
+            writeln!(out, "       published by {}", view.publisher)?;
+        }
     }
     if !output.approvals.is_empty() || !output.package_approvals.is_empty() {
         writeln!(out, "approvals:")?;

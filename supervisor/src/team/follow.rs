@@ -196,7 +196,13 @@ async fn look(library: &Library, f: &Followed) -> Look {
     };
     // The same digest refused last time is not fetched again every round (nor another refusal
     // recorded): it is tried again when the tag moves, or when `library follow` is run again.
-    if f.digest.as_deref() == Some(digest.as_str()) && f.problem.is_some() {
+    // Unless the user has pulled that digest by hand since (`--new-publisher`, `--unpin`).
+    let taken_since = || {
+        super::pull::origins(&library.home)
+            .values()
+            .any(|o| o.digest == digest)
+    };
+    if f.digest.as_deref() == Some(digest.as_str()) && f.problem.is_some() && !taken_since() {
         return Look {
             reached: true,
             digest: Some(digest),
@@ -217,10 +223,12 @@ async fn look(library: &Library, f: &Followed) -> Look {
         tag: None,
         ..reference
     };
+    // Never a new publisher by itself: the refusal names the `tools pull` that takes one.
     let options = PullOptions {
         plain_http: f.plain_http,
         allow_unsigned: false,
         unpin: false,
+        new_publisher: false,
     };
     // Pulled by the digest just seen, so a tag moved meanwhile is not taken unseen; recorded
     // as not pinned (following moves with the tag).

@@ -7,16 +7,18 @@
 //! probation with no key granted: the keys it declares are asked here, as for a tool written
 //! here.
 //!
-//! Provenance (where from, the digest, the signer) is an audit event and a line in
-//! `$AUTOTOOL_HOME/team/pulled.json`; a tool pulled by digest is *pinned* there: a later pull of
-//! another digest (by tag, or by a followed library) does not replace it.
+//! Provenance (where from, the digest, the signer and its key) is an audit event and a line in
+//! `$AUTOTOOL_HOME/team/pulled.json`, kept for every version pulled; a tool pulled by digest is
+//! *pinned* there: a later pull of another digest (by tag, or by a followed library) does not
+//! replace it. A version from another publisher than the current version's is refused unless
+//! the user says `--new-publisher` ([`super::publisher`]).
 
 use super::TeamError;
 use super::artifact::{self, Artifact};
 use super::client::Client;
-use super::push::{SIG_ANNOTATION, SIG_ARTIFACT, SIG_LAYER, signature_tag};
+use super::publisher::{self, Found, Provenance, Publisher, Signer};
+use super::push::{SIG_ANNOTATION, SIG_ARTIFACT, SIG_LAYER, SIGNER_KEY_ANNOTATION, signature_tag};
 use super::reference::{Reference, digest_ok};
-use super::sign;
 use super::trust::{Trust, write_atomic};
 use crate::home::Home;
 use crate::ledger::Event;
@@ -35,10 +37,14 @@ const MAX_CARRIED: usize = 512;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PullOptions {
     pub plain_http: bool,
-    /// Take an unsigned artifact, or one signed by no publisher trusted here.
+    /// Take an artifact that carries no signature at all (never one whose signature fails or
+    /// is by a key not trusted here), as a new tool; over an existing one only with
+    /// `new_publisher` as well.
     pub allow_unsigned: bool,
     /// Replace a tool pinned to another digest.
     pub unpin: bool,
+    /// Take a version whose publisher is not the current version's.
+    pub new_publisher: bool,
 }
 
 /// Where a pulled tool came from: `team/pulled.json`, by tool name.
@@ -53,6 +59,12 @@ pub struct Origin {
     pub pinned: bool,
     pub version: u32,
     pub pulled_at: String,
+    /// The fingerprint of the signer's key (absent in records from before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer_key: Option<String>,
+    /// Every version of the tool pulled here, oldest first: who published each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Provenance>,
 }
 
 fn origins_path(home: &Home) -> std::path::PathBuf {
@@ -67,9 +79,20 @@ pub fn origins(home: &Home) -> BTreeMap<String, Origin> {
         .unwrap_or_default()
 }
 
-fn record_origin(home: &Home, tool: &str, origin: Origin) -> Result<(), TeamError> {
+/// Record `origin` as `tool`'s latest pull, and `provenance` as its version's publisher (the
+/// history of earlier versions is kept).
+fn record_origin(
+    home: &Home,
+    tool: &str,
+    mut origin: Origin,
+    provenance: Provenance,
+) -> Result<(), TeamError> {
     let _lock = super::follow::lock(home, "pulled.lock")?;
     let mut all = origins(home);
+    let mut history = all.remove(tool).map(|o| o.history).unwrap_or_default();
+    history.retain(|p| p.version != provenance.version);
+    history.push(provenance);
+    origin.history = history;
     all.insert(tool.to_string(), origin);
     let bytes = serde_json::to_vec_pretty(&all)
         .map_err(|e| TeamError::Io(format!("writing team/pulled.json: {e}")))?;
@@ -80,8 +103,9 @@ fn record_origin(home: &Home, tool: &str, origin: Origin) -> Result<(), TeamErro
 #[derive(Debug, Clone)]
 pub struct Fetched {
     pub artifact: Artifact,
-    /// The trusted publisher whose signature verified; `None` with `--allow-unsigned`.
-    pub signer: Option<String>,
+    /// The trusted publisher whose signature verified; `None`: it carries no signature and
+    /// `--allow-unsigned` was given.
+    pub signer: Option<Signer>,
 }
 
 /// Fetch `reference`'s artifact, check its signature and its content. Writes nothing.
@@ -95,17 +119,25 @@ pub async fn fetch(
     let client = Client::new(reference, options.plain_http, credentials, false)?;
     let (bytes, digest, _) = client.manifest(reference.manifest_ref()).await?;
     let (config, layer, _) = artifact::parse_manifest(&bytes, code_limit)?;
-    let signer = match check_signature(home, &client, reference, &digest).await {
-        Ok(signer) => Some(signer),
-        Err(e) if options.allow_unsigned => {
+    let signer = match check_signature(home, &client, reference, &digest).await? {
+        Some(signer) => Some(signer),
+        None if options.allow_unsigned => {
             tracing::warn!(
-                "--allow-unsigned: taking {} without a trusted signature ({e}); nobody vouches \
-                 for where this code comes from, only this machine's verification stands",
+                "--allow-unsigned: taking {} with no signature; nobody vouches for where this \
+                 code comes from, only this machine's verification stands",
                 reference.pinned(&digest)
             );
             None
         }
-        Err(e) => return Err(e),
+        None => {
+            return Err(TeamError::Signature(format!(
+                "refused: {} is not signed (no signature in the referrers list nor at the tag \
+                 {}); ask its publisher to push it with autotool, or `--allow-unsigned` takes \
+                 it as a new tool (nobody then vouches for the code)",
+                reference.pinned(&digest),
+                signature_tag(&digest)
+            )));
+        }
     };
     let config_bytes = client
         .blob(
@@ -196,36 +228,24 @@ async fn signature_manifests(
     Ok(manifests)
 }
 
-/// The name of the trusted publisher whose signature of `digest` verifies.
+/// The trusted publisher whose signature of `digest` counts here ([`publisher::judge`]);
+/// `None` when the artifact carries no signature at all.
 async fn check_signature(
     home: &Home,
     client: &Client,
     reference: &Reference,
     digest: &str,
-) -> Result<String, TeamError> {
+) -> Result<Option<Signer>, TeamError> {
     let publishers = Trust::of(home).publishers()?;
     let manifests = signature_manifests(client, digest).await?;
-    let allow_hint = "`--allow-unsigned` skips this check (and nobody then vouches for the code)";
-    if manifests.is_empty() {
-        return Err(TeamError::Signature(format!(
-            "refused: {} is not signed (no signature in the referrers list nor at the tag {}); \
-             ask its publisher to push it with autotool, or {allow_hint}",
-            reference.pinned(digest),
-            signature_tag(digest)
-        )));
-    }
-    let mut other_digests = Vec::new();
-    let mut signatures = 0;
+    let mut found = Vec::new();
     for manifest in manifests.iter().take(MAX_SIGNATURES) {
         for layer in manifest.layers().iter().take(MAX_SIGNATURES) {
             if layer.media_type().to_string() != SIG_LAYER {
                 continue;
             }
-            let Some(sig) = layer
-                .annotations()
-                .as_ref()
-                .and_then(|a| a.get(SIG_ANNOTATION))
-            else {
+            let annotations = layer.annotations().as_ref();
+            let Some(sig) = annotations.and_then(|a| a.get(SIG_ANNOTATION)) else {
                 continue;
             };
             let payload = client
@@ -236,44 +256,17 @@ async fn check_signature(
                     "a signature",
                 )
                 .await?;
-            signatures += 1;
-            let Some((name, _)) = publishers
-                .iter()
-                .find(|(_, key)| key.verifies(&payload, sig))
-            else {
-                continue;
-            };
-            match sign::signed_digest(&payload) {
-                Some(signed) if signed == digest => return Ok(name.clone()),
-                Some(signed) => other_digests.push((name.clone(), signed)),
-                None => {}
-            }
+            found.push(Found {
+                payload,
+                signature: sig.clone(),
+                claimed_key: annotations
+                    .and_then(|a| a.get(SIGNER_KEY_ANNOTATION))
+                    .filter(|k| k.len() <= 4096)
+                    .cloned(),
+            });
         }
     }
-    if let Some((name, signed)) = other_digests.first() {
-        return Err(TeamError::Signature(format!(
-            "refused: the manifest no longer matches its signature: {name} signed {signed}, \
-             and the registry now serves {digest} (its content changed after it was signed)"
-        )));
-    }
-    if publishers.is_empty() {
-        return Err(TeamError::Signature(format!(
-            "refused: {} is signed, but this machine trusts no publisher yet; add the \
-             publisher's key with `autotool trust add NAME FILE` (they print it with `autotool \
-             trust show`), or {allow_hint}",
-            reference.pinned(digest)
-        )));
-    }
-    Err(TeamError::Signature(format!(
-        "refused: {} carries {signatures} signature(s), none by a publisher this machine trusts \
-         ({}); add the publisher's key with `autotool trust add NAME FILE`, or {allow_hint}",
-        reference.pinned(digest),
-        publishers
-            .iter()
-            .map(|(n, k)| format!("{n} {}", k.fingerprint()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )))
+    publisher::judge(&publishers, reference, digest, &found)
 }
 
 /// What a pull did.
@@ -281,6 +274,10 @@ async fn check_signature(
 pub struct Pulled {
     pub digest: String,
     pub signer: Option<String>,
+    /// The fingerprint of the signer's key.
+    pub signer_key: Option<String>,
+    /// The publisher this version replaced, when `--new-publisher` took a new one.
+    pub replaced: Option<String>,
     pub created: Option<Created>,
     /// For each declared key, the hosts its publisher allowed (shown, never applied).
     pub key_hosts: BTreeMap<String, Vec<String>>,
@@ -361,25 +358,80 @@ async fn pull_as(
         e
     };
     check_pin(&home, &tool, &artifact.digest, options.unpin).map_err(refuse)?;
+    let current = library
+        .registry
+        .get(&tool)
+        .map_err(|e| TeamError::Tool(e.to_string()))?;
+    let incoming = Publisher::incoming(signer.as_ref(), &artifact.digest);
+    // A tool's publisher is part of what it is: the current version's publisher must be this
+    // one, or the user takes a new one.
+    let replaced = match &current {
+        Some(v) => {
+            let was = publisher::of_version(&home, &tool, v.version, &v.code_hash);
+            let trusted = Trust::of(&home).publishers()?;
+            let retry = format!("autotool tools pull {}", reference.pinned(&artifact.digest));
+            publisher::check_change(
+                &tool,
+                &was,
+                &incoming,
+                &trusted,
+                options.new_publisher,
+                &retry,
+            )
+            .map_err(refuse)?;
+            (!publisher::same(&was, &incoming, &trusted)).then(|| was.to_string())
+        }
+        None => None,
+    };
     let key_hosts = artifact
         .record
         .key_hosts
         .iter()
         .map(|(k, h)| (k.to_string(), h.clone()))
         .collect();
+    let signer_name = signer.as_ref().map(|s| s.name.clone());
+    let signer_key = signer.as_ref().map(|s| s.key.clone());
+    let pulled_at = crate::ledger::format_ms(crate::ledger::now_ms());
     let origin = Origin {
-        reference: shown,
+        reference: shown.clone(),
         digest: artifact.digest.clone(),
-        signer: signer.clone(),
+        signer: signer_name.clone(),
         pinned: pin,
         version: 0,
-        pulled_at: crate::ledger::format_ms(crate::ledger::now_ms()),
+        pulled_at: pulled_at.clone(),
+        signer_key: signer_key.clone(),
+        history: Vec::new(),
     };
-    let current = library
-        .registry
-        .get(&tool)
-        .map_err(|e| TeamError::Tool(e.to_string()))?;
+    let provenance = |version: u32| Provenance {
+        version,
+        code_hash: artifact.record.code_hash.clone(),
+        publisher: signer_name.clone(),
+        key: signer_key.clone(),
+        digest: artifact.digest.clone(),
+        reference: shown.clone(),
+        pulled_at: pulled_at.clone(),
+        replaced: replaced.clone(),
+    };
+    let signed_by = match &signer {
+        Some(s) => format!("signed by {} ({})", s.name, s.key),
+        None => "unsigned (--allow-unsigned)".to_string(),
+    };
+    let change = replaced
+        .as_ref()
+        .map(|was| format!("; publisher changed from {was} (--new-publisher)"))
+        .unwrap_or_default();
     if let Some(v) = current.filter(|v| v.code_hash == artifact.record.code_hash) {
+        if replaced.is_some() {
+            let _ = library.registry.event(
+                Some(&tool),
+                Event::Pulled,
+                &format!(
+                    "version {} is the code of {} {signed_by}{change}",
+                    v.version,
+                    reference.pinned(&artifact.digest)
+                ),
+            );
+        }
         record_origin(
             &home,
             &tool,
@@ -387,10 +439,13 @@ async fn pull_as(
                 version: v.version,
                 ..origin
             },
+            provenance(v.version),
         )?;
         return Ok(Pulled {
             digest: artifact.digest,
-            signer,
+            signer: signer_name,
+            signer_key,
+            replaced,
             created: None,
             key_hosts,
             unchanged: Some(format!("{tool} version {} is already this code", v.version)),
@@ -411,12 +466,11 @@ async fn pull_as(
         .create(prepared)
         .await
         .map_err(|e| refuse(TeamError::Tool(library.secrets().redact(&e.to_string()))))?;
-    let signed_by = signer.as_deref().unwrap_or("nobody (--allow-unsigned)");
     let _ = library.registry.event(
         Some(&tool),
         Event::Pulled,
         &format!(
-            "version {} from {} signed by {signed_by} (the publisher's version {})",
+            "version {} from {} {signed_by} (the publisher's version {}){change}",
             created.version,
             reference.pinned(&artifact.digest),
             artifact.record.version
@@ -429,10 +483,13 @@ async fn pull_as(
             version: created.version,
             ..origin
         },
+        provenance(created.version),
     )?;
     Ok(Pulled {
         digest: artifact.digest,
-        signer,
+        signer: signer_name,
+        signer_key,
+        replaced,
         created: Some(created),
         key_hosts,
         unchanged: None,

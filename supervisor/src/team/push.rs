@@ -22,6 +22,9 @@ use std::collections::HashMap;
 pub const SIG_LAYER: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The annotation holding a signature.
 pub const SIG_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// The annotation naming the key a signature was made with (PEM), so a machine that does not
+/// trust it can still say whose it is (checked against the signature before it is named).
+pub const SIGNER_KEY_ANNOTATION: &str = "dev.autotool.signer.key";
 /// The signature manifest's `artifactType` (what the referrers list is filtered by).
 pub const SIG_ARTIFACT: &str = "application/vnd.dev.cosign.artifact.sig.v1+json";
 
@@ -218,10 +221,10 @@ pub async fn sign_manifest(
         payload.len() as u64,
         parse(sha256_digest(&payload))?,
     );
-    layer.set_annotations(Some(HashMap::from([(
-        SIG_ANNOTATION.to_string(),
-        signature,
-    )])));
+    layer.set_annotations(Some(HashMap::from([
+        (SIG_ANNOTATION.to_string(), signature),
+        (SIGNER_KEY_ANNOTATION.to_string(), key.public().to_pem()),
+    ])));
     let subject = Descriptor::new(MediaType::ImageManifest, size, parse(digest.to_string())?);
     let manifest = oci_spec::image::ImageManifestBuilder::default()
         .schema_version(2u32)
