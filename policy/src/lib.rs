@@ -13,8 +13,11 @@
 //! the library is larger than hosts handle well. [`packages`] holds which package requirements a
 //! tool may declare, the hash-pinned lock they resolve to, and how that lock is named to the user.
 //! [`uses`] holds which tools may call which (`USES`): no cycle, no chain deeper than a bound.
+//! [`dirs`] holds which directories of the user's a tool may be granted (`READ_DIRS`,
+//! `WRITE_DIRS`), and why one is refused.
 
 pub mod consent;
+pub mod dirs;
 pub mod hosts;
 pub mod launch;
 pub mod lifecycle;
@@ -26,5 +29,5 @@ pub mod uses;
 
 pub use launch::{
     Egress, FsAccess, LaunchPolicy, Limits, Mount, PathRule, Plan, PolicyError, Rlimit,
-    RlimitResource,
+    RlimitResource, UserDir,
 };
