@@ -80,7 +80,9 @@ fn open_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::other("path holds a NUL"))?;
     let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64,
+        // No O_NOFOLLOW: with O_PATH it would open a final symlink itself (then refused as
+        // not a directory); RESOLVE_NO_SYMLINKS refuses it, like every other, with ELOOP.
+        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
         mode: 0,
         resolve: libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
     };

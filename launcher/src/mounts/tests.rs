@@ -891,11 +891,11 @@ const USER_RW: Attrs = Attrs {
 
 #[test]
 fn granted_directories_are_bound_alone_last_read_only_unless_written_and_always_noexec() {
-    let policy = granted(&[("/srv/data/out", true), ("/srv/data/notes", false)]);
+    let with = granted(&[("/srv/data/out", true), ("/srv/data/notes", false)]);
     let sources = bare_host()
         .with_user_dir("/srv/data/notes")
         .with_user_dir("/srv/data/out");
-    let ops = ok_ops(&policy, &sources);
+    let ops = ok_ops(&with, &sources);
     let without = ok_ops(&policy(), &bare_host());
     // Everything the sandbox mounts itself comes first, unchanged; then the user's directories
     // (sorted by path), then the root is sealed and entered.
