@@ -140,6 +140,13 @@ pub fn plan(
     control_fd: i32,
     native_fd: i32,
 ) -> Result<Plan, LaunchError> {
+    if !policy.user_dirs.is_empty() {
+        return Err(LaunchError::Template(
+            "a template is never granted directories of the user's (every tool forked from it \
+             would see them)"
+                .into(),
+        ));
+    }
     let mut policy = policy.clone();
     policy.egress = None;
     policy.keep_fds = vec![control_fd, native_fd];

@@ -14,8 +14,11 @@
 //! tool may declare, the hash-pinned lock they resolve to, and how that lock is named to the user.
 //! [`fork`] holds the request that asks a tool template to fork a tool (no part of the policy).
 //! [`uses`] holds which tools may call which (`USES`): no cycle, no chain deeper than a bound.
+//! [`dirs`] holds which directories of the user's a tool may be granted (`READ_DIRS`,
+//! `WRITE_DIRS`), and why one is refused.
 
 pub mod consent;
+pub mod dirs;
 pub mod fork;
 pub mod hosts;
 pub mod launch;
@@ -28,5 +31,5 @@ pub mod uses;
 
 pub use launch::{
     Egress, FsAccess, LaunchPolicy, Limits, Mount, PathRule, Plan, PolicyError, Rlimit,
-    RlimitResource,
+    RlimitResource, UserDir,
 };
