@@ -682,10 +682,21 @@ impl Tx<'_> {
         detail: &str,
         by: &Actor,
     ) -> Result<(), LedgerError> {
+        // A detail often quotes a tool, a registry or a model: stored with its control
+        // characters escaped, so no reader of the log (events, tools show, the console) is
+        // handed terminal control.
+        let detail = crate::terminal::escape_text(detail);
         self.tx.execute(
             "INSERT INTO events (at, tool, kind, detail, actor, surface)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![now_ms(), tool, kind.as_str(), detail, by.actor, by.surface],
+            params![
+                now_ms(),
+                tool,
+                kind.as_str(),
+                detail.as_ref(),
+                by.actor,
+                by.surface
+            ],
         )?;
         Ok(())
     }

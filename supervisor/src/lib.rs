@@ -31,6 +31,7 @@
 //! - [`own_model`] (feature `own-model`): autotool's own model: the agent loop and its
 //!   providers, and the loop behind `synthesize_tool`; [`client`]: an MCP client of
 //!   `autotool serve`, for agents written in Rust;
+//! - [`terminal`]: text from outside printed as data, never terminal control;
 //! - [`console`]: `autotool console`, the local web page to see and steer all of the above;
 //! - [`cmd`]: the command line, one module per verb.
 //!
@@ -64,6 +65,7 @@ pub mod redact;
 pub mod registry;
 #[cfg(feature = "team")]
 pub mod team;
+pub mod terminal;
 pub mod tool;
 pub mod verify;
 pub mod version;

@@ -9,11 +9,13 @@
 //!   above unless `AUTOTOOL_LOG` names `rmcp`: its client side logs what a tool sends at `info`
 //!   and `debug` (the tool's `initialize` answer, every notification with its payload, requests
 //!   with their ids), and none of that may reach a log at the default level.
-//! - **Redacted, then cut.** Every line passes the redactor current for the process
+//! - **Redacted, then cut, then escaped.** Every line passes the redactor current for the process
 //!   ([`set_redactor`], called whenever the supervisor's key snapshot changes) and is then cut
 //!   to [`MAX_LINE`] bytes, so no line is unbounded and no key value is written, whole or in
 //!   part: the cut falls after redaction, and bytes that might still be the start of a value
-//!   when the input is cut short are dropped ([`redact_cut`]).
+//!   when the input is cut short are dropped ([`redact_cut`]). Control characters are then shown
+//!   escaped ([`crate::terminal`]), so a tool's or a registry's words quoted in a log line never
+//!   drive the terminal it is read on.
 //! - **Bounded on disk.** `serve.log` rotates at [`SERVE_LOG_MAX_BYTES`] and keeps
 //!   [`SERVE_LOG_KEEP`] old files (`serve.log.1` the newest), so the logs of a home take at most
 //!   four times 10 MiB. Every supervisor on the machine shares the one file: a rotation happens
@@ -276,11 +278,13 @@ impl Drop for LineWriter {
     }
 }
 
-/// An event as written: redacted, cut to [`MAX_LINE`] with a note saying so, one newline at
-/// the end.
+/// An event as written: redacted, cut to [`MAX_LINE`] with a note saying so, control
+/// characters escaped ([`crate::terminal::escape_text`]: a log quotes tools and registries, and
+/// is read on a terminal), one newline at the end.
 pub fn finish_line(event: &[u8]) -> Vec<u8> {
     let body = event.strip_suffix(b"\n").unwrap_or(event);
-    let (mut line, cut) = redact_cut(body, MAX_LINE);
+    let (line, cut) = redact_cut(body, MAX_LINE);
+    let mut line = crate::terminal::escape_text_bytes(&line).into_owned();
     if cut {
         line.extend_from_slice(format!(" …[line cut at {MAX_LINE} bytes]").as_bytes());
     }

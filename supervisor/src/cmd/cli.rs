@@ -413,12 +413,14 @@ pub fn error_json(command: &str, message: &str, exit_code: u8) -> String {
 /// Report that `autotool COMMAND` failed with `message`: `autotool COMMAND: message` on
 /// stderr, or with `--json` the JSON form on stdout. Returns exit status 1.
 pub fn fail(command: &str, message: &str) -> ExitCode {
+    // The message can quote a registry's or a tool's words: escaped like all output.
     if JSON_ERRORS.load(Ordering::Relaxed) {
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "{}", error_json(command, message, 1));
+        let json = error_json(command, message, 1);
+        let _ = writeln!(stdout, "{}", crate::terminal::escape_text(&json));
     } else {
-        eprintln!("autotool {command}: {message}");
+        crate::terminal::eprint_line(&format!("autotool {command}: {message}"));
     }
     ExitCode::FAILURE
 }
@@ -548,8 +550,27 @@ pub fn main() -> ExitCode {
         return super::demo::main(*keep);
     }
     // Not for `serve`: there stdout is the JSON-RPC channel, written from the runtime's threads.
-    let mut stdout = std::io::stdout().lock();
+    // Scripts autotool generates itself (completions, man pages) go out as they are.
     match cli.command {
+        Cmd::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "autotool", &mut script);
+            return written(
+                "completions",
+                std::io::Write::write_all(&mut std::io::stdout().lock(), &script),
+            );
+        }
+        Cmd::Man { dir } => return man(dir.as_deref(), &mut std::io::stdout().lock()),
+        command => run(command),
+    }
+}
+
+/// Every other verb. Everything it prints passes one terminal-safe writer
+/// ([`crate::terminal::SafeWriter`]): text from a registry, a tool or a model never reaches the
+/// terminal as control characters, whichever call site prints it.
+fn run(command: Cmd) -> ExitCode {
+    let mut stdout = crate::terminal::SafeWriter::new(std::io::stdout().lock());
+    match command {
         Cmd::Serve { .. } | Cmd::Connect => ExitCode::FAILURE,
         #[cfg(feature = "own-model")]
         Cmd::Demo { .. } => ExitCode::FAILURE,
@@ -630,15 +651,7 @@ pub fn main() -> ExitCode {
             &crate::cmd::forge::ForgeOptions { out, yes },
             &mut stdout,
         ),
-        Cmd::Completions { shell } => {
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "autotool", &mut script);
-            written(
-                "completions",
-                std::io::Write::write_all(&mut stdout, &script),
-            )
-        }
-        Cmd::Man { dir } => man(dir.as_deref(), &mut stdout),
+        Cmd::Completions { .. } | Cmd::Man { .. } => ExitCode::FAILURE,
     }
 }
 

@@ -3,8 +3,9 @@
 //! each with who caused it and through what, oldest first; `--follow` keeps printing new ones.
 //!
 //! An event's detail can hold text a tool wrote (an error, a refused host): every line passes
-//! the redactor of the key values held now, control characters are shown escaped, and long
-//! fields are cut.
+//! the redactor of the key values held now, control characters are shown escaped (as they were
+//! when stored, and again here for rows stored before; [`crate::terminal`]), and long fields are
+//! cut.
 
 use crate::home::Home;
 use crate::ledger::{EventFilter, EventRow, Ledger};
@@ -111,7 +112,8 @@ pub fn parse_since(when: &str, now_ms: i64) -> Result<i64, String> {
     Ok((days * 86_400 + secs_of_day) * 1000)
 }
 
-/// `s` on one line, control characters escaped, cut to `max` characters (with `…`).
+/// `s` on one line, control, bidirectional and invisible characters escaped
+/// ([`crate::terminal::escape_line`]), cut to `max` characters (with `…`).
 pub fn shown(s: &str, max: usize) -> String {
     let mut out = String::new();
     for (n, c) in s.chars().enumerate() {
@@ -119,11 +121,8 @@ pub fn shown(s: &str, max: usize) -> String {
             out.push('…');
             break;
         }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+        let mut buf = [0u8; 4];
+        out.push_str(&crate::terminal::escape_line(c.encode_utf8(&mut buf)));
     }
     out
 }

@@ -83,7 +83,7 @@ pub fn main(need: &str, options: &ForgeOptions, out: &mut dyn Write) -> ExitCode
 }
 
 fn failed(why: &str) -> ExitCode {
-    eprintln!("autotool forge: {why}");
+    crate::terminal::eprint_line(&format!("autotool forge: {why}"));
     ExitCode::FAILURE
 }
 
@@ -153,7 +153,8 @@ fn report(
         .and_then(|v| u32::try_from(v).ok());
     let (Some(tool), Some(version), false) = (tool, version, result.is_error == Some(true)) else {
         eprintln!("autotool forge: no candidate passed verification");
-        eprintln!("{text}");
+        // The model's and the verifier's words: escaped like every line printed.
+        crate::terminal::eprint_line(&text);
         return Ok(false);
     };
     let registry = Registry::open(home)?;

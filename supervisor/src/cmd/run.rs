@@ -197,7 +197,7 @@ pub fn main(task: &str, options: &RunOptions, out: &mut dyn Write) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = out.flush();
-            eprintln!("autotool run: {e:#}");
+            crate::terminal::eprint_line(&format!("autotool run: {e:#}"));
             ExitCode::FAILURE
         }
     }

@@ -428,16 +428,40 @@ fn report(pulled: &Pulled, json: bool, out: &mut impl Write) -> anyhow::Result<(
     for note in &c.key_notes {
         writeln!(out, "Asked here: {note}")?;
     }
-    for (key, hosts) in &pulled.key_hosts {
-        writeln!(
-            out,
-            "Its publisher let {key} reach only {}; approvals and allowlists do not travel: \
-             `autotool keys allow {key} {}` sets the same here.",
-            hosts.join(", "),
-            hosts.join(" ")
-        )?;
+    for line in publisher_hosts(&pulled.key_hosts) {
+        writeln!(out, "{line}")?;
     }
     Ok(())
+}
+
+/// What a pulled tool's publisher allowed each key, and the command that sets the same here.
+/// The hosts were read by the allowlist's rule when the artifact was checked
+/// ([`crate::team::artifact`]); each argument of the command is shell-quoted all the same.
+fn publisher_hosts(key_hosts: &std::collections::BTreeMap<String, Vec<String>>) -> Vec<String> {
+    use crate::terminal::{escape_line, shell_words};
+    key_hosts
+        .iter()
+        .map(|(key, hosts)| {
+            let command = shell_words(
+                &[
+                    ["autotool", "keys", "allow", key.as_str()].as_slice(),
+                    hosts
+                        .iter()
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .as_slice(),
+                ]
+                .concat(),
+            );
+            format!(
+                "Its publisher let {} reach only {}; approvals and allowlists do not travel: \
+                 `{}` sets the same here.",
+                escape_line(key),
+                escape_line(&hosts.join(", ")),
+                escape_line(&command)
+            )
+        })
+        .collect()
 }
 
 #[derive(Debug, Subcommand)]
@@ -532,7 +556,8 @@ pub fn library(cmd: LibraryCmd, out: &mut impl Write) -> ExitCode {
                             writeln!(out, "  pulled: {d}")?;
                         }
                         if let Some(p) = &f.problem {
-                            writeln!(out, "  problem: {p}")?;
+                            // A registry's or a tool's words: kept on this line.
+                            writeln!(out, "  problem: {}", crate::terminal::escape_line(p))?;
                         }
                     }
                 }
@@ -543,5 +568,35 @@ pub fn library(cmd: LibraryCmd, out: &mut impl Write) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => super::fail("library", &format!("{e:#}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suggested_allow_command_quotes_every_host() {
+        let hosts = std::collections::BTreeMap::from([(
+            "API_KEY".to_string(),
+            vec!["api.x.com".to_string(), "*.x.com".to_string()],
+        )]);
+        assert_eq!(
+            publisher_hosts(&hosts),
+            [
+                "Its publisher let API_KEY reach only api.x.com, *.x.com; approvals and allowlists \
+              do not travel: `autotool keys allow API_KEY api.x.com '*.x.com'` sets the same here."
+            ]
+        );
+        // Control: what the check would have let through is inert here too.
+        let hostile = std::collections::BTreeMap::from([(
+            "API_KEY".to_string(),
+            vec!["evil.example; touch /tmp/x\u{1b}[8m".to_string()],
+        )]);
+        let line = &publisher_hosts(&hostile)[0];
+        assert!(
+            line.contains(r"`autotool keys allow API_KEY 'evil.example; touch /tmp/x\u001b[8m'`"),
+            "{line}"
+        );
     }
 }

@@ -508,7 +508,14 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             )?;
         }
         if !cur.description.is_empty() {
-            writeln!(out, "description: {}", cur.description)?;
+            // Written by an agent, a model or a publisher: each of its lines indented under
+            // the heading, so none passes for a line of this report.
+            let mut lines = cur.description.lines();
+            let first = lines.next().unwrap_or("");
+            writeln!(out, "description: {}", crate::terminal::escape_line(first))?;
+            for line in lines {
+                writeln!(out, "  {}", crate::terminal::escape_line(line))?;
+            }
         }
         writeln!(out, "keys: {}", or_none(&cur.required_env))?;
         writeln!(out, "uses: {}", or_none(&cur.uses))?;
@@ -649,12 +656,13 @@ fn or_none<T: AsRef<str>>(items: &[T]) -> String {
     crate::console::html::joined_or(items, "(none)")
 }
 
-/// The first line of `s`, cut to `max` characters.
+/// The first line of `s`, cut to `max` characters, what is left of control characters escaped
+/// ([`crate::terminal::escape_line`]).
 fn one_line(s: &str, max: usize) -> String {
     let line = s.lines().next().unwrap_or("");
     let mut cut: String = line.chars().take(max).collect();
     if cut.len() < line.len() || s.lines().nth(1).is_some() {
         cut.push('…');
     }
-    cut
+    crate::terminal::escape_line(&cut).into_owned()
 }

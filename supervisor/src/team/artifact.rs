@@ -1,8 +1,9 @@
 //! The artifact a tool is published as: an OCI image manifest (image-spec 1.1) with its own
 //! `artifactType`, a config blob holding what verification recorded ([`ToolRecord`]), and the
 //! tool's code as its one layer. [`Artifact::check`] reads one back as hostile input: sizes
-//! bounded, media types exact, the tool's name through the tool-name rule, the layer against the
-//! code hash the config names.
+//! bounded, media types exact, the tool's name through the tool-name rule, the hosts it says its
+//! publisher allowed through the allowlist's rule, the layer against the code hash the config
+//! names. A registry's words quoted in a refusal are escaped ([`quoted`]).
 
 use super::TeamError;
 use crate::verify::{Obligation, Verdict};
@@ -143,21 +144,22 @@ pub fn parse_manifest(
         && m.to_string() != super::client::OCI_MANIFEST
     {
         return Err(refused(format!(
-            "the manifest's mediaType is {m}, not an OCI image manifest"
+            "the manifest's mediaType is {}, not an OCI image manifest",
+            quoted(m.as_ref())
         )));
     }
     let artifact_type = manifest.artifact_type().as_ref().map(|m| m.to_string());
     if artifact_type.as_deref() != Some(ARTIFACT_TYPE) {
         return Err(refused(format!(
             "the artifact's type is {}, not {ARTIFACT_TYPE}: it is not an autotool tool",
-            artifact_type.as_deref().unwrap_or("(none)")
+            artifact_type.as_deref().map_or("(none)".into(), quoted)
         )));
     }
     let config = manifest.config().clone();
     if config.media_type().to_string() != CONFIG_TYPE {
         return Err(refused(format!(
             "the artifact's config is of type {}, not {CONFIG_TYPE}",
-            config.media_type()
+            quoted(config.media_type().as_ref())
         )));
     }
     if config.size() > CONFIG_LIMIT {
@@ -176,7 +178,7 @@ pub fn parse_manifest(
     if layer.media_type().to_string() != CODE_TYPE {
         return Err(refused(format!(
             "the artifact's layer is of type {}, not {CODE_TYPE}",
-            layer.media_type()
+            quoted(layer.media_type().as_ref())
         )));
     }
     if layer.size() > code_limit {
@@ -191,7 +193,7 @@ pub fn parse_manifest(
 
 /// The config blob read back: its name through the tool-name rule.
 pub fn parse_record(bytes: &[u8]) -> Result<(ToolRecord, ToolName), TeamError> {
-    let record: ToolRecord = serde_json::from_slice(bytes)
+    let mut record: ToolRecord = serde_json::from_slice(bytes)
         .map_err(|e| refused(format!("the artifact's config does not parse ({e})")))?;
     if record.schema != 1 {
         return Err(refused(format!(
@@ -206,13 +208,62 @@ pub fn parse_record(bytes: &[u8]) -> Result<(ToolRecord, ToolName), TeamError> {
             record.description.len()
         )));
     }
+    record.key_hosts = canonical_hosts(&record.key_hosts)?;
     let name = ToolName::parse(&record.name).map_err(|e| {
         refused(format!(
-            "the artifact names its tool {:?}, which is not a tool name: {e}",
-            record.name.chars().take(80).collect::<String>()
+            "the artifact names its tool {}, which is not a tool name: {e}",
+            quoted(&record.name)
         ))
     })?;
     Ok((record, name))
+}
+
+/// The most hosts a carried allowlist may name, per key.
+pub const MAX_KEY_HOSTS: usize = 64;
+
+/// A registry's text quoted in a message: on one line, escaped ([`crate::terminal`]), cut.
+pub fn quoted(s: &str) -> String {
+    let cut: String = s.chars().take(120).collect();
+    let more = if cut.len() < s.len() { "…" } else { "" };
+    format!("\"{}{more}\"", crate::terminal::escape_line(&cut))
+}
+
+/// The hosts a record says its publisher allowed each key, read by the allowlist's own rule
+/// ([`autotool_policy::hosts::AllowRule`]) and spelt canonically: they are shown to the user and
+/// suggested as `autotool keys allow` arguments, so an entry that is not a host (a shell tail,
+/// an escape sequence, a URL) refuses the artifact.
+fn canonical_hosts(
+    carried: &BTreeMap<KeyName, Vec<String>>,
+) -> Result<BTreeMap<KeyName, Vec<String>>, TeamError> {
+    use autotool_policy::hosts::AllowRule;
+    let mut out = BTreeMap::new();
+    for (key, hosts) in carried {
+        if hosts.len() > MAX_KEY_HOSTS {
+            return Err(refused(format!(
+                "the artifact's record allows {key} {} hosts, more than the {MAX_KEY_HOSTS} \
+                 autotool reads",
+                hosts.len()
+            )));
+        }
+        let mut canonical = Vec::with_capacity(hosts.len());
+        for entry in hosts {
+            let rule = AllowRule::parse(entry).map_err(|e| {
+                let why = e.to_string();
+                let why = why
+                    .strip_prefix(&format!("{entry:?}: "))
+                    .unwrap_or(why.as_str());
+                refused(format!(
+                    "the artifact's record allows {key} to reach {}, which is not a host \
+                     `autotool keys allow` takes ({}): refused",
+                    quoted(entry),
+                    crate::terminal::escape_line(why)
+                ))
+            })?;
+            canonical.push(rule.to_string());
+        }
+        out.insert(key.clone(), canonical);
+    }
+    Ok(out)
 }
 
 /// The code layer against the config: its sha256 must be the config's code hash.
@@ -270,6 +321,68 @@ mod tests {
         );
         r.code_hash = crate::version::code_hash(&code);
         assert_eq!(check_code(&r, code).unwrap(), "print(1)\n");
+    }
+
+    #[test]
+    fn carried_hosts_are_read_by_the_allowlist_rule() {
+        let with_hosts = |hosts: serde_json::Value| {
+            let mut r = record();
+            r["required_env"] = serde_json::json!(["API_KEY"]);
+            r["key_hosts"] = serde_json::json!({ "API_KEY": hosts });
+            parse_record(&serde_json::to_vec(&r).unwrap())
+        };
+        let (r, _) = with_hosts(serde_json::json!([
+            "API.X.com.",
+            "*.x.com",
+            "api.x.com:8443"
+        ]))
+        .unwrap();
+        assert_eq!(
+            r.key_hosts.values().next().unwrap(),
+            &["api.x.com", "*.x.com", "api.x.com:8443"]
+        );
+        for entry in [
+            "evil.example; touch /tmp/x",
+            "api.x.com\u{1b}[8m evil.example",
+            "https://api.x.com/",
+            "$(id)",
+            "*.com",
+            "",
+        ] {
+            let e = with_hosts(serde_json::json!(["api.x.com", entry]))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("which is not a host"), "{entry:?}: {e}");
+            assert!(!e.contains('\u{1b}'), "{e}");
+            assert!(
+                e.contains(&format!("\"{}\"", crate::terminal::escape_line(entry))),
+                "names the entry: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_registrys_words_in_a_refusal_drive_no_terminal() {
+        let (r, _) = parse_record(&serde_json::to_vec(&record()).unwrap()).unwrap();
+        let built = manifest(b"{}", b"code", &r, "oci://h/r:t", "2026-12-02T00:00:00Z").unwrap();
+        let hostile = "application/x\u{1b}]0;pwned\u{7}\u{1b}[2K\u{202e}";
+        for field in ["artifactType", "mediaType"] {
+            let mut v: serde_json::Value = serde_json::from_slice(&built).unwrap();
+            v[field] = serde_json::json!(hostile);
+            let e = parse_manifest(&serde_json::to_vec(&v).unwrap(), 1 << 20)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(r"application/x\u001b]0;pwned"), "{field}: {e}");
+            assert!(!e.chars().any(crate::terminal::is_unsafe), "{field}: {e}");
+        }
+        let mut v: serde_json::Value = serde_json::from_slice(&built).unwrap();
+        v["layers"][0]["mediaType"] = serde_json::json!(hostile);
+        let e = parse_manifest(&serde_json::to_vec(&v).unwrap(), 1 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(!e.chars().any(crate::terminal::is_unsafe), "{e}");
+        // Control: the field itself carries the sequences that were escaped.
+        assert!(hostile.chars().any(crate::terminal::is_unsafe));
     }
 
     #[test]

@@ -57,7 +57,8 @@ pub(super) fn baseline(
             (Some(a), false) => format!(" → shape {}", one_line(&a.to_string(), 100)),
             (None, _) => String::new(),
         };
-        writeln!(out, "  {}{owed}", ob.shown())?;
+        // A pulled baseline was written by its publisher: kept on its line.
+        writeln!(out, "  {}{owed}", crate::terminal::escape_line(&ob.shown()))?;
     }
     writeln!(out, "{}", uses_line(uses.as_deref()))?;
     if !rows.is_empty() {

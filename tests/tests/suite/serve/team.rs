@@ -2,9 +2,10 @@
 //! 127.0.0.1, two homes standing for two people: A creates a tool, makes a signing key and
 //! pushes; B trusts A's key, pulls (verified again there, on probation, no key granted), is
 //! asked for the key's consent by its own host, and calls it. Every blob pushed is searched for
-//! A's key value in each encoding. Then artifacts crafted by hand over the registry API
+//! A's key value in each encoding; a tool holding it, raw or inside a base64 token, is not pushed. Then artifacts crafted by hand over the registry API
 //! (tampered, unsigned, signed by an unknown key, oversized, a traversal name, a wrong type, a
-//! layer that is not what the config says) are each refused with their reason, leaving B's home
+//! type holding escape sequences, a publisher's host list with a shell tail, a layer that is not
+//! what the config says) are each refused with their reason, leaving B's home
 //! as it was; a tool pulled by digest is pinned.
 
 use super::keys::SECRET;
@@ -189,6 +190,22 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
         "leaky",
         &format!("# {SECRET}\n{}", weather("v1")),
     );
+    // The key's value inside a longer base64 token, one byte in: its encoding there is not the
+    // value's own base64 (which the check searched before).
+    let token = base64::engine::general_purpose::STANDARD
+        .encode([b"\x01".as_slice(), SECRET.as_bytes(), b"-build-7"].concat());
+    assert!(
+        !token.contains(
+            base64::engine::general_purpose::STANDARD
+                .encode(SECRET)
+                .trim_end_matches('=')
+        )
+    );
+    create(
+        &mut server,
+        "encoded",
+        &format!("TOKEN = \"{token}\"\n{}", weather("v1")),
+    );
     drop(server);
     must(&a, &["trust", "init"]);
     let pem = must(&a, &["trust", "show"]);
@@ -211,6 +228,20 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     );
     assert!(leak.contains("would carry the value"), "{leak}");
     eprintln!("push of a tool holding a key value: {}", leak.trim());
+    let leak = refused(
+        &a,
+        &[
+            "tools",
+            "push",
+            "encoded",
+            &registry.reference(&format!("{REPO}:encoded")),
+        ],
+    );
+    assert!(
+        leak.contains("would carry the base64 of FAKE_API_KEY"),
+        "{leak}"
+    );
+    eprintln!("push of a tool holding a key's base64: {}", leak.trim());
     // No blob in the registry holds the key's value, in any encoding.
     let blobs = registry.blobs();
     assert!(
@@ -402,6 +433,22 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     });
     assert!(why.contains("not an autotool tool"), "{why}");
     eprintln!("wrong artifactType: {}", why.trim());
+    // A registry's text drives no terminal; a publisher's host list is read by the
+    // allowlist's rule (it is pasted into a command the user is told to run).
+    let why = hostile("escapes", &config, &code, |m| {
+        m["artifactType"] = json!("application/x\u{1b}]0;pwned\u{7}\u{1b}[2K");
+    });
+    assert!(why.contains(r"application/x\u001b]0;pwned\u0007"), "{why}");
+    assert!(!why.contains('\u{1b}') && !why.contains('\u{7}'), "{why:?}");
+    let mut hosts = config.clone();
+    hosts["key_hosts"] =
+        json!({"FAKE_API_KEY": ["api.example.com", "attacker.example; touch /tmp/x"]});
+    let why = hostile("hosts", &hosts, &code, |_| {});
+    assert!(
+        why.contains("\"attacker.example; touch /tmp/x\", which is not a host"),
+        "{why}"
+    );
+    eprintln!("host list entry that is not a host: {}", why.trim());
     let other_code = weather("evil");
     let why = hostile("mismatch", &config, other_code.as_bytes(), |_| {});
     assert!(
