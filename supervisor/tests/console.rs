@@ -310,9 +310,12 @@ fn the_secret_is_traded_for_a_strict_cookie_and_nothing_answers_without_it() {
         )
     );
     // A path that would leave the site goes to the library instead, in every spelling a
-    // browser reads as another site (`/\\host` is `//host` to a browser).
+    // browser reads as another site (`/\\host` is `//host` to a browser; the server takes a
+    // backslash in the request line as it is).
     for away in [
         "//evil.example/",
+        "/\\evil.example",
+        "/\\\\evil.example",
         "/%5Cevil.example",
         "/%5C%5Cevil.example",
         "/%2F%2Fevil.example",
@@ -322,18 +325,6 @@ fn the_secret_is_traded_for_a_strict_cookie_and_nothing_answers_without_it() {
         let a = plain(&format!("{away}?s={}", c.secret), "");
         assert_eq!(a.status, 303, "{away}");
         assert_eq!(a.header("location"), Some("/"), "{away}");
-    }
-    // A backslash as it is: refused as a request, or sent to the library.
-    for away in ["/\\evil.example", "/\\\\evil.example"] {
-        let a = plain(&format!("{away}?s={}", c.secret), "");
-        assert!(
-            a.status != 303 || a.header("location") == Some("/"),
-            "{away}: {a:?}"
-        );
-        assert!(
-            !a.header("location").unwrap_or("").contains("evil"),
-            "{away}: {a:?}"
-        );
     }
     // The cookie opens the pages.
     let a = plain("/", &format!("Cookie: {}\r\n", c.cookie()));

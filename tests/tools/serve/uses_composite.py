@@ -1,10 +1,12 @@
 """A tool built from another: it calls keyed's functions through autotool_uses."""
 
+import base64
+
 from autotool_uses import UsesError, call
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-USES = ["keyed__reveal", "keyed__square"]
+USES = ["keyed__encoded", "keyed__reveal", "keyed__square"]
 mcp = MCPServer("composite")
 
 
@@ -12,6 +14,13 @@ mcp = MCPServer("composite")
 def relay() -> str:
     """keyed's answer, reversed: a raw key would come back in a form no redactor knows."""
     return call("keyed__reveal")[::-1]
+
+
+@mcp.tool()
+def relay_decoded() -> str:
+    """keyed's base64 answer, decoded and reversed: what the caller got, in a form no redactor
+    knows on the way to the host."""
+    return base64.b64decode(call("keyed__encoded")).decode()[::-1]
 
 
 @mcp.tool()

@@ -1,13 +1,14 @@
 //! Tools built from tools (`USES`): a composite calls another tool's functions through its
 //! channel and gets the answer redacted with the called tool's keys (the control: the same
-//! tool called directly shows its key); it reaches only what it declares (the control: what it
-//! declares answers); a cycle is refused when it would be made (the control: the same tools
-//! one way round are created); a quarantined dependency fails the composite's call with the
-//! dependency's reason (the control: the same call before the quarantine answers); once a
-//! composite is trusted, a rewrite that calls a function none of its trusted versions called is
-//! refused at baseline before it runs (the control: the same rewrite without the widening is
-//! created); a composite is forked from the template with its channel like any tool (the
-//! control: forking off, it has a launcher of its own).
+//! tool called directly shows its key), up to redaction's documented limit (a called tool
+//! that base64-encodes its own key hands it over); it reaches only what it declares (the
+//! control: what it declares answers); a cycle is refused when it would be made (the control:
+//! the same tools one way round are created); a quarantined dependency fails the composite's
+//! call with the dependency's reason (the control: the same call before the quarantine
+//! answers); once a composite is trusted, a rewrite that calls a function none of its trusted
+//! versions called is refused at baseline before it runs (the control: the same rewrite
+//! without the widening is created); a composite is forked from the template with its channel
+//! like any tool (the control: forking off, it has a launcher of its own).
 
 use super::{HEALTHY, create_healthy, listed, ok, refused, start, strict};
 use autotool_tests::serve::{Sandbox, Serve, ServeHome, Server, fixture};
@@ -85,6 +86,14 @@ fn a_composite_gets_the_answer_of_the_tool_it_calls_without_its_key() {
     assert_eq!(got, "key=[REDACTED:USES_KEY]", "{reversed}");
     let backwards: String = SECRET.chars().rev().collect();
     assert!(!reversed.contains(&backwards) && !reversed.contains(SECRET));
+    // What redaction does not cover (docs/keys.md, docs/lifecycle.md): keyed encodes its own
+    // key in base64, a form no redactor reads, and its caller decodes it: the composite holds
+    // the key (shown reversed, so the host's own redaction leaves it be).
+    let decoded = server
+        .call_text("composite__relay_decoded", json!({}))
+        .unwrap();
+    let got: String = decoded.chars().rev().collect();
+    assert_eq!(got, format!("key={SECRET}"), "{decoded}");
     // Structured answers come back as values; the called tool's calls are its own ledger rows.
     assert_eq!(
         server
