@@ -258,8 +258,12 @@ mod tests {
         let mut policy = LaunchPolicy::new("/srv/tools/t", "t.py", "/usr/bin/python3", vec![]);
         granted(&mut policy);
         let plan = policy.plan().unwrap();
-        // Refused before any system call: the template's mount namespace lacks the directory.
-        for flavor in [Flavor::Fork] {
+        // Refused before any system call: the template's mount namespace lacks the directory,
+        // and a template must never hold one.
+        let template = Template {
+            native: std::fs::File::open("/").unwrap().into(),
+        };
+        for flavor in [Flavor::Fork, Flavor::Template(&template)] {
             let err = crate::sandbox(&plan, flavor).unwrap_err();
             assert!(
                 matches!(&err, LaunchError::ForkRequest(why) if why.contains("never forked")),
