@@ -3,7 +3,9 @@
 //! This crate is responsible for *what* a confined tool process may see and do, never for doing it:
 //! it performs no system calls. [`launch`] holds the launch policy the supervisor hands to
 //! `autotool-launcher` and the pure function that turns it into a [`launch::Plan`] (mounts,
-//! Landlock rules, limits, environment, argv) which the launcher then carries out step by step.
+//! Landlock rules, limits, environment, argv) which the launcher then carries out step by step;
+//! [`dirs`] which directories of the user's a tool may be granted at all (`READ_DIRS`,
+//! `WRITE_DIRS`), and why one is refused.
 //! [`hosts`] holds what the egress proxy decides: canonical hosts, allowlist entries, whether a
 //! tool may reach a target, and which addresses are never dialled. [`consent`] holds when a
 //! tool version may hold a key on an earlier approval and when the user is asked again.
@@ -14,8 +16,6 @@
 //! tool may declare, the hash-pinned lock they resolve to, and how that lock is named to the user.
 //! [`fork`] holds the request that asks a tool template to fork a tool (no part of the policy).
 //! [`uses`] holds which tools may call which (`USES`): no cycle, no chain deeper than a bound.
-//! [`dirs`] holds which directories of the user's a tool may be granted (`READ_DIRS`,
-//! `WRITE_DIRS`), and why one is refused.
 
 pub mod consent;
 pub mod dirs;
