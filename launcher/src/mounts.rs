@@ -533,6 +533,16 @@ pub fn build_root(
                 sys.create_file(&t, contents.as_bytes())
                     .map_err(step("file", target))?;
             }
+            Mount::Link { path, target } => {
+                // Made in the tool's private home tmpfs, whose directories are all made here
+                // (the plan puts no link inside another): nothing on the way is a symlink.
+                let l = inside(root, path);
+                if let Some(parent) = l.parent() {
+                    sys.mkdir_all(parent)
+                        .map_err(step("link's directory", path))?;
+                }
+                sys.symlink(target, &l).map_err(step("home link", path))?;
+            }
             Mount::UserDir { path, write, .. } => {
                 let fail = |step| {
                     move |source| LaunchError::UserDirMount {

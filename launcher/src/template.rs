@@ -241,6 +241,7 @@ mod tests {
             write: true,
             dev: 1,
             ino: 2,
+            home_link: None,
         });
     }
 

@@ -185,6 +185,11 @@ pub struct UserDir {
     /// Inode of the directory that was granted (`st_ino`): the launcher refuses a path that
     /// now names another directory.
     pub ino: u64,
+    /// Where the tool's code names it below its home, when it was declared so (`~/notes` is
+    /// `notes`): a symbolic link at that place in the tool's private home points at `path`, so
+    /// `os.path.expanduser("~/notes")` finds the grant. Relative, without `.` or `..`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_link: Option<PathBuf>,
 }
 
 /// Where the egress listener goes.
@@ -400,6 +405,10 @@ pub enum Mount {
     /// A symbolic link, recreated inside the root when the host has one at the same place (for
     /// example `/bin -> usr/bin` on merged-/usr systems).
     HostSymlink { path: PathBuf },
+    /// A symbolic link at `path` (inside the tool's private home) to `target` (a directory of
+    /// the user's granted to the tool, bound at its own path): where the tool's code looks for
+    /// it when it names it below `~`.
+    Link { path: PathBuf, target: PathBuf },
     /// A directory of the user's the tool was granted, bound at its own path from a descriptor
     /// opened without following any symlink, and only when that descriptor is the directory
     /// granted (`dev`, `ino`); not recursive (mounts below it stay out), read-only unless
@@ -630,6 +639,27 @@ impl LaunchPolicy {
             check_not_reserved("user dir", path)?;
             if i > 0 && dirs[i - 1].path == dir.path {
                 return Err(refuse(path, "is listed twice".into()));
+            }
+            if let Some(link) = &dir.home_link {
+                let plain = link
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+                if !plain || link.as_os_str().is_empty() {
+                    return Err(refuse(
+                        path,
+                        format!("its place below the home {link:?} is not a plain relative path"),
+                    ));
+                }
+                let taken = dirs
+                    .iter()
+                    .filter(|d| d.path != dir.path)
+                    .any(|d| d.home_link.as_ref() == Some(link));
+                if taken {
+                    return Err(refuse(
+                        path,
+                        format!("its place below the home {link:?} is another grant's"),
+                    ));
+                }
             }
             let mounted = self
                 .system_dirs
@@ -912,13 +942,29 @@ impl LaunchPolicy {
         // The user's directories last, parents before what lies inside them: nothing the
         // sandbox mounts itself can cover them, and a directory granted inside another is
         // mounted on top of it.
-        for dir in user_dirs {
+        let links: Vec<&Path> = user_dirs
+            .iter()
+            .filter_map(|d| d.home_link.as_deref())
+            .collect();
+        for dir in &user_dirs {
             mounts.push(Mount::UserDir {
                 path: dir.path.clone(),
                 write: dir.write,
                 dev: dir.dev,
                 ino: dir.ino,
             });
+            // A link inside another one's place is reached through that one (which leads to
+            // the outer grant, where this directory is mounted at its own path).
+            if let Some(link) = &dir.home_link
+                && !links
+                    .iter()
+                    .any(|l| *l != link.as_path() && link.starts_with(l))
+            {
+                mounts.push(Mount::Link {
+                    path: Path::new(HOME_MOUNT).join(link),
+                    target: dir.path.clone(),
+                });
+            }
             landlock.push(PathRule {
                 path: dir.path.clone(),
                 access: if dir.write {

@@ -162,6 +162,7 @@ impl ToolBuilder {
             write,
             dev: meta.dev(),
             ino: meta.ino(),
+            home_link: None,
         });
         Ok(self)
     }

@@ -869,6 +869,7 @@ fn granted(dirs: &[(&str, bool)]) -> LaunchPolicy {
             write: *write,
             dev: 1,
             ino: 2,
+            home_link: None,
         })
         .collect();
     policy
@@ -1067,6 +1068,7 @@ fn host_sources_open_checks_every_granted_directory() {
         write: false,
         dev,
         ino: ino + 1,
+        home_link: None,
     }];
     let plan = policy.plan().unwrap();
     let mut user_only = plan.clone();

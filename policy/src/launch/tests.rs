@@ -67,6 +67,7 @@ fn user_dir(path: &str, write: bool) -> UserDir {
         write,
         dev: 2049,
         ino: 77 + path.len() as u64,
+        home_link: None,
     }
 }
 
@@ -433,6 +434,7 @@ fn minimal_plan_has_no_egress_no_ports_and_custom_argv() {
             Mount::File { .. } => "file",
             Mount::HostSymlink { .. } => "symlink",
             Mount::UserDir { .. } => "user dir",
+            Mount::Link { .. } => "link",
         })
         .collect();
     let mut expected = vec!["file", "file", "file", "layer", "tmpfs", "tmpfs", "proc"];
@@ -1716,7 +1718,8 @@ fn json_user_dirs_default_to_none_and_refuse_unknown_fields() {
             path: p("/srv/d"),
             write: true,
             dev: 1,
-            ino: 2
+            ino: 2,
+            home_link: None,
         }]
     );
     for json in [
@@ -1731,6 +1734,39 @@ fn json_user_dirs_default_to_none_and_refuse_unknown_fields() {
                 Err(PolicyError::Json(_))
             ),
             "{json}"
+        );
+    }
+}
+
+#[test]
+fn a_grant_declared_below_the_home_gets_one_link_there_and_a_link_that_leaves_it_is_refused() {
+    let mut p = base();
+    let mut notes = user_dir("/srv/u/notes", false);
+    notes.home_link = Some("notes".into());
+    let mut inner = user_dir("/srv/u/notes/sub", true);
+    inner.home_link = Some("notes/sub".into());
+    p.user_dirs = vec![inner, notes];
+    let plan = p.plan().unwrap();
+    let links: Vec<&Mount> = plan
+        .mounts
+        .iter()
+        .filter(|m| matches!(m, Mount::Link { .. }))
+        .collect();
+    assert_eq!(
+        links,
+        vec![&Mount::Link {
+            path: PathBuf::from(HOME_MOUNT).join("notes"),
+            target: PathBuf::from("/srv/u/notes"),
+        }]
+    );
+    for bad in ["../x", "/etc", "a/../../b", ""] {
+        let mut p = base();
+        let mut d = user_dir("/srv/u/notes", false);
+        d.home_link = Some(bad.into());
+        p.user_dirs = vec![d];
+        assert!(
+            matches!(p.plan(), Err(PolicyError::UserDir { .. })),
+            "{bad:?} was accepted"
         );
     }
 }

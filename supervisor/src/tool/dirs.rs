@@ -49,6 +49,7 @@ pub fn resolve_grant(
             "{declared} changed while it was being resolved; ask again"
         ));
     }
+    let home_link = home_link(declared, &path, home);
     let home = canonical_or_same(home);
     let autotool_home = canonical_or_same(autotool_home);
     let widened: Vec<PathBuf> = widened.iter().map(|w| canonical_or_same(w)).collect();
@@ -64,7 +65,33 @@ pub fn resolve_grant(
         write,
         dev: meta.dev(),
         ino: meta.ino(),
+        home_link,
     })
+}
+
+/// Where the tool's code finds the grant below its own home: the declared path's place below
+/// `~` (`~/notes` is `notes`, `~/a/../b` is `b`), or, for a path written in full, its place below
+/// the user's home when it lies there. `None` when it lies elsewhere (the tool names it by its
+/// full path, where it is mounted).
+fn home_link(declared: &str, expanded: &Path, home: &Path) -> Option<PathBuf> {
+    let rest = match declared.strip_prefix("~/") {
+        Some(rest) => PathBuf::from(rest),
+        None => expanded.strip_prefix(home).ok()?.to_path_buf(),
+    };
+    let mut plain = PathBuf::new();
+    for c in rest.components() {
+        match c {
+            Component::Normal(n) => plain.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !plain.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!plain.as_os_str().is_empty()).then_some(plain)
 }
 
 /// `declared` with a leading `~` or `~/` put in terms of `home`; it must then be absolute.

@@ -483,3 +483,41 @@ fn a_tool_granted_a_directory_is_launched_and_forked_tools_never_see_it() {
     assert_blocked(&verdict, "a forked sibling writes the granted directory");
     assert!(!place.path("granted/from-sibling.txt").exists());
 }
+
+#[test]
+fn a_directory_declared_below_the_home_is_found_there_and_stays_read_only() {
+    if skip() {
+        return;
+    }
+    let place = Place::new();
+    // Declared as `~/notes`: the grant is bound at its own path, and the tool's `~/notes` (its
+    // private home) leads there.
+    let mut b = builder().with_user_dir(&place.granted(), false).unwrap();
+    b.policy_mut().user_dirs[0].home_link = Some("notes".into());
+    let mut confined = b.start(Mode::Confined).unwrap();
+    let home = autotool_policy::launch::HOME_MOUNT;
+    let read = attack_on(
+        &mut confined,
+        "read_file",
+        json!({"path": format!("{home}/notes/notes.txt")}),
+    );
+    assert!(
+        read.contains(&place.marker),
+        "reading the grant through ~/notes: {read}"
+    );
+    // The link leads to the read-only grant: nothing is written through it.
+    let write = attack_on(
+        &mut confined,
+        "write_file",
+        json!({"path": format!("{home}/notes/new.txt")}),
+    );
+    assert_blocked(&write, "writing through ~/notes into a read-only grant");
+    // Control: without the link, the tool's ~/notes is nothing.
+    let mut bare = place.start(Mode::Confined, false);
+    let missing = attack_on(
+        &mut bare,
+        "read_file",
+        json!({"path": format!("{home}/notes/notes.txt")}),
+    );
+    assert_blocked(&missing, "~/notes without a link");
+}

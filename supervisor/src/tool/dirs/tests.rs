@@ -52,6 +52,7 @@ fn a_directory_below_the_home_is_granted_at_its_canonical_path_with_its_identity
                 write,
                 dev: meta.dev(),
                 ino: meta.ino(),
+                home_link: Some(PathBuf::from(&declared[2..])),
             }
         );
     }
