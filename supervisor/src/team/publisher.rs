@@ -104,6 +104,12 @@ pub fn judge(
         match sign::signed_digest(&f.payload) {
             Some(signed) if signed == digest => {}
             Some(signed) => {
+                // The payload is the registry's text: shown only when it is a digest.
+                let signed = if super::reference::digest_ok(&signed) {
+                    signed
+                } else {
+                    "something that is not a digest".to_string()
+                };
                 refusals.push(Refusal::OtherDigest(who, signed));
                 continue;
             }
