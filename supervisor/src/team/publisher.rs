@@ -104,6 +104,12 @@ pub fn judge(
         match sign::signed_digest(&f.payload) {
             Some(signed) if signed == digest => {}
             Some(signed) => {
+                // The payload is the registry's text: shown only when it is a digest.
+                let signed = if super::reference::digest_ok(&signed) {
+                    signed
+                } else {
+                    "something that is not a digest".to_string()
+                };
                 refusals.push(Refusal::OtherDigest(who, signed));
                 continue;
             }
@@ -531,6 +537,57 @@ mod tests {
                 .is_some(),
             "control: the new key signs anything"
         );
+    }
+
+    #[test]
+    fn each_version_keeps_its_publisher_and_a_regrown_tool_is_not_taken_for_a_pulled_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        let alice = key().public().fingerprint();
+        let provenance = |version: u32, hash: &str, d: char, by: Option<&str>| Provenance {
+            version,
+            code_hash: hash.into(),
+            publisher: by.map(String::from),
+            key: by.map(|_| alice.clone()),
+            digest: digest(d),
+            reference: format!("{REPO}:v{version}"),
+            pulled_at: "2026-12-07 12:00:00".into(),
+            replaced: None,
+        };
+        let origin = crate::team::pull::Origin {
+            reference: format!("{REPO}:v2"),
+            digest: digest('b'),
+            signer: None,
+            pinned: false,
+            version: 2,
+            pulled_at: "2026-12-07 12:00:00".into(),
+            signer_key: None,
+            history: vec![
+                provenance(1, "h1", 'a', Some("alice")),
+                provenance(2, "h2", 'b', None),
+            ],
+        };
+        let all = std::collections::BTreeMap::from([("weather".to_string(), origin)]);
+        let path = dir.path().join("team").join("pulled.json");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, serde_json::to_vec(&all).unwrap()).unwrap();
+
+        let v1 = of_version(&home, "weather", 1, "h1");
+        assert_eq!(v1.to_string(), format!("alice ({alice})"));
+        assert_eq!(
+            of_version(&home, "weather", 2, "h2"),
+            Publisher::Unsigned {
+                digest: digest('b')
+            }
+        );
+        // Version 1 again, but other code (removed and grown again here): grown here.
+        assert_eq!(of_version(&home, "weather", 1, "other"), Publisher::Local);
+        assert_eq!(of_version(&home, "weather", 3, "h3"), Publisher::Local);
+        assert_eq!(of_version(&home, "other", 1, "h1"), Publisher::Local);
+        // What a replaced key still verifies: what was pulled signed by it.
+        assert_eq!(signed_by(&home, "alice", &alice), vec![digest('a')]);
+        assert!(signed_by(&home, "alice", "sha256:0000").is_empty());
+        assert!(signed_by(&home, "bob", &alice).is_empty());
     }
 
     #[test]

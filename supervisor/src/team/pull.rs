@@ -369,7 +369,15 @@ async fn pull_as(
         Some(v) => {
             let was = publisher::of_version(&home, &tool, v.version, &v.code_hash);
             let trusted = Trust::of(&home).publishers()?;
-            let retry = format!("autotool tools pull {}", reference.pinned(&artifact.digest));
+            let retry = format!(
+                "autotool tools pull {}{}",
+                reference.pinned(&artifact.digest),
+                if signer.is_none() {
+                    " --allow-unsigned"
+                } else {
+                    ""
+                }
+            );
             publisher::check_change(
                 &tool,
                 &was,

@@ -6,7 +6,10 @@
 //! (tampered, unsigned, signed by an unknown key, oversized, a traversal name, a wrong type, a
 //! type holding escape sequences, a publisher's host list with a shell tail, a layer that is not
 //! what the config says) are each refused with their reason, leaving B's home
-//! as it was; a tool pulled by digest is pinned.
+//! as it was; a tool pulled by digest is pinned. A tool's publisher is part of what it is: a
+//! second trusted publisher's version, or an unsigned one, does not replace it without
+//! `--new-publisher`; a scoped publisher signs nothing outside its scope; `trust add` of a
+//! changed key is refused naming both fingerprints; every refused signature names its key.
 
 use super::keys::SECRET;
 use super::{asking, ok, strict, yes};
@@ -395,19 +398,71 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     );
     eprintln!("unsigned: {}", why.trim());
 
-    // Signed by a key B does not trust.
+    // Signed by a key B does not trust: the refusal names that key, and `--allow-unsigned`
+    // does not take it (a signature by an unknown key is not "unsigned").
+    let fingerprint = |home: &ServeHome, name: &str| {
+        let list: Value = serde_json::from_str(&must(home, &["trust", "list", "--json"])).unwrap();
+        list["publishers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["fingerprint"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let alice_fp = fingerprint(&b, "alice");
     let c = ServeHome::new().unwrap();
     must(&c, &["trust", "init"]);
     let other = b.path().join("mallory.pem");
     std::fs::write(&other, must(&c, &["trust", "show"])).unwrap();
+    // A changed key under a trusted name is refused, naming both; a new name is added (control).
+    let why = refused(&b, &["trust", "add", "alice", other.to_str().unwrap()]);
+    assert!(
+        why.contains(&alice_fp) && why.contains("autotool trust replace alice"),
+        "{why}"
+    );
+    eprintln!("trust add with a changed key: {}", why.trim());
+    assert_eq!(
+        fingerprint(&b, "alice"),
+        alice_fp,
+        "the refusal changed alice"
+    );
     must(&b, &["trust", "remove", "alice"]);
     must(&b, &["trust", "add", "mallory", other.to_str().unwrap()]);
+    let mallory_fp = fingerprint(&b, "mallory");
+    assert!(why.contains(&mallory_fp), "{why}");
+    // The explicit step shows both, and keeps the old key retired (in a home of its own).
+    let d = ServeHome::new().unwrap();
+    must(&d, &["trust", "add", "alice", pem_file.to_str().unwrap()]);
+    let replaced = must(&d, &["trust", "replace", "alice", other.to_str().unwrap()]);
+    assert!(
+        replaced.contains(&format!("{alice_fp} (old) -> {mallory_fp} (new)")),
+        "{replaced}"
+    );
+    let listed = must(&d, &["trust", "list"]);
+    assert!(listed.contains(&format!("retired {alice_fp}")), "{listed}");
     let why = refused(&b, &["tools", "pull", &v1]);
     assert!(
-        why.contains("none by a publisher this machine trusts"),
+        why.contains("none by a publisher this machine trusts")
+            && why.contains(&format!("signed by an unknown key {alice_fp}")),
         "{why}"
     );
     eprintln!("unknown key: {}", why.trim());
+    let versions = |home: &ServeHome| {
+        let shown: Value =
+            serde_json::from_str(&must(home, &["tools", "show", "weather", "--json"])).unwrap();
+        shown["versions"].clone()
+    };
+    let before_waiver = versions(&b);
+    let why = refused(&b, &["tools", "pull", &v1, "--allow-unsigned"]);
+    assert!(why.contains(&alice_fp), "{why}");
+    assert_eq!(
+        versions(&b),
+        before_waiver,
+        "--allow-unsigned took a foreign key's code"
+    );
     must(&b, &["trust", "remove", "mallory"]);
     must(&b, &["trust", "add", "alice", pem_file.to_str().unwrap()]);
 
@@ -548,10 +603,70 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     );
     assert!(okay && out.contains("No longer following"), "{out}");
 
+    // A second trusted publisher: C (carol) pulls alice's weather and pushes it signed by C.
+    // Scoped elsewhere, carol's signature does not count here; scoped to this repository it
+    // does, but weather is alice's, so carol's version is refused naming both publishers until
+    // B says `--new-publisher`.
+    must(&c, &["trust", "add", "alice", pem_file.to_str().unwrap()]);
+    must(&c, &["tools", "pull", &v1]);
+    let carol_ref = registry.reference(&format!("{REPO}:carol"));
+    must(&c, &["tools", "push", "weather", &carol_ref]);
+    let carol = other.to_str().unwrap();
+    let elsewhere = "oci://127.0.0.1:1/team";
+    must(&b, &["trust", "add", "carol", carol, "--scope", elsewhere]);
+    let why = refused(&b, &["tools", "pull", &carol_ref]);
+    assert!(
+        why.contains(&format!(
+            "carol ({mallory_fp}), who is trusted here only for {elsewhere}"
+        )),
+        "{why}"
+    );
+    eprintln!("outside its scope: {}", why.trim());
+    let repo_scope = registry.reference(REPO);
+    let rescoped = must(
+        &b,
+        &["trust", "add", "carol", carol, "--scope", &repo_scope],
+    );
+    assert!(rescoped.contains(&repo_scope), "{rescoped}");
+    let why = refused(&b, &["tools", "pull", &carol_ref]);
+    assert!(
+        why.contains("weather is published by alice")
+            && why.contains(&alice_fp)
+            && why.contains("signed by carol")
+            && why.contains(&mallory_fp)
+            && why.contains("--new-publisher"),
+        "{why}"
+    );
+    eprintln!("another publisher: {}", why.trim());
+    let taken = must(&b, &["tools", "pull", &carol_ref, "--new-publisher"]);
+    assert!(
+        taken.contains("New publisher") && taken.contains("alice") && taken.contains("carol"),
+        "{taken}"
+    );
+    let shown: Value =
+        serde_json::from_str(&must(&b, &["tools", "show", "weather", "--json"])).unwrap();
+    let current = shown["current"]["version"].clone();
+    let current = shown["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["version"] == current)
+        .unwrap()
+        .clone();
+    assert_eq!(current["publisher"]["name"], "carol", "{shown}");
+    assert_eq!(current["publisher"]["key"], mallory_fp.as_str(), "{shown}");
+    let text = must(&b, &["tools", "show", "weather"]);
+    assert!(
+        text.contains(&format!("published by alice ({alice_fp})"))
+            && text.contains(&format!("published by carol ({mallory_fp})")),
+        "{text}"
+    );
+
     // A baseline carried by an artifact is owed by its code: an obligation the code does not
     // meet (a function a trusted version offered, gone) is refused by B's own verification;
     // the same code without it is taken (control). (Calls of a tool declaring keys are not made
-    // by default, so an answer owed would be skipped, as for a local rewrite.)
+    // by default, so an answer owed would be skipped, as for a local rewrite.) Unsigned, each
+    // replaces weather only with `--new-publisher`: `--allow-unsigned` alone is refused.
     let v9 = weather("v9");
     let mut owed = config.clone();
     owed["code_hash"] = json!(digest(v9.as_bytes()).trim_start_matches("sha256:"));
@@ -564,14 +679,34 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
     let r = registry.reference(&format!("{REPO}:owed"));
     let why = refused(&b, &["tools", "pull", &r, "--allow-unsigned"]);
     assert!(
+        why.contains("weather is published by carol")
+            && why.contains("unsigned")
+            && why.contains("--allow-unsigned --new-publisher"),
+        "{why}"
+    );
+    eprintln!("unsigned over an existing tool: {}", why.trim());
+    let why = refused(
+        &b,
+        &["tools", "pull", &r, "--allow-unsigned", "--new-publisher"],
+    );
+    assert!(
         why.contains("cloudy in Oslo") || why.contains("baseline"),
         "{why}"
     );
     eprintln!("carried baseline broken: {}", why.trim());
     craft(&registry, "plain", &plain, v9.as_bytes(), |_| {});
     let r = registry.reference(&format!("{REPO}:plain"));
-    let (okay, out, err) = run(&b, &["tools", "pull", &r, "--allow-unsigned"], &[]);
+    let (okay, out, err) = run(
+        &b,
+        &["tools", "pull", &r, "--allow-unsigned", "--new-publisher"],
+        &[],
+    );
     assert!(okay && out.contains("UNSIGNED"), "{out}{err}");
+    let text = must(&b, &["tools", "show", "weather"]);
+    assert!(
+        text.contains("published by nobody (pulled unsigned)"),
+        "{text}"
+    );
     assert!(
         err.contains("--allow-unsigned"),
         "the waiver is not said: {err}"
