@@ -106,3 +106,43 @@ fn outside_text_is_printed_as_data() {
         "{out:?}"
     );
 }
+
+/// Run `args` with standard output a pipe whose reader is gone.
+fn into_closed_pipe(home: &Home, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    Command::new(env!("CARGO_BIN_EXE_autotool"))
+        .args(args)
+        .env("AUTOTOOL_HOME", home.root())
+        .env_remove("RUST_LOG")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn output_into_a_closed_pipe_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Home::at(dir.path().join("home"));
+    Registry::open(&home).unwrap();
+    for args in [
+        &["tools", "list"][..],
+        &["tools", "list", "--json"],
+        &["keys", "list"],
+        &["events"],
+        &["config"],
+        &["doctor", "--json"],
+    ] {
+        let out = into_closed_pipe(&home, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("Broken pipe"),
+            "autotool {args:?} into a closed pipe: {:?}\n{stderr}",
+            out.status
+        );
+    }
+    // Control: the same commands print when the pipe is read.
+    let read = autotool(&home, &["tools", "list"]);
+    assert!(read.status.success() && !read.stdout.is_empty());
+}

@@ -565,11 +565,50 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Standard output for a verb's report: once the reader has gone (`autotool tools list | head
+/// -1`), the rest is dropped and the verb goes on as if it had been read, so a closed pipe is
+/// never an error (docs/cli.md), whichever verb prints.
+struct ClosedPipeIsFine<W: std::io::Write> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: std::io::Write> std::io::Write for ClosedPipeIsFine<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        match self.inner.write(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        match self.inner.flush() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
 /// Every other verb. Everything it prints passes one terminal-safe writer
 /// ([`crate::terminal::SafeWriter`]): text from a registry, a tool or a model never reaches the
 /// terminal as control characters, whichever call site prints it.
 fn run(command: Cmd) -> ExitCode {
-    let mut stdout = crate::terminal::SafeWriter::new(std::io::stdout().lock());
+    let mut stdout = crate::terminal::SafeWriter::new(ClosedPipeIsFine {
+        inner: std::io::stdout().lock(),
+        closed: false,
+    });
     match command {
         Cmd::Serve { .. } | Cmd::Connect => ExitCode::FAILURE,
         #[cfg(feature = "own-model")]
