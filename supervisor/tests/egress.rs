@@ -739,7 +739,7 @@ async fn a_keyless_tool_is_refused_an_undeclared_name_before_any_lookup() {
     assert_eq!(events[0].tool, "weather");
     assert_eq!(
         events[0].target,
-        format!("c2VjcmV0.attacker.example.test:{port}")
+        format!("c2vjcmv0.attacker.example.test:{port}")
     );
     assert!(denial.reach.is_some(), "{denial:?}");
 }
