@@ -22,6 +22,18 @@ pub enum LaunchError {
     SeccompMissing,
     #[error("opening {path:?} to mount it in the sandbox: {source}")]
     OpenSource { path: PathBuf, source: io::Error },
+    #[error(
+        "the directory {path:?} changed since it was granted ({why}); the tool was not started"
+    )]
+    UserDirChanged { path: PathBuf, why: &'static str },
+    #[error("opening the granted directory {path:?}: {source}")]
+    UserDirOpen { path: PathBuf, source: io::Error },
+    #[error("mounting the granted directory {path:?} ({step}): {source}")]
+    UserDirMount {
+        path: PathBuf,
+        step: &'static str,
+        source: io::Error,
+    },
     #[error("creating the user namespace: {0}")]
     UserNamespace(io::Error),
     #[error("creating namespaces (network, mount, PID, IPC, UTS, cgroup): {0}")]
@@ -138,6 +150,31 @@ impl LaunchError {
                         .into(),
                 )
             }
+            LaunchError::UserDirChanged { .. } => Some(
+                "if you moved or replaced the directory yourself, grant it to the tool again \
+                 (a grant holds the directory as it was, by device and inode); if you did not, \
+                 look at what is at that path now before granting anything"
+                    .into(),
+            ),
+            LaunchError::UserDirOpen { .. } => Some(
+                "the user running autotool must be able to reach the directory; check its \
+                 permissions and those of its parents"
+                    .into(),
+            ),
+            LaunchError::UserDirMount { source, .. }
+                if source.raw_os_error() == Some(libc::EINVAL) =>
+            {
+                Some(
+                    "a directory with other file systems mounted below it cannot be shown \
+                     without them: grant the directories below it instead"
+                        .into(),
+                )
+            }
+            LaunchError::UserDirMount { .. } => Some(
+                "the launcher needs user namespaces or its file capabilities to build the \
+                 sandbox; `autotool doctor` names what is missing"
+                    .into(),
+            ),
             LaunchError::Mdwe(_) => {
                 Some("run Linux 6.3 or newer (PR_SET_MDWE); `autotool doctor` shows more".into())
             }

@@ -1,7 +1,10 @@
 //! Landlock: a second wall behind the mounts. Every filesystem right of ABI 6 is handled, so a
 //! path not covered by a rule of the plan is unreachable even if a mount exposed it; TCP bind is
 //! denied and TCP connect allowed only to the egress listener's port; abstract unix sockets and
-//! signals outside the sandbox are out of scope. Applied as a hard requirement: a kernel that
+//! signals outside the sandbox are out of scope. A directory of the user's granted for writing
+//! gets read, write, create, rename and remove, never execute, and no symlink, device node,
+//! fifo or socket can be made in it (a planted symlink would be followed by the user's own
+//! programs later). Applied as a hard requirement: a kernel that
 //! cannot enforce all of it is an error, never a partial sandbox.
 
 use crate::error::LaunchError;
@@ -55,6 +58,16 @@ fn rights(access: FsAccess) -> BitFlags<AccessFs> {
                 | AccessFs::MakeDir
                 | AccessFs::MakeReg
                 | AccessFs::MakeSym
+                | AccessFs::Refer
+        }
+        // No execute, and no symlink, device node, fifo or socket made in the user's directory.
+        FsAccess::UserWrite => {
+            read | AccessFs::WriteFile
+                | AccessFs::Truncate
+                | AccessFs::RemoveDir
+                | AccessFs::RemoveFile
+                | AccessFs::MakeDir
+                | AccessFs::MakeReg
                 | AccessFs::Refer
         }
         FsAccess::Device => {

@@ -48,7 +48,7 @@ pub mod template;
 
 pub use error::LaunchError;
 
-use autotool_policy::{LaunchPolicy, Plan};
+use autotool_policy::{LaunchPolicy, Mount, Plan};
 use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd};
 use sys::{Forked, RealSys, Sys};
@@ -164,6 +164,18 @@ pub(crate) enum Role {
 
 /// The stages every flavor shares, in order (the module docs list them).
 pub(crate) fn sandbox(plan: &Plan, flavor: Flavor<'_>) -> Result<Role, LaunchError> {
+    let granted = plan
+        .mounts
+        .iter()
+        .any(|m| matches!(m, Mount::UserDir { .. }));
+    if granted && !matches!(flavor, Flavor::Exec) {
+        // The template's mount namespace does not hold the user's directories, and must not.
+        return Err(LaunchError::ForkRequest(
+            "a tool granted directories of the user's is started by the launcher, never forked \
+             from a template"
+                .into(),
+        ));
+    }
     let sys = &mut RealSys;
     let parent = process::die_with_parent(sys)?;
     privileges::set_no_new_privs(sys)?;

@@ -11,6 +11,14 @@
 //! of theirs (a bind's entry names its source's path on its file system, a user's home among
 //! it).
 //!
+//! A directory of the user's the tool was granted is opened with `openat2` refusing every
+//! symlink on its path (`RESOLVE_NO_SYMLINKS`, `RESOLVE_NO_MAGICLINKS`), in the launcher's new
+//! mount namespace and before it leaves the invoking user's ids, and must then be the very
+//! directory granted (same device and inode): a path swapped for a symlink, or another
+//! directory moved into its place, since the grant stops the launch. It is bound from that
+//! descriptor, alone (mounts below it stay out), at its own path after everything the sandbox
+//! mounts itself, read-only unless granted for writing, always nosuid, nodev and noexec.
+//!
 //! The fresh `/proc` is read-only, and the host-wide files and directories the plan masks are
 //! hidden behind an empty read-only view of `/dev/null` or an empty read-only tmpfs (those the
 //! kernel lacks are skipped). The four device nodes are read-only binds: a device node opens for
@@ -55,6 +63,88 @@ enum Host {
 pub struct HostSources {
     opened: BTreeMap<PathBuf, Host>,
     symlinks: BTreeMap<PathBuf, PathBuf>,
+    /// The user's granted directories, each checked to be the one granted.
+    user_dirs: BTreeMap<PathBuf, OwnedFd>,
+}
+
+/// `struct open_how` of `openat2(2)` (libc's is not constructible outside it).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// Open the directory at `path` (`O_PATH`) following no symlink anywhere on the path.
+fn open_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("path holds a NUL"))?;
+    let how = OpenHow {
+        // No O_NOFOLLOW: with O_PATH it would open a final symlink itself (then refused as
+        // not a directory); RESOLVE_NO_SYMLINKS refuses it, like every other, with ELOOP.
+        flags: (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: c is a valid C string and how a valid struct open_how of the size passed; the
+    // call only opens a descriptor.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor (it fits an int, as every descriptor does) and ours.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The device and inode of an open descriptor.
+fn identity(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fd is open (O_PATH descriptors may be fstat'ed) and st has room for a stat.
+    let rc = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstat succeeded and filled st.
+    let st = unsafe { st.assume_init() };
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Open a granted directory of the user's: no symlink followed on its path, and it must be
+/// the directory granted (`dev`, `ino`).
+pub fn open_user_dir(path: &Path, dev: u64, ino: u64) -> Result<OwnedFd, LaunchError> {
+    let changed = |why| LaunchError::UserDirChanged {
+        path: path.to_path_buf(),
+        why,
+    };
+    let fd = open_no_symlinks(path).map_err(|source| match source.raw_os_error() {
+        Some(libc::ELOOP) => changed("a part of its path is a symbolic link now"),
+        Some(libc::ENOENT) => changed("it no longer exists"),
+        Some(libc::ENOTDIR) => changed("it, or a part of its path, is no longer a directory"),
+        // A magic link (`/proc/…/root`) on the path: never the canonical path granted.
+        Some(libc::EXDEV) => changed("its path crosses a /proc link now"),
+        _ => LaunchError::UserDirOpen {
+            path: path.to_path_buf(),
+            source,
+        },
+    })?;
+    let found = identity(&fd).map_err(|source| LaunchError::UserDirOpen {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if found != (dev, ino) {
+        return Err(changed(
+            "its path names another directory now (device and inode differ)",
+        ));
+    }
+    Ok(fd)
 }
 
 fn open_path(path: &Path) -> io::Result<Option<Host>> {
@@ -132,6 +222,10 @@ impl HostSources {
                 }
                 Mount::Layer { source, .. } => me.open_required(source)?,
                 Mount::MaskFile { .. } => me.open_required(Path::new(MASK_SOURCE))?,
+                Mount::UserDir { path, dev, ino, .. } => {
+                    let fd = open_user_dir(path, *dev, *ino)?;
+                    me.user_dirs.insert(path.clone(), fd);
+                }
                 _ => {}
             }
         }
@@ -175,6 +269,14 @@ impl HostSources {
             me.symlinks.insert(PathBuf::from(l), PathBuf::from(t));
         }
         me
+    }
+
+    /// For tests: pretend the granted directory `path` was opened and found unchanged.
+    pub fn with_user_dir(mut self, path: &str) -> Self {
+        if let Ok(f) = std::fs::File::open("/") {
+            self.user_dirs.insert(PathBuf::from(path), OwnedFd::from(f));
+        }
+        self
     }
 
     /// For tests: pretend `path` is a small regular file with `bytes`, to be copied.
@@ -430,6 +532,33 @@ pub fn build_root(
                 let t = inside(root, target);
                 sys.create_file(&t, contents.as_bytes())
                     .map_err(step("file", target))?;
+            }
+            Mount::UserDir { path, write, .. } => {
+                let fail = |step| {
+                    move |source| LaunchError::UserDirMount {
+                        path: path.clone(),
+                        step,
+                        source,
+                    }
+                };
+                let fd = sources
+                    .user_dirs
+                    .get(path)
+                    .ok_or_else(|| fail("open")(io::Error::from_raw_os_error(libc::EBADF)))?;
+                let src = Source {
+                    path,
+                    fd: fd.as_raw_fd(),
+                };
+                let t = inside(root, path);
+                sys.mkdir_all(&t).map_err(fail("mount point"))?;
+                sys.bind_one(&src, &t).map_err(fail("bind"))?;
+                let attrs = Attrs {
+                    read_only: !write,
+                    noexec: true,
+                    nosuid: true,
+                    nodev: true,
+                };
+                sys.set_attrs(&t, attrs, false).map_err(fail("flags"))?;
             }
         }
     }

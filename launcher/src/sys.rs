@@ -93,6 +93,11 @@ pub enum Op {
         source: String,
         target: String,
     },
+    /// A bind of the source alone, without the mounts below it.
+    BindOne {
+        source: String,
+        target: String,
+    },
     Overlay {
         source: String,
         target: String,
@@ -154,6 +159,9 @@ pub trait Sys {
     fn create_file(&mut self, path: &Path, contents: &[u8]) -> io::Result<()>;
     fn symlink(&mut self, target: &Path, link: &Path) -> io::Result<()>;
     fn bind(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()>;
+    /// Bind `source` alone: mounts below it stay out (and, in a user namespace, a source with
+    /// mounts below it is refused by the kernel rather than shown without them).
+    fn bind_one(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()>;
     /// A read-only overlay at `target` (an empty directory) whose layers are the directory
     /// `source` and `target` itself, both named by descriptor: the mount table then shows no
     /// host path.

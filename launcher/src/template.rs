@@ -137,6 +137,13 @@ pub fn plan(
     control_fd: i32,
     native_fd: i32,
 ) -> Result<Plan, LaunchError> {
+    if !policy.user_dirs.is_empty() {
+        return Err(LaunchError::Template(
+            "a template is never granted directories of the user's (every tool forked from it \
+             would see them)"
+                .into(),
+        ));
+    }
     let mut policy = policy.clone();
     policy.egress = None;
     policy.keep_fds = vec![control_fd, native_fd];
@@ -216,5 +223,52 @@ pub fn run(policy: &LaunchPolicy, options: Options) -> Result<u8, LaunchError> {
     match role {
         Role::Outer(code) => Ok(code),
         Role::Tool => Ok(crate::LAUNCHER_FAILED),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn granted(policy: &mut LaunchPolicy) {
+        policy.user_dirs.push(autotool_policy::UserDir {
+            path: "/srv/data".into(),
+            write: true,
+            dev: 1,
+            ino: 2,
+        });
+    }
+
+    #[test]
+    fn a_template_is_never_granted_directories_of_the_users() {
+        let mut policy = LaunchPolicy::new("/srv/tools", "template", "/usr/bin/python3", vec![]);
+        assert!(plan(&policy, &[], 5, 6).is_ok());
+        granted(&mut policy);
+        let err = plan(&policy, &[], 5, 6).unwrap_err();
+        assert!(
+            err.to_string().contains("never granted directories"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_tool_granted_directories_is_never_confined_as_a_fork() {
+        let mut policy = LaunchPolicy::new("/srv/tools/t", "t.py", "/usr/bin/python3", vec![]);
+        granted(&mut policy);
+        let plan = policy.plan().unwrap();
+        // Refused before any system call: the template's mount namespace lacks the directory,
+        // and a template must never hold one.
+        let template = Template {
+            native: std::fs::File::open("/").unwrap().into(),
+        };
+        for flavor in [Flavor::Fork, Flavor::Template(&template)] {
+            let err = crate::sandbox(&plan, flavor).unwrap_err();
+            assert!(
+                matches!(&err, LaunchError::ForkRequest(why) if why.contains("never forked")),
+                "{err:?}"
+            );
+        }
     }
 }

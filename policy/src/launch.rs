@@ -12,6 +12,13 @@
 //! packages. Like the runtime, the layer's host directory may live anywhere (a home under `/tmp`
 //! included): it is only the source of a mount at a fixed place. It may not overlap the tool's
 //! own directory, which stays noexec.
+//!
+//! Directories of the user's a tool was granted ([`UserDir`], from its `READ_DIRS` and
+//! `WRITE_DIRS`) appear at their own host path, after everything the sandbox mounts itself:
+//! read-only, or read-write for a write grant, always nosuid, nodev and noexec, with Landlock
+//! rules to match. Each carries the device and inode granted; the launcher opens the path
+//! without following any symlink and refuses a directory that is no longer that one. Which
+//! directories may be granted at all is [`crate::dirs`]'s decision.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -150,12 +157,34 @@ pub struct LaunchPolicy {
     /// which gives it the module `autotool_uses` ([`USES_MODULE`]).
     #[serde(default)]
     pub uses_fd: Option<i32>,
+    /// Directories of the user's the tool was granted, each shown at its own path (read-only,
+    /// or read-write for a write grant; always noexec). A policy holding any is never forked
+    /// from a template ([`LaunchPolicy::fork_mismatch`]).
+    #[serde(default)]
+    pub user_dirs: Vec<UserDir>,
     /// Lowest Landlock ABI accepted; a kernel below it is an error, never a downgrade.
     #[serde(default = "default_landlock_abi")]
     pub min_landlock_abi: u8,
     /// Host name inside the UTS namespace.
     #[serde(default = "default_hostname")]
     pub hostname: String,
+}
+
+/// A directory of the user's granted to a tool (`READ_DIRS` or `WRITE_DIRS`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserDir {
+    /// The canonical host path (symlinks and `..` resolved once, when it was granted); also
+    /// where the directory appears inside the sandbox.
+    pub path: PathBuf,
+    /// Read-write (create, write, rename and remove files and directories below it) rather
+    /// than read-only.
+    pub write: bool,
+    /// Device of the directory that was granted (`st_dev`).
+    pub dev: u64,
+    /// Inode of the directory that was granted (`st_ino`): the launcher refuses a path that
+    /// now names another directory.
+    pub ino: u64,
 }
 
 /// Where the egress listener goes.
@@ -203,16 +232,16 @@ impl Default for Limits {
     }
 }
 
+/// The system directories a policy mounts by default (read-only, with exec, where they exist).
+pub const SYSTEM_DIRS: [&str; 7] = [
+    "/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin",
+];
+
 fn default_interpreter_args() -> Vec<String> {
     vec!["-I".into(), "-B".into()]
 }
 fn default_system_dirs() -> Vec<PathBuf> {
-    [
-        "/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .collect()
+    SYSTEM_DIRS.iter().map(PathBuf::from).collect()
 }
 fn default_etc_files() -> Vec<PathBuf> {
     [
@@ -293,6 +322,8 @@ pub enum PolicyError {
     Hostname(String),
     #[error("egress port must not be 0")]
     EgressPort,
+    #[error("the granted directory {path:?} {why}")]
+    UserDir { path: PathBuf, why: String },
     #[error("policy is not valid JSON for a launch policy: {0}")]
     Json(String),
 }
@@ -308,6 +339,9 @@ pub enum FsAccess {
     ReadWrite,
     /// Read and write an existing device file, with its ioctls (`/dev/null`, …).
     Device,
+    /// Read, write, create, rename and remove files and directories, never execute, and make
+    /// no symlink, device node, fifo or socket: a directory the user granted for writing.
+    UserWrite,
 }
 
 /// One Landlock rule.
@@ -366,6 +400,16 @@ pub enum Mount {
     /// A symbolic link, recreated inside the root when the host has one at the same place (for
     /// example `/bin -> usr/bin` on merged-/usr systems).
     HostSymlink { path: PathBuf },
+    /// A directory of the user's the tool was granted, bound at its own path from a descriptor
+    /// opened without following any symlink, and only when that descriptor is the directory
+    /// granted (`dev`, `ino`); not recursive (mounts below it stay out), read-only unless
+    /// `write`, always nosuid, nodev and noexec.
+    UserDir {
+        path: PathBuf,
+        write: bool,
+        dev: u64,
+        ino: u64,
+    },
 }
 
 /// A resource limit to set.
@@ -483,6 +527,7 @@ impl LaunchPolicy {
             keep_fds: Vec::new(),
             egress: None,
             uses_fd: None,
+            user_dirs: Vec::new(),
             min_landlock_abi: MIN_LANDLOCK_ABI,
             hostname: default_hostname(),
         }
@@ -505,7 +550,18 @@ impl LaunchPolicy {
     /// interpreter, arguments, runtime and system view (the template has imported from
     /// them), and a tool directory and package layer the template can see. A uses channel
     /// (`uses_fd`) is no obstacle: the template hands it to its child like the report socket.
+    ///
+    /// A tool granted directories of the user's is never forked: the template's mount namespace
+    /// does not hold them, and must not (every tool forked from it would inherit them), so such
+    /// a tool starts through the launcher, which mounts them in the tool's own namespace.
     pub fn fork_mismatch(&self, template: &LaunchPolicy, shares: &[PathBuf]) -> Option<String> {
+        if !self.user_dirs.is_empty() {
+            return Some(
+                "it was granted directories of the user's, which only a tool started by the \
+                 launcher gets (in its own mount namespace)"
+                    .into(),
+            );
+        }
         let same = [
             ("interpreter", self.interpreter == template.interpreter),
             (
@@ -551,6 +607,57 @@ impl LaunchPolicy {
             },
             None => self.interpreter.clone(),
         }
+    }
+
+    /// The user's directories, checked and sorted by path (a parent before what it holds):
+    /// each absolute without `..`, not `/`, listed once, and clear of every place the sandbox
+    /// mounts itself (its own directories, `/etc`, the system and runtime directories, the
+    /// tool's directory, runtime and packages layer), neither inside one nor holding one.
+    fn check_user_dirs(&self) -> Result<Vec<&UserDir>, PolicyError> {
+        let refuse = |path: &Path, why: String| PolicyError::UserDir {
+            path: path.to_path_buf(),
+            why,
+        };
+        let overlap = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+        let mut dirs: Vec<&UserDir> = self.user_dirs.iter().collect();
+        dirs.sort_by(|a, b| a.path.cmp(&b.path));
+        for (i, dir) in dirs.iter().enumerate() {
+            let path = dir.path.as_path();
+            check_abs("user dir", path)?;
+            if path.parent().is_none() {
+                return Err(refuse(path, "is the host's root".into()));
+            }
+            check_not_reserved("user dir", path)?;
+            if i > 0 && dirs[i - 1].path == dir.path {
+                return Err(refuse(path, "is listed twice".into()));
+            }
+            let mounted = self
+                .system_dirs
+                .iter()
+                .map(|d| (d, "system directory"))
+                .chain(self.runtime_dirs.iter().map(|d| (d, "runtime directory")));
+            for (other, what) in mounted {
+                if overlap(path, other) {
+                    return Err(refuse(
+                        path,
+                        format!("overlaps the {what} {other:?}, which the sandbox mounts itself"),
+                    ));
+                }
+            }
+            let own = std::iter::once((&self.tool_dir, "the tool's own directory"))
+                .chain(self.runtime.iter().map(|r| (r, "the tool runtime")))
+                .chain(
+                    self.packages
+                        .iter()
+                        .map(|p| (p, "the tool's packages layer")),
+                );
+            for (other, what) in own {
+                if overlap(path, other) {
+                    return Err(refuse(path, format!("overlaps {what} {other:?}")));
+                }
+            }
+        }
+        Ok(dirs)
     }
 
     /// Check the policy and turn it into the launcher's plan. Pure: no file is looked at.
@@ -668,6 +775,8 @@ impl LaunchPolicy {
                 return Err(PolicyError::UsesFd(fd));
             }
         }
+
+        let user_dirs = self.check_user_dirs()?;
 
         let mut mounts = Vec::new();
         let mut landlock = Vec::new();
@@ -798,6 +907,25 @@ impl LaunchPolicy {
             landlock.push(PathRule {
                 path: Path::new("/dev").join(node),
                 access: FsAccess::Device,
+            });
+        }
+        // The user's directories last, parents before what lies inside them: nothing the
+        // sandbox mounts itself can cover them, and a directory granted inside another is
+        // mounted on top of it.
+        for dir in user_dirs {
+            mounts.push(Mount::UserDir {
+                path: dir.path.clone(),
+                write: dir.write,
+                dev: dir.dev,
+                ino: dir.ino,
+            });
+            landlock.push(PathRule {
+                path: dir.path.clone(),
+                access: if dir.write {
+                    FsAccess::UserWrite
+                } else {
+                    FsAccess::Read
+                },
             });
         }
 

@@ -3,7 +3,9 @@
 //! This crate is responsible for *what* a confined tool process may see and do, never for doing it:
 //! it performs no system calls. [`launch`] holds the launch policy the supervisor hands to
 //! `autotool-launcher` and the pure function that turns it into a [`launch::Plan`] (mounts,
-//! Landlock rules, limits, environment, argv) which the launcher then carries out step by step.
+//! Landlock rules, limits, environment, argv) which the launcher then carries out step by step;
+//! [`dirs`] which directories of the user's a tool may be granted at all (`READ_DIRS`,
+//! `WRITE_DIRS`), and why one is refused.
 //! [`hosts`] holds what the egress proxy decides: canonical hosts, allowlist entries, whether a
 //! tool may reach a target, and which addresses are never dialled. [`consent`] holds when a
 //! tool version may hold a key on an earlier approval and when the user is asked again.
@@ -17,6 +19,7 @@
 //! of it is granted or still to be asked.
 
 pub mod consent;
+pub mod dirs;
 pub mod hosts;
 pub mod launch;
 pub mod lifecycle;
@@ -29,5 +32,5 @@ pub mod uses;
 
 pub use launch::{
     Egress, FsAccess, LaunchPolicy, Limits, Mount, PathRule, Plan, PolicyError, Rlimit,
-    RlimitResource,
+    RlimitResource, UserDir,
 };

@@ -144,6 +144,28 @@ impl ToolBuilder {
         Ok(self)
     }
 
+    /// Grant the tool the host directory `path` (read-only, or read-write when `write`) as
+    /// the supervisor would: resolved once, now, to its canonical path, its device and inode
+    /// taken as what was granted. Only meaningful when confined: the control sees every
+    /// directory anyway.
+    pub fn with_user_dir(mut self, path: &Path, write: bool) -> Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let path = std::fs::canonicalize(path)
+            .with_context(|| format!("resolving the granted directory {path:?}"))?;
+        let meta = std::fs::symlink_metadata(&path)
+            .with_context(|| format!("reading the granted directory {path:?}"))?;
+        if !meta.is_dir() {
+            bail!("the granted {path:?} is not a directory");
+        }
+        self.policy.user_dirs.push(autotool_policy::UserDir {
+            path,
+            write,
+            dev: meta.dev(),
+            ino: meta.ino(),
+        });
+        Ok(self)
+    }
+
     /// Give the tool an egress listener on `port` inside its namespace, with the proxy
     /// variables the supervisor sets. Only meaningful when confined.
     pub fn with_egress(mut self, port: u16) -> Self {

@@ -381,6 +381,20 @@ def rename_file(source: str, destination: str) -> str:
 
 
 @mcp.tool()
+def make_link(source: str, link: str, symbolic: bool) -> str:
+    """Make a hard link (or a symbolic link) at ``link`` to ``source``."""
+    try:
+        if symbolic:
+            os.symlink(source, link)
+        else:
+            os.link(source, link, follow_symlinks=False)
+    except Exception as e:  # noqa: BLE001
+        return f"BLOCKED: {_err(e)}"
+    kind = "symlink" if symbolic else "hard link"
+    return f"ESCAPED: made the {kind} {link} to {source}"
+
+
+@mcp.tool()
 def delete_file(path: str) -> str:
     """Delete a file."""
     try:

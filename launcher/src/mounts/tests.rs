@@ -855,3 +855,238 @@ fn a_missing_runtime_stops_the_launch() {
         other => panic!("expected OpenSource, got {other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The user's granted directories
+// ---------------------------------------------------------------------------------------------
+
+fn granted(dirs: &[(&str, bool)]) -> LaunchPolicy {
+    let mut policy = policy();
+    policy.user_dirs = dirs
+        .iter()
+        .map(|(path, write)| autotool_policy::UserDir {
+            path: PathBuf::from(path),
+            write: *write,
+            dev: 1,
+            ino: 2,
+        })
+        .collect();
+    policy
+}
+
+fn bind_one(source: &str, target: &str) -> Op {
+    Op::BindOne {
+        source: source.into(),
+        target: target.into(),
+    }
+}
+
+/// A granted directory granted for writing: writable, never exec, suid or devices.
+const USER_RW: Attrs = Attrs {
+    read_only: false,
+    noexec: true,
+    nosuid: true,
+    nodev: true,
+};
+
+#[test]
+fn granted_directories_are_bound_alone_last_read_only_unless_written_and_always_noexec() {
+    let with = granted(&[("/srv/data/out", true), ("/srv/data/notes", false)]);
+    let sources = bare_host()
+        .with_user_dir("/srv/data/notes")
+        .with_user_dir("/srv/data/out");
+    let ops = ok_ops(&with, &sources);
+    let without = ok_ops(&policy(), &bare_host());
+    // Everything the sandbox mounts itself comes first, unchanged; then the user's directories
+    // (sorted by path), then the root is sealed and entered.
+    let (before, after) = ops.split_at(without.len() - 2);
+    assert_eq!(before, &without[..without.len() - 2]);
+    assert_eq!(
+        after,
+        [
+            mkdir("/tmp/srv/data/notes"),
+            bind_one("/srv/data/notes", "/tmp/srv/data/notes"),
+            attrs("/tmp/srv/data/notes", RO_NOEXEC, false),
+            mkdir("/tmp/srv/data/out"),
+            bind_one("/srv/data/out", "/tmp/srv/data/out"),
+            attrs("/tmp/srv/data/out", USER_RW, false),
+            attrs("/tmp", SEALED_RO, false),
+            Op::PivotRoot("/tmp".into()),
+        ]
+    );
+}
+
+#[test]
+fn a_user_directory_that_cannot_be_bound_stops_the_launch_with_a_hint() {
+    let policy = granted(&[("/srv/data", false)]);
+    let plan = policy.plan().unwrap();
+    let sources = bare_host().with_user_dir("/srv/data");
+    for (errno, hint) in [
+        (libc::EINVAL, "mounted below it"),
+        (libc::EPERM, "user namespaces"),
+    ] {
+        let mut rec = Recorder::default().fail_when(|op| matches!(op, Op::BindOne { .. }), errno);
+        let err = build_root(&plan, &sources, &mut rec).unwrap_err();
+        let LaunchError::UserDirMount { path, step, source } = &err else {
+            panic!("expected UserDirMount, got {err:?}");
+        };
+        assert_eq!(
+            (path.as_path(), *step, source.raw_os_error()),
+            (Path::new("/srv/data"), "bind", Some(errno))
+        );
+        assert!(err.hint().unwrap().contains(hint), "{:?}", err.hint());
+        // Nothing after the failed bind: never sealed, never pivoted.
+        assert!(matches!(rec.ops.last(), Some(Op::BindOne { .. })));
+    }
+}
+
+#[test]
+fn a_user_directory_that_was_not_opened_is_never_mounted() {
+    let plan = granted(&[("/srv/data", true)]).plan().unwrap();
+    let mut rec = Recorder::default();
+    let err = build_root(&plan, &bare_host(), &mut rec).unwrap_err();
+    assert!(
+        matches!(&err, LaunchError::UserDirMount { step: "open", .. }),
+        "{err:?}"
+    );
+    assert!(!rec.ops.iter().any(|op| matches!(op, Op::BindOne { .. })));
+}
+
+/// A scratch directory outside `/tmp` for the real opens below, removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch() -> (Scratch, PathBuf) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = std::env::var_os("AUTOTOOL_TEST_SCRATCH").unwrap_or("/var/tmp".into());
+    let dir = Path::new(&base).join(format!(
+        "autotool-userdir-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = std::fs::canonicalize(&dir).unwrap();
+    (Scratch(dir), root)
+}
+
+fn id(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).unwrap();
+    (m.dev(), m.ino())
+}
+
+fn changed(result: Result<OwnedFd, LaunchError>) -> &'static str {
+    match result {
+        Err(LaunchError::UserDirChanged { why, .. }) => why,
+        other => panic!("expected UserDirChanged, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_granted_directory_opens_when_it_is_still_the_one_granted() {
+    let (_keep, root) = scratch();
+    let dir = root.join("notes");
+    std::fs::create_dir(&dir).unwrap();
+    let (dev, ino) = id(&dir);
+    let fd = open_user_dir(&dir, dev, ino).unwrap();
+    assert_eq!(identity(&fd).unwrap(), (dev, ino));
+}
+
+#[test]
+fn a_granted_directory_swapped_for_a_symlink_or_another_directory_is_refused() {
+    let (_keep, root) = scratch();
+    let dir = root.join("notes");
+    let secret = root.join("secret");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir(&secret).unwrap();
+    let (dev, ino) = id(&dir);
+    // Swapped for a symlink to another directory after the grant.
+    std::fs::rename(&dir, root.join("notes.old")).unwrap();
+    std::os::unix::fs::symlink(&secret, &dir).unwrap();
+    assert_eq!(
+        changed(open_user_dir(&dir, dev, ino)),
+        "a part of its path is a symbolic link now"
+    );
+    // Swapped for another directory moved into its place.
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::rename(&secret, &dir).unwrap();
+    assert_eq!(
+        changed(open_user_dir(&dir, dev, ino)),
+        "its path names another directory now (device and inode differ)"
+    );
+    // Gone, or a file now.
+    std::fs::remove_dir(&dir).unwrap();
+    assert_eq!(
+        changed(open_user_dir(&dir, dev, ino)),
+        "it no longer exists"
+    );
+    std::fs::write(&dir, "x").unwrap();
+    assert_eq!(
+        changed(open_user_dir(&dir, dev, ino)),
+        "it, or a part of its path, is no longer a directory"
+    );
+}
+
+#[test]
+fn a_symlink_anywhere_on_the_granted_path_is_refused() {
+    let (_keep, root) = scratch();
+    std::fs::create_dir_all(root.join("real/notes")).unwrap();
+    std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+    let (dev, ino) = id(&root.join("real/notes"));
+    assert_eq!(
+        changed(open_user_dir(&root.join("link/notes"), dev, ino)),
+        "a part of its path is a symbolic link now"
+    );
+    // Through /proc/self/root: /proc/self is itself a symlink.
+    let via_proc =
+        Path::new("/proc/self/root").join(root.join("real/notes").strip_prefix("/").unwrap());
+    assert_eq!(
+        changed(open_user_dir(&via_proc, dev, ino)),
+        "a part of its path is a symbolic link now"
+    );
+    // And the plain path still opens.
+    open_user_dir(&root.join("real/notes"), dev, ino).unwrap();
+}
+
+#[test]
+fn host_sources_open_checks_every_granted_directory() {
+    let (_keep, root) = scratch();
+    let dir = root.join("notes");
+    std::fs::create_dir(&dir).unwrap();
+    let (dev, ino) = id(&dir);
+    let mut policy = policy();
+    policy.user_dirs = vec![autotool_policy::UserDir {
+        path: dir.clone(),
+        write: false,
+        dev,
+        ino: ino + 1,
+    }];
+    let plan = policy.plan().unwrap();
+    let mut user_only = plan.clone();
+    user_only
+        .mounts
+        .retain(|m| matches!(m, Mount::UserDir { .. }));
+    let err = HostSources::open(&user_only).unwrap_err();
+    assert!(
+        err.to_string().starts_with(&format!(
+            "the directory {dir:?} changed since it was granted (its path names another \
+             directory now"
+        )),
+        "{err}"
+    );
+    assert!(err.hint().unwrap().contains("grant it to the tool again"));
+    policy.user_dirs[0].ino = ino;
+    let mut user_only = policy.plan().unwrap();
+    user_only
+        .mounts
+        .retain(|m| matches!(m, Mount::UserDir { .. }));
+    let sources = HostSources::open(&user_only).unwrap();
+    assert!(sources.user_dirs.contains_key(&dir));
+}

@@ -85,6 +85,24 @@ const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 const PR_SET_MDWE: libc::c_int = 65;
 const PR_MDWE_REFUSE_EXEC_GAIN: libc::c_ulong = 1;
 
+/// Bind the object `source.fd` names (through its `/proc/self/fd` link, which the kernel
+/// resolves to the opened object itself, never to a path looked up again) at `target`.
+fn bind_from_fd(source: &Source<'_>, target: &Path, flags: libc::c_ulong) -> io::Result<()> {
+    let s = CString::new(format!("/proc/self/fd/{}", source.fd))
+        .map_err(|_| io::Error::other("fd path"))?;
+    let t = cstr(target)?;
+    // SAFETY: valid C strings; a bind mount ignores the type and data arguments.
+    check_int(unsafe {
+        libc::mount(
+            s.as_ptr(),
+            t.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    })
+}
+
 impl Sys for RealSys {
     fn make_private(&mut self) -> io::Result<()> {
         // SAFETY: every pointer is a valid C string or null, as mount(2) allows for a
@@ -140,19 +158,11 @@ impl Sys for RealSys {
     }
 
     fn bind(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()> {
-        let s = CString::new(format!("/proc/self/fd/{}", source.fd))
-            .map_err(|_| io::Error::other("fd path"))?;
-        let t = cstr(target)?;
-        // SAFETY: valid C strings; a bind mount ignores the type and data arguments.
-        check_int(unsafe {
-            libc::mount(
-                s.as_ptr(),
-                t.as_ptr(),
-                std::ptr::null(),
-                libc::MS_BIND | libc::MS_REC,
-                std::ptr::null(),
-            )
-        })
+        bind_from_fd(source, target, libc::MS_BIND | libc::MS_REC)
+    }
+
+    fn bind_one(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()> {
+        bind_from_fd(source, target, libc::MS_BIND)
     }
 
     fn overlay(&mut self, source: &Source<'_>, target: &Path, attrs: Attrs) -> io::Result<()> {

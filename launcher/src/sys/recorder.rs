@@ -168,6 +168,12 @@ impl Sys for Recorder {
             target: s(target),
         })
     }
+    fn bind_one(&mut self, source: &Source<'_>, target: &Path) -> io::Result<()> {
+        self.record(Op::BindOne {
+            source: s(source.path),
+            target: s(target),
+        })
+    }
     fn overlay(&mut self, source: &Source<'_>, target: &Path, attrs: Attrs) -> io::Result<()> {
         self.record(Op::Overlay {
             source: s(source.path),

@@ -24,7 +24,8 @@ fn map(v: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 /// A policy as the supervisor sends it: defaults for system directories and `/etc`, a Python
 /// prefix outside the system directories, the runtime (a virtual environment in a home under
-/// `/tmp`), an egress listener, two kept descriptors and custom limits.
+/// `/tmp`), an egress listener, two kept descriptors, custom limits, and two directories of the
+/// user's (listed out of order): one read-only, one writable.
 fn representative() -> LaunchPolicy {
     let mut policy = LaunchPolicy::new(
         "/srv/tools/weather",
@@ -52,7 +53,32 @@ fn representative() -> LaunchPolicy {
         port: 3128,
     });
     policy.hostname = "weather".into();
+    policy.user_dirs = vec![
+        user_dir("/home/alice/notes", false),
+        user_dir("/home/alice/exports", true),
+    ];
     policy
+}
+
+/// A directory of the user's as the supervisor grants it (device and inode made up).
+fn user_dir(path: &str, write: bool) -> UserDir {
+    UserDir {
+        path: p(path),
+        write,
+        dev: 2049,
+        ino: 77 + path.len() as u64,
+    }
+}
+
+/// Its mount in the plan.
+fn user_mount(path: &str, write: bool) -> Mount {
+    let d = user_dir(path, write);
+    Mount::UserDir {
+        path: d.path,
+        write,
+        dev: d.dev,
+        ino: d.ino,
+    }
 }
 
 /// A valid minimal policy to vary in the refusal tests.
@@ -296,6 +322,9 @@ fn representative_policy_plans_exactly() {
                 target: p("/dev"),
                 nodes: strings(&["null", "zero", "random", "urandom"]),
             },
+            // The user's directories last, sorted by path, at their own paths.
+            user_mount("/home/alice/exports", true),
+            user_mount("/home/alice/notes", false),
         ],
         landlock: vec![
             rule("/usr", FsAccess::ReadExec),
@@ -317,6 +346,8 @@ fn representative_policy_plans_exactly() {
             rule("/dev/zero", FsAccess::Device),
             rule("/dev/random", FsAccess::Device),
             rule("/dev/urandom", FsAccess::Device),
+            rule("/home/alice/exports", FsAccess::UserWrite),
+            rule("/home/alice/notes", FsAccess::Read),
         ],
         connect_ports: vec![3128],
         min_landlock_abi: 6,
@@ -401,6 +432,7 @@ fn minimal_plan_has_no_egress_no_ports_and_custom_argv() {
             Mount::Dev { .. } => "dev",
             Mount::File { .. } => "file",
             Mount::HostSymlink { .. } => "symlink",
+            Mount::UserDir { .. } => "user dir",
         })
         .collect();
     let mut expected = vec!["file", "file", "file", "layer", "tmpfs", "tmpfs", "proc"];
@@ -1442,5 +1474,263 @@ fn a_uses_descriptor_must_be_free() {
             port: 3128,
         });
         assert_eq!(policy.plan(), Err(PolicyError::UsesFd(fd)));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The user's directories
+// ---------------------------------------------------------------------------------------------
+
+fn with_dirs(dirs: &[(&str, bool)]) -> LaunchPolicy {
+    let mut policy = base();
+    policy.user_dirs = dirs.iter().map(|(d, w)| user_dir(d, *w)).collect();
+    policy
+}
+
+fn user_dir_refused(path: &str, why: &str) -> PolicyError {
+    PolicyError::UserDir {
+        path: p(path),
+        why: why.into(),
+    }
+}
+
+#[test]
+fn without_user_dirs_nothing_of_the_users_is_mounted() {
+    let plan = base().plan().unwrap();
+    assert!(
+        !plan
+            .mounts
+            .iter()
+            .any(|m| matches!(m, Mount::UserDir { .. }))
+    );
+    assert!(
+        !plan
+            .landlock
+            .iter()
+            .any(|r| r.access == FsAccess::UserWrite)
+    );
+}
+
+#[test]
+fn a_directory_granted_inside_another_is_mounted_after_it() {
+    let plan = with_dirs(&[
+        ("/srv/data/project/out", true),
+        ("/srv/data/project", false),
+        ("/srv/data/projects", true),
+    ])
+    .plan()
+    .unwrap();
+    let user: Vec<&Mount> = plan
+        .mounts
+        .iter()
+        .filter(|m| matches!(m, Mount::UserDir { .. }))
+        .collect();
+    assert_eq!(
+        user,
+        [
+            &user_mount("/srv/data/project", false),
+            &user_mount("/srv/data/project/out", true),
+            &user_mount("/srv/data/projects", true),
+        ]
+    );
+    let rules: Vec<&PathRule> = plan.landlock.iter().rev().take(3).collect();
+    assert_eq!(
+        rules,
+        [
+            &rule("/srv/data/projects", FsAccess::UserWrite),
+            &rule("/srv/data/project/out", FsAccess::UserWrite),
+            &rule("/srv/data/project", FsAccess::Read),
+        ]
+    );
+    // Every user directory comes after every mount the sandbox makes itself.
+    let first = plan
+        .mounts
+        .iter()
+        .position(|m| matches!(m, Mount::UserDir { .. }))
+        .unwrap();
+    assert_eq!(first, plan.mounts.len() - 3);
+}
+
+#[test]
+fn user_dirs_must_be_absolute_without_dotdot() {
+    for bad in BAD_PATHS {
+        assert_eq!(
+            refused(&with_dirs(&[(bad, false)])),
+            not_absolute("user dir", bad),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn a_user_dir_cannot_be_the_root() {
+    assert_eq!(
+        refused(&with_dirs(&[("/", true)])),
+        user_dir_refused("/", "is the host's root")
+    );
+}
+
+#[test]
+fn user_dirs_cannot_be_the_sandboxs_own_places() {
+    for (path, place) in [
+        ("/tmp", "/tmp"),
+        ("/tmp/notes", "/tmp"),
+        ("/tool", "/tool"),
+        ("/runtime/x", "/runtime"),
+        ("/packages", "/packages"),
+        ("/home/tool", "/home/tool"),
+        ("/home/tool/notes", "/home/tool"),
+        // Holding the tool's home.
+        ("/home", "/home/tool"),
+        ("/proc", "/proc"),
+        ("/proc/self/root", "/proc"),
+        ("/dev/shm", "/dev"),
+        ("/etc", "/etc"),
+        ("/etc/ssh", "/etc"),
+    ] {
+        assert_eq!(
+            refused(&with_dirs(&[(path, false)])),
+            reserved("user dir", path, place),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn user_dirs_cannot_overlap_the_system_or_runtime_directories() {
+    for (path, other, what) in [
+        ("/usr", "/usr", "system directory"),
+        ("/usr/share", "/usr", "system directory"),
+        ("/lib64/x", "/lib64", "system directory"),
+        ("/opt/python", "/opt/python", "runtime directory"),
+        ("/opt/python/lib", "/opt/python", "runtime directory"),
+        // Holding one: it would be mounted over it, noexec.
+        ("/opt", "/opt/python", "runtime directory"),
+    ] {
+        assert_eq!(
+            refused(&with_dirs(&[(path, true)])),
+            user_dir_refused(
+                path,
+                &format!("overlaps the {what} {other:?}, which the sandbox mounts itself")
+            ),
+            "{path}"
+        );
+    }
+    // Near misses are fine.
+    for path in ["/usrdata", "/opt/pythonic", "/opt/data"] {
+        assert!(with_dirs(&[(path, true)]).plan().is_ok(), "{path}");
+    }
+}
+
+#[test]
+fn user_dirs_cannot_overlap_the_tools_own_directory_runtime_or_layer() {
+    let mut policy = base();
+    policy.runtime = Some(p("/srv/rt/venv"));
+    policy.packages = Some(p("/srv/layers/abc"));
+    for (path, why) in [
+        (
+            "/srv/tools/t",
+            "overlaps the tool's own directory \"/srv/tools/t\"",
+        ),
+        (
+            "/srv/tools/t/sub",
+            "overlaps the tool's own directory \"/srv/tools/t\"",
+        ),
+        (
+            "/srv/tools",
+            "overlaps the tool's own directory \"/srv/tools/t\"",
+        ),
+        ("/srv/rt", "overlaps the tool runtime \"/srv/rt/venv\""),
+        (
+            "/srv/rt/venv/lib",
+            "overlaps the tool runtime \"/srv/rt/venv\"",
+        ),
+        (
+            "/srv/layers/abc",
+            "overlaps the tool's packages layer \"/srv/layers/abc\"",
+        ),
+    ] {
+        let mut policy = policy.clone();
+        policy.user_dirs = vec![user_dir(path, true)];
+        assert_eq!(refused(&policy), user_dir_refused(path, why), "{path}");
+    }
+    let mut policy = policy.clone();
+    policy.user_dirs = vec![user_dir("/srv/data", true), user_dir("/srv/rt2", false)];
+    assert!(policy.plan().is_ok());
+}
+
+#[test]
+fn a_user_dir_is_listed_once() {
+    assert_eq!(
+        refused(&with_dirs(&[
+            ("/srv/a", false),
+            ("/srv/b", false),
+            ("/srv/a", true)
+        ])),
+        user_dir_refused("/srv/a", "is listed twice")
+    );
+}
+
+#[test]
+fn user_dir_errors_name_the_directory() {
+    let err = refused(&with_dirs(&[("/opt", true)]));
+    assert_eq!(
+        err.to_string(),
+        "the granted directory \"/opt\" overlaps the runtime directory \"/opt/python\", which \
+         the sandbox mounts itself"
+    );
+}
+
+#[test]
+fn a_tool_granted_directories_is_never_forked() {
+    let template = LaunchPolicy::new(
+        "/srv/tools",
+        "template",
+        "/usr/bin/python3",
+        vec![p("/opt/python")],
+    );
+    let shares = [p("/srv/tools")];
+    let plain = base();
+    assert_eq!(plain.fork_mismatch(&template, &shares), None);
+    for write in [false, true] {
+        let granted = with_dirs(&[("/srv/data", write)]);
+        assert_eq!(
+            granted.fork_mismatch(&template, &shares).as_deref(),
+            Some(
+                "it was granted directories of the user's, which only a tool started by the \
+                 launcher gets (in its own mount namespace)"
+            )
+        );
+    }
+}
+
+#[test]
+fn json_user_dirs_default_to_none_and_refuse_unknown_fields() {
+    let json = br#"{"tool_dir": "/srv/t", "tool_file": "t.py", "interpreter": "/usr/bin/python3"}"#;
+    assert_eq!(LaunchPolicy::from_json(json).unwrap().user_dirs, vec![]);
+    let json = br#"{"tool_dir": "/t", "tool_file": "t.py", "interpreter": "/i",
+        "user_dirs": [{"path": "/srv/d", "write": true, "dev": 1, "ino": 2}]}"#;
+    assert_eq!(
+        LaunchPolicy::from_json(json).unwrap().user_dirs,
+        vec![UserDir {
+            path: p("/srv/d"),
+            write: true,
+            dev: 1,
+            ino: 2
+        }]
+    );
+    for json in [
+        r#"{"tool_dir": "/t", "tool_file": "t.py", "interpreter": "/i",
+            "user_dirs": [{"path": "/srv/d", "write": true, "dev": 1, "ino": 2, "exec": true}]}"#,
+        r#"{"tool_dir": "/t", "tool_file": "t.py", "interpreter": "/i",
+            "user_dirs": [{"path": "/srv/d", "write": true}]}"#,
+    ] {
+        assert!(
+            matches!(
+                LaunchPolicy::from_json(json.as_bytes()),
+                Err(PolicyError::Json(_))
+            ),
+            "{json}"
+        );
     }
 }

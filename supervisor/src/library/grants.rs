@@ -582,6 +582,7 @@ mod tests {
                     port: DEFAULT_EGRESS_PORT,
                 }),
                 uses_fd: None,
+                user_dirs: vec![],
                 min_landlock_abi: 6,
                 hostname: "autotool".into(),
             }

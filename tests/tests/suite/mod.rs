@@ -12,6 +12,8 @@
 //! - `limits`: memory, thread, descriptor and CPU bombs;
 //! - `lifecycle`: refusing to start without a feature, bad policies, parent death;
 //! - `template`: tools forked from a template, against their template and each other;
+//! - `user_dirs`: directories of the user's granted to a tool (`READ_DIRS`, `WRITE_DIRS`): read
+//!   only what was granted, write only inside a write grant, no symlink out, no swapped path;
 //! - `survival`: a tool written to outlive its kill (death signal cleared, signals ignored,
 //!   sessions, double forks), killed the way the supervisor kills it.
 //!
@@ -30,6 +32,7 @@ mod process;
 mod serve;
 mod survival;
 mod template;
+mod user_dirs;
 
 use autotool_tests::{ATTACK_TOOL, Mode, ToolBuilder, ToolProcess};
 use serde_json::{Value, json};
