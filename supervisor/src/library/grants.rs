@@ -398,9 +398,7 @@ impl Library {
         spec.env = self.environment(tool, keys);
         spec.packages = packages;
         spec.egress = Some(self.egress(tool, keys, reach));
-        // Directories: the seam for `READ_DIRS`/`WRITE_DIRS` enforcement (branch `dirs`:
-        // `tool::dirs::resolve_grant` fills the launch policy's `user_dirs`). Until it is
-        // merged, a granted directory is recorded and shown but not mounted.
+        spec.user_dirs = reach.map(|r| self.user_dirs(tool, r)).unwrap_or_default();
         spec.limits = self.settings.limits;
         spec.max_output_bytes = self.settings.max_output_bytes;
         spec.launcher = self.settings.launcher.clone();
@@ -410,6 +408,52 @@ impl Library {
             redactor: self.secrets().redactor().cloned(),
         });
         spec
+    }
+
+    /// The granted directories of `reach`, resolved for the launcher
+    /// ([`crate::tool::dirs::resolve_grant`]: `~` expanded, symlinks and `..` resolved once,
+    /// the home itself, `~/.ssh`, autotool's home, `/etc` and the like refused). One that cannot
+    /// be granted (gone, refused) is left out, with a warning and an audit event saying why: the
+    /// tool runs without it and its reads there fail.
+    fn user_dirs(
+        &self,
+        tool: &str,
+        reach: &autotool_policy::reach::DeclaredReach,
+    ) -> Vec<autotool_policy::UserDir> {
+        if reach.read_dirs.is_empty() && reach.write_dirs.is_empty() {
+            return Vec::new();
+        }
+        let Some(user_home) = std::env::var_os("HOME").map(PathBuf::from) else {
+            tracing::warn!(
+                tool,
+                "HOME is not set: no directory of the user's is granted"
+            );
+            return Vec::new();
+        };
+        let read = reach.read_dirs.iter().map(|d| (d, false));
+        let write = reach.write_dirs.iter().map(|d| (d, true));
+        read.chain(write)
+            .filter_map(|(declared, write)| {
+                match crate::tool::dirs::resolve_grant(
+                    declared,
+                    write,
+                    &user_home,
+                    self.home.root(),
+                    &[],
+                ) {
+                    Ok(dir) => Some(dir),
+                    Err(why) => {
+                        tracing::warn!(tool, "{declared} is not mounted: {why}");
+                        self.audit(
+                            tool,
+                            Event::VerificationFailed,
+                            &format!("directory {declared} not granted: {why}"),
+                        );
+                        None
+                    }
+                }
+            })
+            .collect()
     }
 
     /// The directories a tool template shares, when tools are forked from one
