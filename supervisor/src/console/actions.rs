@@ -326,6 +326,18 @@ mod tests {
                 key: None
             })
         );
+        assert_eq!(
+            Action::parse(&fields(&[
+                ("action", "approve"),
+                ("tool", "t"),
+                ("reach", "1")
+            ])),
+            Ok(Action::ApproveReach { tool: "t".into() })
+        );
+        assert_eq!(
+            Action::parse(&fields(&[("action", "narrow"), ("tool", "t")])),
+            Ok(Action::Narrow { tool: "t".into() })
+        );
         assert!(Action::parse(&fields(&[("action", "allow"), ("key", "K")])).is_err());
         assert!(Action::parse(&fields(&[("action", "format_disk")])).is_err());
         assert!(Action::parse(&fields(&[])).is_err());
