@@ -227,6 +227,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn narrowing_gives_a_version_from_before_declared_reach_what_its_code_declares() {
+        use crate::version::Version;
+        use autotool_policy::lifecycle::State;
+        use autotool_policy::names::ToolName;
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(&dir.path().join("a.db")).unwrap();
+        ledger
+            .write(|tx| {
+                tx.insert_current_version(&Version {
+                    name: ToolName::parse("old").unwrap(),
+                    version: 1,
+                    code_hash: format!("{:064}", 1),
+                    description: String::new(),
+                    required_env: Vec::new(),
+                    functions: Default::default(),
+                    packages: None,
+                    uses: Vec::new(),
+                    reach: None,
+                    state: State::Probation,
+                    created_at: now_ms(),
+                })
+            })
+            .unwrap();
+        assert_eq!(ledger.current_of("old").unwrap().unwrap().reach, None);
+        let declared = DeclaredReach::parse(&["api.x.example"], &[], &[]).unwrap();
+        assert_eq!(ledger.narrow_reach("old", &declared).unwrap(), 1);
+        assert_eq!(
+            ledger.current_of("old").unwrap().unwrap().reach,
+            Some(declared.clone())
+        );
+        // Once declared, it is never narrowed again this way.
+        assert_eq!(
+            ledger
+                .narrow_reach("old", &DeclaredReach::default())
+                .unwrap(),
+            0
+        );
+    }
+
+    #[test]
     fn grants_and_allowed_hosts_are_kept_and_withdrawn() {
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::open(&dir.path().join("a.db")).unwrap();
