@@ -16,6 +16,8 @@
 //! tool may declare, the hash-pinned lock they resolve to, and how that lock is named to the user.
 //! [`fork`] holds the request that asks a tool template to fork a tool (no part of the policy).
 //! [`uses`] holds which tools may call which (`USES`): no cycle, no chain deeper than a bound.
+//! [`reach`] holds a tool's declared reach (`REQUIRED_HOSTS`, `READ_DIRS`, `WRITE_DIRS`) and what
+//! of it is granted or still to be asked.
 
 pub mod consent;
 pub mod dirs;
@@ -26,6 +28,7 @@ pub mod lifecycle;
 pub mod listing;
 pub mod names;
 pub mod packages;
+pub mod reach;
 pub mod search;
 pub mod uses;
 

@@ -49,6 +49,9 @@ pub struct State {
     /// The digest of the package set asked about, if the question was about one.
     #[serde(default)]
     pub packages: Option<String>,
+    /// The digest of the reach asked about ([`ReachAsk::digest`]), if the question named any.
+    #[serde(default)]
+    pub reach: Option<String>,
 }
 
 /// Why an echoed `requestState` was refused.
@@ -125,11 +128,13 @@ impl Consent {
 
     /// Seal a question about `keys` of `subject` (and its package set `packages`, by digest),
     /// asked on `channel`, for a call of `called` with `arguments`.
+    #[allow(clippy::too_many_arguments)]
     pub fn seal(
         &self,
         subject: Subject<'_>,
         keys: &[KeyName],
         packages: Option<&str>,
+        reach: Option<&str>,
         channel: &str,
         called: &str,
         arguments: &JsonObject,
@@ -141,6 +146,7 @@ impl Consent {
             code: subject.code_hash.to_string(),
             keys: keys.to_vec(),
             packages: packages.map(str::to_string),
+            reach: reach.map(str::to_string),
         };
         let ad = binding(channel, called, arguments);
         self.codec
@@ -190,15 +196,56 @@ pub struct PackagesAsk {
     pub before: Option<String>,
 }
 
-/// The question put to the user about the keys `asks` names ([`rules::question`]) and the
-/// package set `packages`.
+/// Declared reach the user has not granted a tool: hosts it would reach without a key and
+/// directories it would read or write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReachAsk {
+    /// What is asked: the part of the declaration no grant covers.
+    pub reach: autotool_policy::reach::DeclaredReach,
+    /// `reach api.open-meteo.com without a key and read ~/notes`.
+    pub phrase: String,
+    /// sha256 of what is asked, which a sealed question is bound to.
+    pub digest: String,
+}
+
+impl ReachAsk {
+    pub fn new(reach: autotool_policy::reach::DeclaredReach) -> ReachAsk {
+        let text = serde_json::to_string(&reach).unwrap_or_default();
+        ReachAsk {
+            phrase: reach.phrase(),
+            digest: crate::version::code_hash(text.as_bytes()),
+            reach,
+        }
+    }
+}
+
+/// The question put to the user about the keys `asks` names ([`rules::question`]), the
+/// package set `packages` and the declared reach `reach`, each host and directory named with
+/// whether it is read or written.
 pub fn question(
     tool: &str,
     asks: &[Ask],
     packages: Option<&PackagesAsk>,
+    reach: Option<&ReachAsk>,
     uses: &[String],
 ) -> String {
-    let mut q = question_without_uses(tool, asks, packages);
+    let mut q = match reach {
+        Some(r) if asks.is_empty() && packages.is_none() => {
+            format!("Allow the tool `{tool}` to {}?", r.phrase)
+        }
+        Some(r) => format!(
+            "{} It also asks to {}.",
+            question_without_uses(tool, asks, packages),
+            r.phrase
+        ),
+        None => question_without_uses(tool, asks, packages),
+    };
+    if reach.is_some() {
+        q.push_str(
+            " Nothing else: without a key it reaches no other host (not even to look a name \
+             up), and no other directory of yours.",
+        );
+    }
     if !uses.is_empty() {
         q.push_str(&format!(
             " It also calls {} (USES): each call runs that tool in its own sandbox with its own \
@@ -406,6 +453,7 @@ pub fn approve_key(
             declared,
             packages: None,
             uses: &[],
+            reach: None,
         };
         // Approved for confined use: with an allowlist it holds across rewrites while tools run
         // confined; a server running unconfined still matches it to this code only.
@@ -469,6 +517,108 @@ pub fn approve_packages(registry: &Registry, tool: &str, via: &str) -> anyhow::R
     ))
 }
 
+/// Grant `tool` the reach it declared: that of the question it could not ask, and that of its
+/// current version (every host and directory each declares), as the user did through `via`
+/// (`cli`, `console`). Returns what was granted, for the user.
+pub fn approve_reach(registry: &Registry, tool: &str, via: &str) -> anyhow::Result<String> {
+    use autotool_policy::reach::DeclaredReach;
+    let tool = autotool_policy::names::ToolName::parse(tool)?;
+    let pending = registry.ledger().pending(tool.as_str())?;
+    let from_question: Option<DeclaredReach> = pending
+        .and_then(|p| p.reach)
+        .map(|text| serde_json::from_str(&text))
+        .transpose()?;
+    let current = registry.get(tool.as_str())?;
+    if from_question.is_none() && current.is_none() {
+        anyhow::bail!(
+            "no tool named {:?}, and no tool of that name waiting for consent (see `autotool \
+             tools list`)",
+            tool.as_str()
+        );
+    }
+    let items: Vec<_> = from_question
+        .iter()
+        .chain(current.as_ref().and_then(|v| v.reach.as_ref()))
+        .flat_map(DeclaredReach::items)
+        .collect();
+    let reach = DeclaredReach::from_items(&items);
+    if reach.is_empty() {
+        let legacy = current.is_some_and(|v| v.reach.is_none());
+        anyhow::bail!(
+            "{tool} declares no reach (REQUIRED_HOSTS, READ_DIRS, WRITE_DIRS){}",
+            if legacy {
+                "; it is kept from before reach was declared and reaches any public host: \
+                 `autotool tools narrow` limits it to what its code declares"
+            } else {
+                ": without a key it reaches no host and none of your directories"
+            }
+        );
+    }
+    registry.ledger().grant_reach(tool.as_str(), &reach, via)?;
+    Ok(format!(
+        "granted: `{tool}` may {}. The grant holds for later versions of the tool; a version \
+         that declares more is asked again.",
+        reach.phrase()
+    ))
+}
+
+/// `autotool tools narrow TOOL`: a tool kept from before reach was declared reaches, from now
+/// on, only what its current code declares (usually nothing without a key). Returns what
+/// changed, for the user.
+pub fn narrow(registry: &Registry, tool: &str) -> anyhow::Result<String> {
+    let tool = autotool_policy::names::ToolName::parse(tool)?;
+    let Some(current) = registry.get(tool.as_str())? else {
+        anyhow::bail!(
+            "no tool named {:?} (see `autotool tools list`)",
+            tool.as_str()
+        );
+    };
+    if let Some(reach) = &current.reach {
+        return Ok(format!(
+            "`{tool}` already reaches only what it declares ({}).",
+            if reach.is_empty() {
+                "nothing without a key".to_owned()
+            } else {
+                reach.phrase()
+            }
+        ));
+    }
+    let code = std::fs::read_to_string(registry.dir_of(&current).join(crate::version::TOOL_FILE))?;
+    let reach = crate::verify::declarations::reach(&code)?;
+    let n = registry.ledger().narrow_reach(tool.as_str(), &reach)?;
+    Ok(format!(
+        "narrowed: {n} version(s) of `{tool}` kept from before declared reach now reach {}. \
+         A host it reached before is refused (and shown in `autotool tools show {tool}`); to \
+         give it one, rewrite it to declare REQUIRED_HOSTS.",
+        if reach.is_empty() {
+            "no host without a key".to_owned()
+        } else {
+            format!(
+                "only what the code declares (to {}), once granted",
+                reach.phrase()
+            )
+        }
+    ))
+}
+
+/// `autotool hosts allow HOST…`: allow hosts for every tool that declares them, so declaring
+/// one asks nothing. Each entry parses as an allowlist entry does (public suffixes refused).
+pub fn allow_hosts(registry: &Registry, hosts: &[String], via: &str) -> anyhow::Result<String> {
+    let entries = hosts
+        .iter()
+        .map(|h| AllowRule::parse(h).map(|r| r.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if entries.is_empty() {
+        anyhow::bail!("name at least one host: `autotool hosts allow api.open-meteo.com`");
+    }
+    registry.ledger().allow_hosts(&entries, via)?;
+    Ok(format!(
+        "allowed for every tool that declares them in REQUIRED_HOSTS (asking nothing): {}. A \
+         tool that does not declare a host still cannot reach it.",
+        entries.join(", ")
+    ))
+}
+
 /// `autotool tools revoke TOOL [KEY]`: without KEY, the tool's package approvals go too.
 pub fn revoke_from_cli(
     registry: &Registry,
@@ -496,6 +646,9 @@ pub fn revoke(
     let mut revoked = registry.ledger().revoke(tool, key, why)?;
     if key.is_none() && registry.ledger().revoke_packages(tool, why)? > 0 {
         revoked.push("its packages".into());
+    }
+    if key.is_none() && registry.ledger().revoke_reach(tool, why)? > 0 {
+        revoked.push("its reach (hosts and directories)".into());
     }
     if revoked.is_empty() && !known {
         anyhow::bail!(
@@ -541,8 +694,14 @@ mod tests {
             allowlist: None,
             reason: autotool_policy::consent::Reason::First,
         }];
-        let plain = question("trip", &asks, None, &[]);
-        let composite = question("trip", &asks, None, &["weather__forecast".to_string()]);
+        let plain = question("trip", &asks, None, None, &[]);
+        let composite = question(
+            "trip",
+            &asks,
+            None,
+            None,
+            &["weather__forecast".to_string()],
+        );
         assert_eq!(
             composite,
             format!(
@@ -551,6 +710,38 @@ mod tests {
             )
         );
         assert!(!plain.contains("USES"), "{plain}");
+    }
+
+    #[test]
+    fn the_question_names_each_host_and_directory_and_its_mode() {
+        let reach = ReachAsk::new(
+            autotool_policy::reach::DeclaredReach::parse(
+                &["api.open-meteo.com"],
+                &["~/notes"],
+                &["~/exports"],
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            question("weather", &[], None, Some(&reach), &[]),
+            "Allow the tool `weather` to reach api.open-meteo.com without a key, read ~/notes \
+             and read and write ~/exports? Nothing else: without a key it reaches no other host \
+             (not even to look a name up), and no other directory of yours."
+        );
+        let asks = [Ask {
+            key: key(),
+            allowlist: None,
+            reason: autotool_policy::consent::Reason::First,
+        }];
+        let both = question("weather", &asks, None, Some(&reach), &[]);
+        assert!(
+            both.starts_with(&question("weather", &asks, None, None, &[])),
+            "{both}"
+        );
+        assert!(
+            both.contains("It also asks to reach api.open-meteo.com"),
+            "{both}"
+        );
     }
 
     #[test]
@@ -563,10 +754,11 @@ mod tests {
             declared: &keys,
             packages: None,
             uses: &[],
+            reach: None,
         };
         let a = args(serde_json::json!({"city": "Oslo", "days": 3}));
         let sealed = c
-            .seal(subject, &keys, None, "stdio", "weather__forecast", &a)
+            .seal(subject, &keys, None, None, "stdio", "weather__forecast", &a)
             .unwrap();
         // Other arguments, another tool, another channel, or a tampered state: refused.
         let b = args(serde_json::json!({"city": "Bergen", "days": 3}));

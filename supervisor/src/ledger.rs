@@ -25,6 +25,7 @@ mod event;
 mod log;
 mod packages;
 mod pinned;
+mod reach;
 mod rollback;
 mod schema;
 mod trust;
@@ -42,6 +43,7 @@ pub use verdicts::BaselineRow;
 
 pub use approvals::{ApprovalRow, PendingConsent};
 pub use packages::{PackageApproval, approved_now};
+pub use reach::{AllowedHost, ReachGrant};
 
 pub use crate::version::Version;
 use autotool_policy::names::{KeyName, ToolName};
@@ -178,7 +180,7 @@ fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqli
     })
 }
 
-const VERSION_COLS: &str = "v.name, v.version, v.code_hash, v.description, v.required_env, v.functions, v.state, v.created_at, v.packages, v.uses";
+const VERSION_COLS: &str = "v.name, v.version, v.code_hash, v.description, v.required_env, v.functions, v.state, v.created_at, v.packages, v.uses, v.reach";
 
 /// A `versions` row as a [`Version`]; `None` for a row whose name no longer passes the rule
 /// ([`ToolName`]), which is left alone and not served. A declared key whose name does not pass
@@ -212,6 +214,12 @@ fn version_row(row: &Row<'_>) -> rusqlite::Result<Option<Version>> {
         state: State::parse(&row.get::<_, String>(6)?),
         created_at: row.get(7)?,
         uses: json_col(row, 9)?,
+        reach: match row.get::<_, Option<String>>(10)? {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(10, rusqlite::types::Type::Text, e.into())
+            })?),
+            None => None,
+        },
         packages: match row.get::<_, Option<String>>(8)? {
             Some(text) => Some(std::sync::Arc::new(serde_json::from_str(&text).map_err(
                 |e| {
@@ -604,6 +612,11 @@ impl Tx<'_> {
             .as_deref()
             .map(|p| json("packages", serde_json::to_string(p)))
             .transpose()?;
+        let reach = row
+            .reach
+            .as_ref()
+            .map(|r| json("reach", serde_json::to_string(r)))
+            .transpose()?;
         self.tx.execute(
             "INSERT INTO tools (name, current_version, removed_at, created_at)
              VALUES (?1, ?2, NULL, ?3)
@@ -615,8 +628,8 @@ impl Tx<'_> {
         self.tx.execute(
             "INSERT INTO versions
                (name, version, code_hash, description, required_env, functions, state, created_at,
-                packages, uses, created_by, created_via)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                packages, uses, created_by, created_via, reach)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 row.name.as_str(),
                 row.version,
@@ -629,7 +642,8 @@ impl Tx<'_> {
                 packages,
                 uses,
                 by.actor,
-                by.surface
+                by.surface,
+                reach
             ],
         )?;
         Ok(())
@@ -731,6 +745,7 @@ mod tests {
                             functions: Default::default(),
                             packages: None,
                             uses: Vec::new(),
+                            reach: None,
                             state: State::Probation,
                             created_at: now_ms(),
                         })?;

@@ -126,6 +126,9 @@ pub struct Manifest {
     /// Mounted names from `USES`: the other tools' functions it calls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uses: Vec<String>,
+    /// What it declares it reaches (`REQUIRED_HOSTS`, `READ_DIRS`, `WRITE_DIRS`).
+    #[serde(default)]
+    pub reach: autotool_policy::reach::DeclaredReach,
 }
 
 /// `manifest.json`, as written next to `tool.py`.
@@ -140,6 +143,7 @@ struct ManifestFile<'a> {
     packages: Option<&'a crate::packages::PackageSet>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     uses: &'a [String],
+    reach: &'a autotool_policy::reach::DeclaredReach,
     code_hash: &'a str,
     /// The code hash, description and schemas together ([`crate::pin::pin`]).
     pin: &'a str,
@@ -432,6 +436,7 @@ impl Registry {
                 functions: Functions::new(&manifest.functions),
                 packages: manifest.packages.clone().map(std::sync::Arc::new),
                 uses: manifest.uses.clone(),
+                reach: Some(manifest.reach.clone()),
                 // Verified, not yet trusted: it becomes active after successful calls.
                 state: State::Probation,
                 created_at,
@@ -445,6 +450,7 @@ impl Registry {
                 functions: &manifest.functions,
                 packages: manifest.packages.as_ref(),
                 uses: &manifest.uses,
+                reach: &manifest.reach,
                 code_hash: &row.code_hash,
                 pin: &pin,
                 created_at: ledger::format_ms(created_at),

@@ -592,6 +592,7 @@ async fn check_source_timed(
     let declared_relations = relations::relations(code).map_err(refused)?;
     let pairs = relations::pairs(&declared_relations, &examples).map_err(refused)?;
     declarations::uses(code).map_err(refused)?;
+    declarations::reach(code).map_err(refused)?;
     timings.push((Stage::Declarations, t.elapsed()));
     Ok(Declared {
         keys,

@@ -9,6 +9,7 @@
 use autotool_policy::lifecycle::State;
 use autotool_policy::names::{KeyName, ToolName};
 use autotool_policy::packages::Lock;
+use autotool_policy::reach::DeclaredReach;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -162,6 +163,10 @@ pub struct Version {
     /// offers it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub uses: Vec<String>,
+    /// What its code declares it reaches besides its keys' hosts (`REQUIRED_HOSTS`,
+    /// `READ_DIRS`, `WRITE_DIRS`). `None`: a version kept from before reach was declared,
+    /// which reaches any public host until the user narrows it (`autotool tools narrow`).
+    pub reach: Option<DeclaredReach>,
     /// Its lifecycle state (a decision, kept apart from health).
     pub state: State,
     /// Unix milliseconds.
@@ -184,6 +189,7 @@ impl Version {
             declared: &self.required_env,
             packages: self.packages.as_deref(),
             uses: &self.uses,
+            reach: self.reach.as_ref(),
         }
     }
 }
@@ -202,6 +208,9 @@ pub struct Subject<'a> {
     pub packages: Option<&'a PackageSet>,
     /// The other tools' functions it calls (`USES`, mounted names): named in the question.
     pub uses: &'a [String],
+    /// What it declares it reaches (`REQUIRED_HOSTS`, `READ_DIRS`, `WRITE_DIRS`); `None` for
+    /// a version kept from before reach was declared.
+    pub reach: Option<&'a DeclaredReach>,
 }
 
 /// A tool's packages (`REQUIRED_PACKAGES`), resolved and locked (`crate::packages`): part of

@@ -186,6 +186,7 @@ fn home_with_a_hostile_tool() -> (tempfile::TempDir, Home) {
                 functions: vec![function("forecast", "<b>bold</b>")],
                 packages: None,
                 uses: Vec::new(),
+                reach: Default::default(),
             },
         )
         .unwrap();
@@ -217,6 +218,7 @@ fn home_with_a_hostile_tool() -> (tempfile::TempDir, Home) {
             code_hash: registry.get("weather").unwrap().unwrap().code_hash,
             declared: vec![KEY.into()],
             packages: None,
+            reach: None,
             asked_at: autotool::ledger::now_ms(),
         })
         .unwrap();

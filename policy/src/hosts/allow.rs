@@ -239,26 +239,39 @@ impl KeyAllowlist {
     }
 }
 
-/// A tool and the keys it holds: what [`decide`] needs.
+/// A tool, the keys it holds and the hosts it declared: what [`decide`] needs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KeyLists {
     pub tool: String,
     pub keys: Vec<KeyAllowlist>,
+    /// The hosts the tool declared in `REQUIRED_HOSTS` and the user granted: where it may go
+    /// when it holds no key with a list. `None`: a version kept from before reach was declared,
+    /// which reaches any public host ([`decide`]).
+    pub reach: Option<Vec<AllowRule>>,
 }
 
 impl KeyLists {
-    /// A tool holding no keys: it may go anywhere public the address checks let it, and on
-    /// the host's loopback only to the `*_API_BASE` ports ([`ApiBasePorts`]).
+    /// A tool holding no keys, kept from before reach was declared: it may go anywhere public
+    /// the address checks let it, and on the host's loopback only to the `*_API_BASE` ports
+    /// ([`ApiBasePorts`]). [`KeyLists::with_reach`] limits it to declared hosts.
     pub fn new(tool: impl Into<String>) -> Self {
         KeyLists {
             tool: tool.into(),
             keys: Vec::new(),
+            reach: None,
         }
     }
 
     /// Add a key the tool holds.
     pub fn with_key(mut self, key: KeyAllowlist) -> Self {
         self.keys.push(key);
+        self
+    }
+
+    /// The hosts the tool declared and the user granted (`REQUIRED_HOSTS`): without a key
+    /// that has a list, the tool reaches these and nothing else.
+    pub fn with_reach(mut self, hosts: Vec<AllowRule>) -> Self {
+        self.reach = Some(hosts);
         self
     }
 }

@@ -1,6 +1,7 @@
-//! Whether a tool may reach a target: the intersection of its keys' lists, the loopback only
-//! on an `*_API_BASE` port or where every list names it, and a refusal as data that says what
-//! the user can do.
+//! Whether a tool may reach a target: the intersection of its keys' lists; without a key that
+//! has a list, the hosts it declared and the user granted (`REQUIRED_HOSTS`); the loopback only
+//! on an `*_API_BASE` port or where those name it; and a refusal as data that says what the
+//! user can do.
 
 use super::allow::KeyLists;
 use super::name::{Host, parse_authority};
@@ -34,6 +35,9 @@ pub struct Denial {
     pub keys: Vec<KeyDenial>,
     /// Set when the target is a port on the host's loopback.
     pub loopback: Option<LoopbackDenial>,
+    /// Set when the tool's declared hosts left the target out: those it was granted, in
+    /// canonical spelling (the tool held no key with a list, so they were its whole reach).
+    pub reach: Option<Vec<String>>,
 }
 
 /// One key whose list leaves the target out.
@@ -99,6 +103,33 @@ impl Denial {
         Ok(())
     }
 
+    /// "weather may reach only the hosts it declares in REQUIRED_HOSTS and the user granted
+    /// (api.open-meteo.com); evil.example is not one of them. …"
+    fn write_reach(&self, f: &mut fmt::Formatter<'_>, reach: &[String]) -> fmt::Result {
+        let (tool, target) = (&self.tool, &self.target);
+        let granted = if reach.is_empty() {
+            "none".to_owned()
+        } else {
+            reach.join(", ")
+        };
+        write!(
+            f,
+            "{tool} may reach only the hosts it declares in REQUIRED_HOSTS and the user granted \
+             ({granted}); {target} is not one of them, so it was refused before any lookup. To \
+             reach it, the tool must declare it (REQUIRED_HOSTS = [\"{target}\"]) and the user \
+             approve it (`autotool tools approve {tool} --reach`)"
+        )?;
+        if let Some(loopback) = &self.loopback {
+            write!(
+                f,
+                ", or point a `*_API_BASE` variable of autotool serve's environment at it (for \
+                 example `LOCAL_API_BASE=http://localhost:{}`), which every tool may then reach",
+                loopback.port
+            )?;
+        }
+        f.write_str(".")
+    }
+
     fn list_word(&self) -> &'static str {
         if self.keys.len() == 1 {
             "that list"
@@ -117,6 +148,9 @@ impl fmt::Display for Denial {
     /// loopback is reachable only when the user allowed it (…). To allow it, the user can run
     /// `…` or set …_API_BASE …".
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(reach) = &self.reach {
+            return self.write_reach(f, reach);
+        }
         let Some(loopback) = &self.loopback else {
             write!(f, "{} holds ", self.tool)?;
             self.write_keys(f)?;
@@ -235,11 +269,19 @@ pub fn loopback_port_of_url(url: &str) -> Option<u16> {
 }
 
 /// Whether the tool of `lists` may reach `host` on `port`, given the `api_bases` of serve's
-/// environment. Anything but the loopback: when every key with a list covers it (no list, no
-/// limit). The loopback (`localhost`, 127.0.0.0/8, `::1`): an `api_bases` port, or a port that
-/// at least one list names and every list covers; a tool holding no key with a list reaches
-/// only the `api_bases` ports. The proxy still refuses autotool's own listeners, and checks the
-/// addresses a name resolves to ([`check_address`]).
+/// environment. In order:
+/// 1. an `api_bases` port on the loopback (`localhost`, 127.0.0.0/8, `::1`): allowed;
+/// 2. a tool holding at least one key with a list: the target must be on every such list (the
+///    intersection), the loopback included only where a list names its port. Its declared
+///    hosts neither widen this (the proxy cannot tell which request carries the key, so a key
+///    is never sendable beyond its list) nor narrow it;
+/// 3. otherwise, a tool with declared reach (`lists.reach`: `REQUIRED_HOSTS` the user
+///    granted): exactly those hosts, the loopback only on a port they name;
+/// 4. otherwise (a version kept from before reach was declared): any host but the loopback.
+///
+/// Keys without a list never narrow. The proxy still refuses autotool's own listeners, and
+/// checks the addresses a name resolves to ([`check_address`]), after this decision: a name
+/// refused here is never looked up.
 pub fn decide(host: &Host, port: u16, lists: &KeyLists, api_bases: &ApiBasePorts) -> Decision {
     let loopback = host.is_localhost();
     if loopback && api_bases.contains(port) {
@@ -255,10 +297,20 @@ pub fn decide(host: &Host, port: u16, lists: &KeyLists, api_bases: &ApiBasePorts
         })
         .collect();
     let listed = lists.keys.iter().any(|k| k.rules.is_some());
-    if keys.is_empty() && (listed || !loopback) {
+    let reach = match (&lists.reach, listed) {
+        (Some(rules), false) => {
+            if rules.iter().any(|r| r.matches(host, port)) {
+                return Decision::Allow;
+            }
+            Some(rules.iter().map(ToString::to_string).collect())
+        }
+        _ => None,
+    };
+    if reach.is_none() && keys.is_empty() && (listed || !loopback) {
         return Decision::Allow;
     }
     Decision::Deny(Denial {
+        reach,
         tool: lists.tool.clone(),
         target: host.entry(port),
         keys,

@@ -612,6 +612,7 @@ fn a_denial_names_tool_key_host_and_the_command() {
                 allowed: vec!["api.tavily.com".into()],
             }],
             loopback: None,
+            reach: None,
         }
     );
     assert_eq!(
@@ -831,4 +832,118 @@ fn widening_is_any_new_reach() {
     assert!(widens(None, Some(&old)));
     assert!(!widens(Some(&old), None));
     assert!(!widens(None, None));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Declared reach (`REQUIRED_HOSTS`)
+
+fn reach(tool: &str, hosts: &[&str]) -> KeyLists {
+    KeyLists::new(tool).with_reach(hosts.iter().map(|h| rule(h)).collect())
+}
+
+#[test]
+fn a_tool_with_declared_reach_reaches_exactly_its_hosts() {
+    let weather = reach(
+        "weather",
+        &["api.open-meteo.com", "*.wikipedia.org", "data.example:8443"],
+    );
+    let allowed = |h: &str, port| decide(&host(h), port, &weather, &none()).is_allowed();
+    // Control: what it declared answers, on the ports an entry covers.
+    assert!(allowed("api.open-meteo.com", 443));
+    assert!(allowed("API.Open-Meteo.com.", 80));
+    assert!(allowed("en.wikipedia.org", 443));
+    assert!(allowed("a.b.wikipedia.org", 443));
+    assert!(allowed("data.example", 8443));
+    // The attack: anything else, however it is spelt.
+    for (h, port) in [
+        ("api.open-meteo.com", 8443),
+        ("open-meteo.com", 443),
+        ("evil.example", 443),
+        ("wikipedia.org", 443),
+        ("xwikipedia.org", 443),
+        ("wikipedia.org.evil", 443),
+        ("en.wikipedia.org.evil.example", 443),
+        ("data.example", 443),
+        ("93.184.216.34", 443),
+    ] {
+        assert!(!allowed(h, port), "{h}:{port}");
+    }
+    // `evil.com/.wikipedia.org` is not a host at all: refused before any decision.
+    assert!(canonical_host("evil.com/.wikipedia.org").is_err());
+    assert!(AllowRule::parse("evil.com/.wikipedia.org").is_err());
+}
+
+#[test]
+fn a_tool_that_declares_nothing_reaches_nothing() {
+    let nothing = reach("quiet", &[]);
+    for h in ["api.open-meteo.com", "example.com", "1.1.1.1"] {
+        assert!(
+            !decide(&host(h), 443, &nothing, &none()).is_allowed(),
+            "{h}"
+        );
+    }
+    // The user's own `*_API_BASE` ports stay reachable for every tool.
+    let bases = ApiBasePorts::from_vars([("WEATHER_API_BASE", "http://localhost:9000")]);
+    assert!(decide(&host("localhost"), 9000, &nothing, &bases).is_allowed());
+    assert!(!decide(&host("localhost"), 9001, &nothing, &bases).is_allowed());
+}
+
+#[test]
+fn a_tool_from_before_declared_reach_keeps_any_public_host() {
+    let legacy = KeyLists::new("old");
+    assert!(decide(&host("anything.example"), 443, &legacy, &none()).is_allowed());
+    assert!(!decide(&host("localhost"), 8080, &legacy, &none()).is_allowed());
+}
+
+#[test]
+fn declared_loopback_ports_open_only_themselves() {
+    let local = reach("local", &["localhost:8080"]);
+    assert!(decide(&host("127.0.0.1"), 8080, &local, &none()).is_allowed());
+    assert!(decide(&v6("::1"), 8080, &local, &none()).is_allowed());
+    assert!(!decide(&host("localhost"), 8081, &local, &none()).is_allowed());
+    assert!(!decide(&host("localhost"), 443, &local, &none()).is_allowed());
+}
+
+#[test]
+fn declared_hosts_never_carry_a_listed_key_beyond_its_list() {
+    // A key with a list: its list decides, the declared hosts add nothing (the proxy cannot
+    // tell which request carries the key) and take nothing away.
+    let both = tavily().with_reach(vec![rule("api.open-meteo.com")]);
+    assert!(decide(&host("api.tavily.com"), 443, &both, &none()).is_allowed());
+    let Decision::Deny(d) = decide(&host("api.open-meteo.com"), 443, &both, &none()) else {
+        panic!("a declared host carried a listed key beyond its list")
+    };
+    assert_eq!(d.reach, None);
+    assert_eq!(d.keys.len(), 1);
+    // Keys without a list do not narrow: the declared hosts are the reach.
+    let unlisted = reach("u", &["api.open-meteo.com"]).with_key(KeyAllowlist::unrestricted("K"));
+    assert!(decide(&host("api.open-meteo.com"), 443, &unlisted, &none()).is_allowed());
+    assert!(!decide(&host("evil.example"), 443, &unlisted, &none()).is_allowed());
+}
+
+#[test]
+fn a_reach_denial_names_what_was_granted_and_how_to_widen_it() {
+    let weather = reach("weather", &["api.open-meteo.com"]);
+    let Decision::Deny(d) = decide(&host("evil.example"), 443, &weather, &none()) else {
+        panic!("allowed")
+    };
+    assert_eq!(
+        d.reach.as_deref(),
+        Some(&["api.open-meteo.com".to_string()][..])
+    );
+    assert_eq!(
+        d.to_string(),
+        "weather may reach only the hosts it declares in REQUIRED_HOSTS and the user granted \
+         (api.open-meteo.com); evil.example is not one of them, so it was refused before any \
+         lookup. To reach it, the tool must declare it (REQUIRED_HOSTS = [\"evil.example\"]) and \
+         the user approve it (`autotool tools approve weather --reach`)."
+    );
+    let Decision::Deny(d) = decide(&host("localhost"), 8080, &reach("q", &[]), &none()) else {
+        panic!("allowed")
+    };
+    let text = d.to_string();
+    assert!(
+        text.contains("(none)") && text.contains("LOCAL_API_BASE=http://localhost:8080"),
+        "{text}"
+    );
 }

@@ -274,6 +274,14 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::keys::KeysCmd,
     },
+    /// Allow hosts for every tool that declares them (REQUIRED_HOSTS).
+    ///
+    /// Common public APIs then ask nothing when a tool declares them. A tool still reaches
+    /// only the hosts it declares; these widen no tool's reach by themselves.
+    Hosts {
+        #[command(subcommand)]
+        cmd: crate::cmd::hosts::HostsCmd,
+    },
     /// Build, check or rebuild the Python runtime tools run on.
     ///
     /// A virtual environment at $AUTOTOOL_HOME/runtime with the pinned tool SDK, HTTP client
@@ -390,6 +398,9 @@ fn wants_json(cmd: &Cmd) -> bool {
         } => *json,
         Cmd::Keys {
             cmd: KeysCmd::List { json },
+        } => *json,
+        Cmd::Hosts {
+            cmd: crate::cmd::hosts::HostsCmd::List { json },
         } => *json,
         Cmd::Runtime {
             cmd: RuntimeCmd::Status { json },
@@ -669,6 +680,7 @@ fn run(command: Cmd) -> ExitCode {
         Cmd::Tools { cmd } => crate::cmd::tools::run(cmd, &mut stdout),
         Cmd::Events(args) => crate::cmd::events::main(args, &mut stdout),
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
+        Cmd::Hosts { cmd } => crate::cmd::hosts::run(cmd, &mut stdout),
         #[cfg(feature = "team")]
         Cmd::Trust { cmd } => crate::cmd::team::trust(cmd, &mut stdout),
         #[cfg(feature = "team")]

@@ -49,12 +49,14 @@ pub enum ToolsCmd {
         /// The tool's name.
         name: String,
     },
-    /// Let a tool use a key, or have its packages, for hosts that cannot ask.
+    /// Let a tool use a key, its packages or its reach (hosts that cannot ask).
     ///
     /// KEY: one the tool declares in REQUIRED_ENV; `--packages`: the package set it declares in
-    /// REQUIRED_PACKAGES, as resolved when it asked (a changed set is asked about again). As if the user had said yes when asked. Takes effect on the next call in every running
-    /// server.
-    #[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["key", "packages"])))]
+    /// REQUIRED_PACKAGES, as resolved when it asked (a changed set is asked about again);
+    /// `--reach`: the hosts it declares in REQUIRED_HOSTS and the directories in READ_DIRS and
+    /// WRITE_DIRS (a version that declares more is asked again). As if the user had said yes
+    /// when asked. Takes effect on the next call in every running server.
+    #[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["key", "packages", "reach"])))]
     Approve {
         /// The tool's name.
         name: String,
@@ -63,6 +65,17 @@ pub enum ToolsCmd {
         /// Approve the packages it declares (REQUIRED_PACKAGES), as resolved when it asked.
         #[arg(long)]
         packages: bool,
+        /// Grant the hosts and directories it declares (REQUIRED_HOSTS, READ_DIRS, WRITE_DIRS).
+        #[arg(long)]
+        reach: bool,
+    },
+    /// Limit a tool kept from before declared reach to what its code declares.
+    ///
+    /// Such a tool reaches any public host without a key; narrowed, it reaches only the hosts
+    /// its code declares in REQUIRED_HOSTS (usually none), once granted.
+    Narrow {
+        /// The tool's name.
+        name: String,
     },
     /// Put a quarantined (or retired) tool back on probation.
     ///
@@ -156,7 +169,7 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
     let registry = Registry::open(home)?;
     match cmd {
         ToolsCmd::List { json } => list(&registry, json, out),
-        ToolsCmd::Show { name, json } => show(&registry, &name, json, out),
+        ToolsCmd::Show { name, json } => show(home, &registry, &name, json, out),
         ToolsCmd::Remove { name } => {
             if registry.remove(&name)? {
                 writeln!(
@@ -169,10 +182,15 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             }
             Ok(())
         }
+        ToolsCmd::Narrow { name } => {
+            writeln!(out, "{}", crate::consent::narrow(&registry, &name)?)?;
+            Ok(())
+        }
         ToolsCmd::Approve {
             name,
             key,
             packages,
+            reach,
         } => {
             if let Some(key) = key {
                 let keys = crate::credentials::KeyStore::open(home);
@@ -181,6 +199,10 @@ fn run_in(home: &Home, cmd: ToolsCmd, out: &mut impl Write) -> Result<(), CliErr
             }
             if packages {
                 let said = crate::consent::approve_packages_from_cli(&registry, &name)?;
+                writeln!(out, "{said}")?;
+            }
+            if reach {
+                let said = crate::consent::approve_reach(&registry, &name, "cli")?;
                 writeln!(out, "{said}")?;
             }
             Ok(())
@@ -441,9 +463,18 @@ struct ShowOutput {
     /// The functions its trusted versions call (`USES`), which a rewrite may not widen;
     /// `None` before a version is trusted.
     uses_baseline: Option<Vec<String>>,
+    /// What the current version may reach and why (hosts with and without a key, directories
+    /// and their mode) and the destinations its egress proxy refused lately.
+    reach: Option<crate::library::declared_reach::ReachView>,
 }
 
-fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Result<(), CliError> {
+fn show(
+    home: &Home,
+    registry: &Registry,
+    name: &str,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
     let Some(tool) = registry.tool(name)? else {
         return Err(RegistryError::NotFound(name.to_string()).into());
     };
@@ -482,7 +513,29 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             None => Vec::new(),
         },
         uses_baseline: registry.ledger().trusted_uses(name)?,
+        reach: None,
     };
+    let mut output = output;
+    if let Some(view) = &output.current {
+        // Serve's settings and environment are its own: this shows what is on record (grants,
+        // hosts allowed for every tool, key allowlists) and the `*_API_BASE` of this shell.
+        let allowlists = crate::credentials::KeyStore::open(home)
+            .allowlists()
+            .unwrap_or_default();
+        let api_bases = std::env::vars()
+            .filter(|(k, _)| k.ends_with(autotool_policy::hosts::API_BASE_SUFFIX))
+            .collect();
+        output.reach = Some(crate::library::declared_reach::view(
+            &view.version,
+            &crate::library::declared_reach::ViewInputs {
+                ledger: registry.ledger(),
+                allowlists: &allowlists,
+                api_bases: &api_bases,
+                allow_all: false,
+                trusted_hosts: false,
+            },
+        ));
+    }
     if json {
         serde_json::to_writer_pretty(&mut *out, &output)?;
         writeln!(out)?;
@@ -525,6 +578,11 @@ fn show(registry: &Registry, name: &str, json: bool, out: &mut impl Write) -> Re
             baseline::uses_line(output.uses_baseline.as_deref())
         )?;
         packages(cur, out)?;
+        if let Some(reach) = &output.reach {
+            for line in reach.lines() {
+                writeln!(out, "{line}")?;
+            }
+        }
         writeln!(
             out,
             "code: {}/{} (sha256 {})",

@@ -57,8 +57,8 @@ pub static SETTINGS: &[Setting] = &[
         env: "AUTOTOOL_CONSENT",
         key: Some("consent"),
         description: "`ask` asks the user before a tool gets a key or has packages installed; \
-                      `dangerously-allow-all` grants every declared key and package set without \
-                      asking",
+                      `dangerously-allow-all` grants every declared key, package set and reach \
+                      (hosts, directories) without asking",
         apply: apply_consent,
         show: |v| {
             if v.serve.allow_all_keys {
@@ -515,6 +515,22 @@ pub static SETTINGS: &[Setting] = &[
                 v.key_names.join(",")
             }
         },
+    },
+    Setting {
+        name: "reach",
+        flag: None,
+        env: "AUTOTOOL_REACH",
+        key: Some("reach"),
+        description: "how a tool's declared reach (REQUIRED_HOSTS, READ_DIRS, WRITE_DIRS) is \
+                      granted: `ask` asks for each host not allowed for every tool (`autotool \
+                      hosts allow`) and each directory; `trusted`, for a single-user box, grants \
+                      declared hosts without asking (nothing undeclared is reached either way)",
+        apply: |v, raw, _| {
+            v.serve.reach = autotool_policy::reach::ReachPreset::parse(raw)
+                .ok_or(ValueError::NotReachPreset)?;
+            Ok(None)
+        },
+        show: |v| v.serve.reach.as_str().into(),
     },
 ];
 

@@ -37,6 +37,12 @@ pub enum ValueError {
     FractionOutOfRange,
     #[error("is not on or off")]
     NotOnOff,
+    #[error(
+        "is not a reach preset: give \"ask\" (every declared host and directory not allowed \
+         for every tool is asked) or \"trusted\" (declared hosts are granted without asking; \
+         directories are still asked)"
+    )]
+    NotReachPreset,
     #[error("is not an absolute path: give the launcher's full path, or \"auto\"")]
     LauncherNotAbsolute,
     #[error("is not a usable path: {why}")]

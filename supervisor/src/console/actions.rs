@@ -15,6 +15,8 @@ use autotool_policy::lifecycle::Manual;
 pub enum Action {
     Approve { tool: String, key: String },
     ApprovePackages { tool: String },
+    ApproveReach { tool: String },
+    Narrow { tool: String },
     Revoke { tool: String, key: Option<String> },
     Rehab { tool: String },
     Retire { tool: String },
@@ -38,14 +40,20 @@ impl Action {
         let need = |name: &str| get(name).ok_or_else(|| format!("`{name}` is missing"));
         let action = need("action")?;
         Ok(match action.as_str() {
-            "approve" => match get("key") {
-                Some(key) => Action::Approve {
+            "approve" => match (get("key"), get("reach")) {
+                (Some(key), _) => Action::Approve {
                     tool: need("tool")?,
                     key,
                 },
-                None => Action::ApprovePackages {
+                (None, Some(_)) => Action::ApproveReach {
                     tool: need("tool")?,
                 },
+                (None, None) => Action::ApprovePackages {
+                    tool: need("tool")?,
+                },
+            },
+            "narrow" => Action::Narrow {
+                tool: need("tool")?,
             },
             "revoke" => Action::Revoke {
                 tool: need("tool")?,
@@ -89,6 +97,14 @@ impl Action {
                 "Allow {tool} to have the packages it declares installed (as resolved when it \
                  asked)?"
             ),
+            Action::ApproveReach { tool } => format!(
+                "Let {tool} reach the hosts and directories it declares (REQUIRED_HOSTS, \
+                 READ_DIRS, WRITE_DIRS)? A later version that declares more is asked again."
+            ),
+            Action::Narrow { tool } => format!(
+                "Limit {tool}, kept from before declared reach, to what its code declares? It \
+                 reaches any public host now; afterwards only the hosts it declares, once granted."
+            ),
             Action::Revoke {
                 tool,
                 key: Some(key),
@@ -96,7 +112,8 @@ impl Action {
                 format!("Withdraw {tool}'s approval of {key}? Its next call asks again.")
             }
             Action::Revoke { tool, key: None } => format!(
-                "Withdraw every approval of {tool} (keys and packages)? Its next call asks again."
+                "Withdraw every approval of {tool} (keys, packages and reach)? Its next call asks \
+                 again."
             ),
             Action::Rehab { tool } => format!("Put {tool} back on probation?"),
             Action::Retire { tool } => {
@@ -130,6 +147,8 @@ impl Action {
             Action::ApprovePackages { tool } => {
                 crate::consent::approve_packages(registry, tool, by)
             }
+            Action::ApproveReach { tool } => crate::consent::approve_reach(registry, tool, by),
+            Action::Narrow { tool } => crate::consent::narrow(registry, tool),
             Action::Revoke { tool, key } => {
                 crate::consent::revoke(registry, tool, key.as_deref(), by)
             }
@@ -306,6 +325,18 @@ mod tests {
                 tool: "t".into(),
                 key: None
             })
+        );
+        assert_eq!(
+            Action::parse(&fields(&[
+                ("action", "approve"),
+                ("tool", "t"),
+                ("reach", "1")
+            ])),
+            Ok(Action::ApproveReach { tool: "t".into() })
+        );
+        assert_eq!(
+            Action::parse(&fields(&[("action", "narrow"), ("tool", "t")])),
+            Ok(Action::Narrow { tool: "t".into() })
         );
         assert!(Action::parse(&fields(&[("action", "allow"), ("key", "K")])).is_err());
         assert!(Action::parse(&fields(&[("action", "format_disk")])).is_err());

@@ -56,6 +56,9 @@ pub struct LibraryRow {
     pub description: String,
     /// The user's pin (nothing replaces this version until unpinned); `null` when not pinned.
     pub pinned: Option<ledger::Pin>,
+    /// What it may reach and why (hosts with and without a key, directories and their mode),
+    /// and the destinations its egress proxy refused lately.
+    pub reach: crate::library::declared_reach::ReachView,
 }
 
 fn trust(v: &Version, obligations: usize) -> String {
@@ -80,6 +83,28 @@ fn packages_of(v: &Version) -> Vec<String> {
 }
 
 impl View<'_> {
+    /// What `v` may reach and why, from what is on record (grants, hosts allowed for every
+    /// tool, key allowlists); serve's own settings and environment are not known here.
+    fn reach_of(&self, v: &Version) -> anyhow::Result<crate::library::declared_reach::ReachView> {
+        let allowlists = self.keys.allowlists()?;
+        let mut view = crate::library::declared_reach::view(
+            v,
+            &crate::library::declared_reach::ViewInputs {
+                ledger: self.registry.ledger(),
+                allowlists: &allowlists,
+                api_bases: &BTreeMap::new(),
+                allow_all: false,
+                trusted_hosts: false,
+            },
+        );
+        // Refusals quote what the tool asked for: redacted and cut like every tool-written text.
+        for r in &mut view.refused {
+            r.why = super::html::cut(&self.redactor.redact(&r.why), CUT);
+            r.target = super::html::cut(&self.redactor.redact(&r.target), CUT);
+        }
+        Ok(view)
+    }
+
     /// Every current tool, for the library page and `/api/library`. Tool-written text in it is
     /// redacted (and cut) here, so the JSON carries no value either.
     pub fn library(&self) -> anyhow::Result<Vec<LibraryRow>> {
@@ -105,6 +130,7 @@ impl View<'_> {
                 keys: v.required_env.iter().map(ToString::to_string).collect(),
                 description: super::html::cut(&self.redactor.redact(&v.description), CUT),
                 pinned: pins.remove(name),
+                reach: self.reach_of(&v)?,
             });
         }
         Ok(rows)
@@ -217,6 +243,9 @@ impl View<'_> {
             }
             h.raw("</p>");
         }
+        if let Some(v) = current {
+            self.reach_section(&mut h, v, tool.removed_at.is_none())?;
+        }
         self.approvals(&mut h, name, current)?;
         let stats = self.registry.stats(name)?;
         h.raw("<h2>Calls, last 30 days</h2><div class=\"chart\">")
@@ -283,6 +312,64 @@ impl View<'_> {
         }
         h.raw("</tbody></table>");
         Ok(Some(page(name, &h.finish())))
+    }
+
+    /// What a tool may reach and why, its directories, and the action that narrows a tool
+    /// kept from before declared reach.
+    fn reach_section(&self, h: &mut Html<'_>, v: &Version, live: bool) -> anyhow::Result<()> {
+        let name = v.name.as_str();
+        let reach = self.reach_of(v)?;
+        h.raw("<h2>Reach</h2>");
+        if let Some(any) = &reach.any_public_host {
+            h.raw("<p class=\"notice\">Without a key it reaches ")
+                .esc(any)
+                .raw(". ");
+            if live {
+                h.action("Narrow to what it declares", "narrow", &[("tool", name)]);
+            }
+            h.raw("</p>");
+        } else if reach.hosts.is_empty() {
+            h.raw("<p>It declares no host: without a key it reaches none.</p>");
+        }
+        h.raw("<ul>");
+        for host in &reach.hosts {
+            h.raw("<li>")
+                .esc(&host.host)
+                .raw(": ")
+                .esc(&host.why)
+                .raw(if host.reachable { "" } else { " (refused)" })
+                .raw("</li>");
+        }
+        h.raw("</ul><p>Directories: ");
+        if reach.directories.is_empty() {
+            h.raw("none.");
+        }
+        for d in &reach.directories {
+            h.text(&d.path, CUT)
+                .raw(" (")
+                .esc(&d.mode)
+                .raw(if d.granted {
+                    ") "
+                } else {
+                    ", not granted yet) "
+                });
+        }
+        h.raw("</p>");
+        let waiting = reach
+            .hosts
+            .iter()
+            .any(|x| !x.reachable && x.why.contains("not granted"))
+            || reach.directories.iter().any(|d| !d.granted);
+        if waiting && live {
+            h.raw("<p>")
+                .action(
+                    "Grant its declared reach",
+                    "approve",
+                    &[("tool", name), ("reach", "1")],
+                )
+                .raw("</p>");
+        }
+        Ok(())
     }
 
     /// A tool's approvals, each with its revoke action, and the keys it declares without one.
@@ -433,6 +520,7 @@ impl View<'_> {
                 declared: &declared,
                 packages: None,
                 uses: &[],
+                reach: None,
             };
             let approvals = ledger.approvals(tool.as_str())?;
             let keys: Vec<KeyName> =
@@ -457,12 +545,60 @@ impl View<'_> {
         Ok(out)
     }
 
+    /// The questions about declared reach tools could not ask: `(tool, what is not granted)`.
+    pub fn pending_reach(
+        &self,
+    ) -> anyhow::Result<Vec<(String, autotool_policy::reach::DeclaredReach)>> {
+        let ledger = self.registry.ledger();
+        let pre: Vec<autotool_policy::hosts::AllowRule> = ledger
+            .allowed_hosts()?
+            .iter()
+            .filter_map(|h| autotool_policy::hosts::AllowRule::parse(&h.entry).ok())
+            .collect();
+        let mut out = Vec::new();
+        for p in ledger.pendings(None)? {
+            let Some(Ok(declared)) = p
+                .reach
+                .as_deref()
+                .map(serde_json::from_str::<autotool_policy::reach::DeclaredReach>)
+            else {
+                continue;
+            };
+            let grants: Vec<_> = ledger
+                .reach_grants(&p.tool)?
+                .into_iter()
+                .map(|g| g.item)
+                .collect();
+            let ask = declared.uncovered(&grants, &pre);
+            if !ask.is_empty() {
+                out.push((p.tool, ask));
+            }
+        }
+        Ok(out)
+    }
+
     pub fn consent_page(&self) -> anyhow::Result<String> {
         let mut h = Html::new(self.redactor);
         h.raw("<h1>Pending consent</h1>");
         let pending = self.pending()?;
-        if pending.is_empty() {
+        let reach = self.pending_reach()?;
+        if pending.is_empty() && reach.is_empty() {
             h.raw("<p>No tool is waiting for consent.</p>");
+        }
+        for (tool, ask) in &reach {
+            h.raw("<section class=\"question\"><h2>")
+                .link(&format!("/tool/{tool}"), tool)
+                .raw("</h2><p>Allow ")
+                .text(tool, CUT)
+                .raw(" to ")
+                .text(&ask.phrase(), 2 * CUT)
+                .raw("? Without a key it reaches nothing else. ")
+                .action(
+                    "Grant this reach",
+                    "approve",
+                    &[("tool", tool), ("reach", "1")],
+                )
+                .raw("</p></section>");
         }
         for (tool, keys, packages) in &pending {
             h.raw("<section class=\"question\"><h2>")

@@ -29,6 +29,8 @@ pub struct PendingConsent {
     pub declared: Vec<String>,
     /// The package set asked about (JSON `PackageSet`), if the tool declares packages.
     pub packages: Option<String>,
+    /// The reach asked about (JSON `DeclaredReach`), if the question named any.
+    pub reach: Option<String>,
     pub asked_at: i64,
 }
 
@@ -104,17 +106,18 @@ impl Ledger {
     pub fn set_pending(&self, pending: &PendingConsent) -> Result<(), LedgerError> {
         let declared = to_json("pending declared keys", &pending.declared)?;
         self.conn().execute(
-            "INSERT INTO pending_consent (tool, code_hash, declared, asked_at, packages)
-             VALUES (?1, ?2, ?3, ?4, ?5)
+            "INSERT INTO pending_consent (tool, code_hash, declared, asked_at, packages, reach)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT (tool) DO UPDATE SET code_hash = excluded.code_hash,
                 declared = excluded.declared, asked_at = excluded.asked_at,
-                packages = excluded.packages",
+                packages = excluded.packages, reach = excluded.reach",
             params![
                 pending.tool,
                 pending.code_hash,
                 declared,
                 pending.asked_at,
-                pending.packages
+                pending.packages,
+                pending.reach
             ],
         )?;
         Ok(())
@@ -129,7 +132,7 @@ impl Ledger {
     pub fn pendings(&self, tool: Option<&str>) -> Result<Vec<PendingConsent>, LedgerError> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT tool, code_hash, declared, asked_at, packages FROM pending_consent
+            "SELECT tool, code_hash, declared, asked_at, packages, reach FROM pending_consent
              WHERE ?1 IS NULL OR tool = ?1 ORDER BY asked_at DESC, tool",
         )?;
         let rows = stmt.query_map([tool], |r| {
@@ -139,16 +142,18 @@ impl Ledger {
                 r.get::<_, String>(2)?,
                 r.get::<_, i64>(3)?,
                 r.get::<_, Option<String>>(4)?,
+                r.get::<_, Option<String>>(5)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (tool, code_hash, declared, asked_at, packages) = row?;
+            let (tool, code_hash, declared, asked_at, packages, reach) = row?;
             out.push(PendingConsent {
                 tool,
                 code_hash,
                 declared: json_list("pending declared keys", &declared)?,
                 packages,
+                reach,
                 asked_at,
             });
         }

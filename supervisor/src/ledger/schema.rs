@@ -178,6 +178,28 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE tools ADD COLUMN pinned_at INTEGER;
     ALTER TABLE tools ADD COLUMN pinned_by TEXT;
     "#,
+    // 9: declared reach. What a version declares it reaches besides its keys' hosts (JSON
+    // `DeclaredReach`: `REQUIRED_HOSTS`, `READ_DIRS`, `WRITE_DIRS`); NULL for versions kept from
+    // before, which reach any public host until narrowed. The user's grants per tool × item
+    // (kind `host`, `read`, `write`), which outlive rewrites; the hosts the user allows every
+    // tool that declares them (`autotool hosts allow`); and the question a host could not ask.
+    r#"
+    ALTER TABLE versions ADD COLUMN reach TEXT;
+    CREATE TABLE reach_grants (
+        tool       TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        entry      TEXT NOT NULL,
+        via        TEXT NOT NULL,
+        granted_at INTEGER NOT NULL,
+        PRIMARY KEY (tool, kind, entry)
+    ) STRICT;
+    CREATE TABLE allowed_hosts (
+        entry    TEXT PRIMARY KEY,
+        via      TEXT NOT NULL,
+        added_at INTEGER NOT NULL
+    ) STRICT;
+    ALTER TABLE pending_consent ADD COLUMN reach TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

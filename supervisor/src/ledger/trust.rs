@@ -105,6 +105,7 @@ mod tests {
                     functions: Default::default(),
                     packages: None,
                     uses: uses.iter().map(|s| s.to_string()).collect(),
+                    reach: None,
                     state: State::Probation,
                     created_at: now_ms(),
                 })

@@ -315,6 +315,7 @@ mod tests {
                     functions: Default::default(),
                     packages: None,
                     uses: Vec::new(),
+                    reach: None,
                     state: State::Probation,
                     created_at: now_ms(),
                 })

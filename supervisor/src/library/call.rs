@@ -74,6 +74,9 @@ pub enum CallError {
     /// The version's packages cannot be had now (not approved, or not installable).
     #[error("{0}")]
     Packages(String),
+    /// The version's declared reach is not granted (the user was not asked, or said no).
+    #[error("{0}")]
+    Reach(String),
     #[error("calling {tool}.{function} failed: {why}")]
     Failed {
         tool: String,
@@ -250,13 +253,21 @@ impl Library {
                 t.version, ask.phrase
             )));
         }
+        if let Some(ask) = grants.reach {
+            return Err(CallError::Reach(format!(
+                "{tool} v{} may not run: the user has not granted what it declares it reaches \
+                 ({}); they can run `autotool tools approve {tool} --reach`",
+                t.version, ask.phrase
+            )));
+        }
+        let reach = self.reach_granted(t.subject());
         let layer = self.version_layer(&t).await.map_err(CallError::Packages)?;
         let dir = self.registry.dir_of(&t);
-        let mut spec = self.spec(tool, dir.clone(), python, &keys, layer);
+        let mut spec = self.spec(tool, dir.clone(), python, &keys, layer, reach.as_ref());
         spec.uses = self.uses_channel(tool, &t.uses);
         let what = Launchable {
             version: t.version,
-            grants: self.fingerprint(&keys),
+            grants: self.fingerprint(&keys, reach.as_ref()),
             spec,
             pin: Some(PinCheck {
                 file: dir.join(crate::version::TOOL_FILE),

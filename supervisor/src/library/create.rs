@@ -38,6 +38,9 @@ pub struct Prepared {
     /// The other tools' functions it declares in `USES` (mounted names); empty when `USES`
     /// does not parse (verification then reports why).
     pub uses: Vec<String>,
+    /// What it declares it reaches (`REQUIRED_HOSTS`, `READ_DIRS`, `WRITE_DIRS`); empty when
+    /// they do not parse (verification then reports why).
+    pub reach: autotool_policy::reach::DeclaredReach,
     /// Whether `REQUIRED_ENV` parsed.
     declarations_read: bool,
     /// Its `REQUIRED_PACKAGES`, resolved ([`Library::resolve_packages`]); `None` before that,
@@ -57,6 +60,7 @@ impl Prepared {
             declared: &self.declared,
             packages: self.packages.as_ref(),
             uses: &self.uses,
+            reach: Some(&self.reach),
         }
     }
 }
@@ -98,6 +102,8 @@ pub struct Checked {
     verified: crate::verify::Verified,
     /// The keys it was verified with (values: never formatted).
     keys: std::collections::BTreeMap<KeyName, String>,
+    /// The reach it was verified with.
+    reach: Option<autotool_policy::reach::DeclaredReach>,
 }
 
 impl std::fmt::Debug for Checked {
@@ -162,6 +168,13 @@ pub enum CreateError {
         /// The set's digest, which an approval is bound to.
         digest: String,
     },
+    /// Its declared reach needs the user's yes, which this way of entering cannot ask for.
+    #[error(
+        "consent needed: the tool `{tool}` declares that it may {phrase}, and the user has not \
+         granted it. Nothing ran. Ask the user to run `autotool tools approve {tool} --reach`, \
+         then create it again."
+    )]
+    ReachConsent { tool: String, phrase: String },
 }
 
 impl Library {
@@ -188,11 +201,13 @@ impl Library {
         let uses = crate::verify::declarations::uses(&request.code)
             .map(|u| u.iter().map(ToString::to_string).collect())
             .unwrap_or_default();
+        let reach = crate::verify::declarations::reach(&request.code).unwrap_or_default();
         Ok(Prepared {
             request,
             code_hash,
             declared,
             uses,
+            reach,
             declarations_read,
             packages: None,
             carried_baseline: Vec::new(),
@@ -272,6 +287,15 @@ impl Library {
                 digest: ask.digest,
             });
         }
+        // Nothing runs with reach the user has not granted (verifying would already reach it).
+        if let Some(ask) = self.reach_ask(prepared.subject()) {
+            self.remember(prepared.subject());
+            return Err(CreateError::ReachConsent {
+                tool: name.to_string(),
+                phrase: ask.phrase,
+            });
+        }
+        let reach = self.reach_granted(prepared.subject());
         let layer = self
             .layer(name.as_str(), prepared.packages.as_ref())
             .await?;
@@ -287,6 +311,7 @@ impl Library {
             python,
             &keys,
             layer,
+            reach.as_ref(),
         );
         spec.uses = self.uses_channel(name.as_str(), &prepared.uses);
         let mut request = VerifyRequest::new(name.clone(), prepared.request.code.clone(), spec);
@@ -314,6 +339,7 @@ impl Library {
                 staged,
                 verified,
                 keys,
+                reach,
             }),
             Err(failure) => {
                 let _ = self.registry.discard(staged);
@@ -347,9 +373,10 @@ impl Library {
             staged,
             verified,
             keys,
+            reach,
         } = checked;
         let name = prepared.request.name.clone();
-        let grants = self.fingerprint(&keys);
+        let grants = self.fingerprint(&keys, reach.as_ref());
         let secrets = self.secrets();
         let manifest = Manifest {
             description: prepared.request.description.clone(),
@@ -362,6 +389,7 @@ impl Library {
                 .collect(),
             packages: prepared.packages.clone(),
             uses: prepared.uses.clone(),
+            reach: prepared.reach.clone(),
         };
         let functions: Vec<(MountedName, FunctionSpec)> = manifest
             .functions

@@ -112,6 +112,8 @@ pub struct Grants {
     pub keys: BTreeMap<KeyName, String>,
     /// Its package set, when the user must still be asked about it.
     pub packages: Option<crate::consent::PackagesAsk>,
+    /// Its declared reach not yet granted, when the user must still be asked about it.
+    pub reach: Option<crate::consent::ReachAsk>,
 }
 
 impl Library {
@@ -248,6 +250,7 @@ impl Library {
             asks,
             keys,
             packages: self.packages_ask(subject),
+            reach: self.reach_ask(subject),
         }
     }
 
@@ -279,6 +282,7 @@ impl Library {
             code_hash: subject.code_hash.to_string(),
             declared: subject.declared.iter().map(ToString::to_string).collect(),
             packages: subject.packages.and_then(|p| serde_json::to_string(p).ok()),
+            reach: subject.reach.and_then(|r| serde_json::to_string(r).ok()),
             asked_at: now_ms(),
         };
         if let Err(e) = self.registry.ledger().set_pending(&pending) {
@@ -314,12 +318,22 @@ impl Library {
             .collect()
     }
 
-    /// The egress proxy for `tool` holding `keys`: where it may go is the intersection of their
-    /// allowlists; the host's loopback only on the ports those lists name and the ports of
-    /// serve's own `*_API_BASE` variables, never one of autotool's listeners; refusals are
-    /// audit events.
-    fn egress(&self, tool: &str, keys: &BTreeMap<KeyName, String>) -> crate::egress::EgressConfig {
+    /// The egress proxy for `tool` holding `keys` and granted the hosts of `reach`: where it
+    /// may go is the intersection of its keys' allowlists, or without a key that has one, the
+    /// hosts of `reach` (`None`: a version kept from before reach was declared, any public
+    /// host); the host's loopback only on the ports those name and the ports of serve's own
+    /// `*_API_BASE` variables, never one of autotool's listeners
+    /// ([`autotool_policy::hosts::decide`]); refusals are audit events.
+    fn egress(
+        &self,
+        tool: &str,
+        keys: &BTreeMap<KeyName, String>,
+        reach: Option<&autotool_policy::reach::DeclaredReach>,
+    ) -> crate::egress::EgressConfig {
         let mut lists = autotool_policy::hosts::KeyLists::new(tool);
+        if let Some(reach) = reach {
+            lists = lists.with_reach(reach.host_rules());
+        }
         let secrets = self.secrets();
         for key in keys.keys() {
             lists = lists.with_key(autotool_policy::hosts::KeyAllowlist {
@@ -364,7 +378,8 @@ impl Library {
     }
 
     /// How to start a process of `tool` from `dir` holding `keys`, with the package layer
-    /// `packages` mounted.
+    /// `packages` mounted, granted `reach` (what [`Library::reach_granted`] says; `None`: a
+    /// version kept from before reach was declared).
     pub(super) fn spec(
         &self,
         tool: &str,
@@ -372,6 +387,7 @@ impl Library {
         python: Python,
         keys: &BTreeMap<KeyName, String>,
         packages: Option<PathBuf>,
+        reach: Option<&autotool_policy::reach::DeclaredReach>,
     ) -> ToolSpec {
         let mut spec = ToolSpec::new(
             dir,
@@ -381,7 +397,8 @@ impl Library {
         );
         spec.env = self.environment(tool, keys);
         spec.packages = packages;
-        spec.egress = Some(self.egress(tool, keys));
+        spec.egress = Some(self.egress(tool, keys, reach));
+        spec.user_dirs = reach.map(|r| self.user_dirs(tool, r)).unwrap_or_default();
         spec.limits = self.settings.limits;
         spec.max_output_bytes = self.settings.max_output_bytes;
         spec.launcher = self.settings.launcher.clone();
@@ -391,6 +408,52 @@ impl Library {
             redactor: self.secrets().redactor().cloned(),
         });
         spec
+    }
+
+    /// The granted directories of `reach`, resolved for the launcher
+    /// ([`crate::tool::dirs::resolve_grant`]: `~` expanded, symlinks and `..` resolved once,
+    /// the home itself, `~/.ssh`, autotool's home, `/etc` and the like refused). One that cannot
+    /// be granted (gone, refused) is left out, with a warning and an audit event saying why: the
+    /// tool runs without it and its reads there fail.
+    fn user_dirs(
+        &self,
+        tool: &str,
+        reach: &autotool_policy::reach::DeclaredReach,
+    ) -> Vec<autotool_policy::UserDir> {
+        if reach.read_dirs.is_empty() && reach.write_dirs.is_empty() {
+            return Vec::new();
+        }
+        let Some(user_home) = std::env::var_os("HOME").map(PathBuf::from) else {
+            tracing::warn!(
+                tool,
+                "HOME is not set: no directory of the user's is granted"
+            );
+            return Vec::new();
+        };
+        let read = reach.read_dirs.iter().map(|d| (d, false));
+        let write = reach.write_dirs.iter().map(|d| (d, true));
+        read.chain(write)
+            .filter_map(|(declared, write)| {
+                match crate::tool::dirs::resolve_grant(
+                    declared,
+                    write,
+                    &user_home,
+                    self.home.root(),
+                    &[],
+                ) {
+                    Ok(dir) => Some(dir),
+                    Err(why) => {
+                        tracing::warn!(tool, "{declared} is not mounted: {why}");
+                        self.audit(
+                            tool,
+                            Event::VerificationFailed,
+                            &format!("directory {declared} not granted: {why}"),
+                        );
+                        None
+                    }
+                }
+            })
+            .collect()
     }
 
     /// The directories a tool template shares, when tools are forked from one
@@ -419,12 +482,19 @@ impl Library {
         crate::tool::template::warm(&launcher, &shares, python);
     }
 
-    /// A fingerprint of what a process was given: the keys, their values and allowlists. A
-    /// warm process whose fingerprint differs from the call's is replaced.
-    pub(super) fn fingerprint(&self, keys: &BTreeMap<KeyName, String>) -> u64 {
+    /// A fingerprint of what a process was given: the keys, their values and allowlists, and
+    /// the reach granted. A warm process whose fingerprint differs from the call's is replaced.
+    pub(super) fn fingerprint(
+        &self,
+        keys: &BTreeMap<KeyName, String>,
+        reach: Option<&autotool_policy::reach::DeclaredReach>,
+    ) -> u64 {
         use std::hash::{BuildHasher, Hash, Hasher};
         let secrets = self.secrets();
         let mut h = self.grants_hasher.build_hasher();
+        reach
+            .map(|r| (&r.hosts, &r.read_dirs, &r.write_dirs))
+            .hash(&mut h);
         for (k, v) in keys {
             k.hash(&mut h);
             v.hash(&mut h);
@@ -483,7 +553,7 @@ mod tests {
             version: "3.12".to_string(),
         };
         let tool_dir = dir.path().join("tools/weather/3");
-        let spec = lib.spec("weather", tool_dir.clone(), python, &granted, None);
+        let spec = lib.spec("weather", tool_dir.clone(), python, &granted, None, None);
         let policy = crate::tool::process::launch_policy(&spec, Some(DEFAULT_EGRESS_PORT));
         let proxy = format!("http://127.0.0.1:{DEFAULT_EGRESS_PORT}");
         let env: BTreeMap<String, String> = [

@@ -22,6 +22,7 @@
 
 pub mod call;
 pub mod create;
+pub mod declared_reach;
 pub mod grants;
 pub mod packages;
 pub mod race;

@@ -166,6 +166,8 @@ impl Library {
             python,
             &Default::default(),
             None,
+            // Started as a new tool is: declaring nothing, it reaches nothing without a key.
+            Some(&Default::default()),
         );
         spec.stderr_file = None;
         let process = crate::tool::process::ToolProcess::start(spec)

@@ -55,6 +55,7 @@ impl Library {
             python,
             &grants.keys,
             layer,
+            self.reach_granted(current.subject()).as_ref(),
         );
         let mut request = VerifyRequest::new(current.name.clone(), code, spec);
         request.thoroughness = Thoroughness::Quick;

@@ -38,6 +38,9 @@ pub struct Settings {
     /// `--dangerously-allow-all-tools` / `AUTOTOOL_CONSENT=dangerously-allow-all`: grant every
     /// tool the keys it declares without asking (the sandbox and allowlists still hold).
     pub allow_all_keys: bool,
+    /// How declared reach is granted: asked (`ask`), or declared hosts without asking
+    /// (`trusted`). `allow_all_keys` grants all of it.
+    pub reach: autotool_policy::reach::ReachPreset,
     /// When a tool is promoted or quarantined (`autotool_policy::lifecycle`).
     pub lifecycle: autotool_policy::lifecycle::Thresholds,
     /// Most entries `tools/list` holds, built-ins included (0: no limit); beyond it only the
@@ -76,6 +79,7 @@ impl Default for Settings {
             launcher: None,
             limits: Limits::default(),
             allow_all_keys: false,
+            reach: autotool_policy::reach::ReachPreset::Ask,
             lifecycle: autotool_policy::lifecycle::Thresholds::default(),
             list_limit: DEFAULT_LIST_LIMIT,
             synthesize: true,

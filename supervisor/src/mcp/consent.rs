@@ -8,7 +8,7 @@
 //!   the call refused with what the user can run: `autotool tools approve TOOL KEY`. The
 //!   question is remembered so that command can answer it before the tool exists.
 
-use crate::consent::{Ask, PackagesAsk, StateError};
+use crate::consent::{Ask, PackagesAsk, ReachAsk, StateError};
 use crate::ledger::Event;
 use crate::library::{Grants, Library};
 use crate::version::Subject;
@@ -78,15 +78,18 @@ fn failed(text: String) -> CallToolResponse {
     CallToolResult::error(vec![ContentBlock::text(text)]).into()
 }
 
-/// What a question is about, for audit events: `WEATHER_API_KEY` and/or `packages feedparser
-/// 6.0.11`.
-fn about(keys: &[KeyName], packages: Option<&PackagesAsk>) -> String {
+/// What a question is about, for audit events: `WEATHER_API_KEY`, `packages feedparser
+/// 6.0.11` and/or `reach (reach api.open-meteo.com without a key)`.
+fn about(keys: &[KeyName], packages: Option<&PackagesAsk>, reach: Option<&ReachAsk>) -> String {
     let mut parts = Vec::new();
     if !keys.is_empty() {
         parts.push(joined(keys));
     }
     if let Some(p) = packages {
         parts.push(format!("packages ({})", p.phrase));
+    }
+    if let Some(r) = reach {
+        parts.push(format!("reach ({})", r.phrase));
     }
     parts.join(" and ")
 }
@@ -117,6 +120,10 @@ fn refusal(
         ));
         wants.push(format!("to {}", p.phrase));
     }
+    if let Some(r) = &grants.reach {
+        commands.push(format!("`autotool tools approve {} --reach`", subject.tool));
+        wants.push(format!("to {}", r.phrase));
+    }
     let again = if called == "create_tool" {
         "then call create_tool again with the same code"
     } else {
@@ -128,6 +135,9 @@ fn refusal(
         .collect();
     if grants.packages.is_some() {
         reach.push("packages only inside the tool's sandbox".into());
+    }
+    if grants.reach.is_some() {
+        reach.push("without a key, only the hosts and directories it declares".into());
     }
     failed(format!(
         "consent needed: the tool `{}` wants {} and the user has not approved it ({why}). \
@@ -146,20 +156,24 @@ fn refused_state(e: &StateError) -> CallToolResponse {
     ))
 }
 
-/// Record the user's yes to `keys` and, when the question was about it, the package set.
+/// Record the user's yes to `keys` and, when the question was about them, the package set
+/// and the declared reach.
 fn approve(
     library: &Library,
     subject: Subject<'_>,
     keys: &[KeyName],
     packages: bool,
+    reach: bool,
     via: &str,
 ) -> Result<(), String> {
     let recorded = library.approve(subject, keys, via).and_then(|()| {
         if packages {
-            library.approve_packages(subject, via)
-        } else {
-            Ok(())
+            library.approve_packages(subject, via)?;
         }
+        if reach {
+            library.approve_reach(subject, via)?;
+        }
+        Ok(())
     });
     recorded.map_err(|e| format!("recording the approval failed: {e}"))
 }
@@ -188,10 +202,14 @@ pub async fn obtain(
         let state = match library.consent.open(sealed, channel, called, arguments) {
             // A question about a package set is answered for that set only: one resolved
             // differently since is asked about anew.
+            // So is one about reach: what is asked now must be what was asked then.
             Ok(s)
                 if s.tool == tool
                     && s.code == subject.code_hash
-                    && (s.packages.is_none() || s.packages.as_deref() == digest) =>
+                    && (s.packages.is_none() || s.packages.as_deref() == digest)
+                    && (s.reach.is_none()
+                        || s.reach.as_deref()
+                            == grants.reach.as_ref().map(|r| r.digest.as_str())) =>
             {
                 s
             }
@@ -223,6 +241,7 @@ pub async fn obtain(
                 .packages
                 .as_ref()
                 .filter(|_| state.packages.is_some()),
+            grants.reach.as_ref().filter(|_| state.reach.is_some()),
         );
         match answer {
             Some(a) if is_yes(&a) => {
@@ -236,6 +255,7 @@ pub async fn obtain(
                     subject,
                     &state.keys,
                     state.packages.is_some(),
+                    state.reach.is_some(),
                     "input_required",
                 )
                 .map_err(failed)?;
@@ -252,14 +272,20 @@ pub async fn obtain(
         }
     }
 
-    if grants.asks.is_empty() && grants.packages.is_none() {
+    if grants.asks.is_empty() && grants.packages.is_none() && grants.reach.is_none() {
         return Ok(());
     }
     let keys = keys_of(&grants.asks);
     let asked_packages = grants.packages.is_some();
-    let asked = about(&keys, grants.packages.as_ref());
-    let question =
-        crate::consent::question(tool, &grants.asks, grants.packages.as_ref(), subject.uses);
+    let reach_digest = grants.reach.as_ref().map(|r| r.digest.clone());
+    let asked = about(&keys, grants.packages.as_ref(), grants.reach.as_ref());
+    let question = crate::consent::question(
+        tool,
+        &grants.asks,
+        grants.packages.as_ref(),
+        grants.reach.as_ref(),
+        subject.uses,
+    );
     let cannot_ask = "this host cannot ask the user: it offers no elicitation";
     if super::handler::modern(context) {
         let can_ask = context.client_capabilities().is_some_and(|c| {
@@ -281,6 +307,7 @@ pub async fn obtain(
                 subject,
                 &keys,
                 digest.filter(|_| asked_packages),
+                reach_digest.as_deref(),
                 channel,
                 called,
                 arguments,
@@ -334,7 +361,15 @@ pub async fn obtain(
                 Event::ConsentAnswered,
                 &format!("yes to {asked} (elicitation)"),
             );
-            approve(library, subject, &keys, asked_packages, "elicitation").map_err(failed)?;
+            approve(
+                library,
+                subject,
+                &keys,
+                asked_packages,
+                reach_digest.is_some(),
+                "elicitation",
+            )
+            .map_err(failed)?;
             *grants = library.grants(subject);
             Ok(())
         }

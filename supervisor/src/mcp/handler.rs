@@ -159,7 +159,8 @@ impl AutotoolServer {
                 return None;
             }
         };
-        (!subject.declared.is_empty() || subject.packages.is_some()).then_some(subject)
+        let reaches = subject.reach.is_some_and(|r| !r.is_empty());
+        (!subject.declared.is_empty() || subject.packages.is_some() || reaches).then_some(subject)
     }
 
     async fn call(

@@ -221,6 +221,8 @@ fn record(library: &Library, name: &str) -> Result<Option<Value>, crate::ledger:
         "uses_baseline": ledger.trusted_uses(name)?,
         "recent_failures": failures,
         "keys": keys,
+        // Hosts it may reach and why, its directories and their mode, what was refused lately.
+        "reach": library.reach_view(&current),
         "packages": packages,
         "sandbox": sandbox_report(library),
     })))

@@ -29,6 +29,7 @@ import os, httpx2
 
 REQUIRED_ENV = [\"WEATHER_API_KEY\"]   # credentials this tool needs (names only; [] if none)
 REQUIRED_PACKAGES = []   # packages beyond the standard library, e.g. [\"feedparser==6.0.11\"]
+REQUIRED_HOSTS = [\"api.weather.example\"]   # every host it connects to ([] if none)
 mcp = MCPServer(\"weather\")
 
 @mcp.tool()
@@ -48,8 +49,13 @@ if __name__ == \"__main__\":
 Rules: one file, standard library plus `mcp` and `httpx2`, and any package it declares in \
 REQUIRED_PACKAGES (a list of names with optional version specifiers, no URLs: autotool asks the \
 user, then installs them from the user's package index, wheels only, so pick packages that \
-publish wheels; compiled ones such as lxml work); no subprocesses, no files outside \
-/tmp; type-annotate every argument; raise ToolError for errors the caller should read (an \
+publish wheels; compiled ones such as lxml work); no subprocesses; \
+the network only to the hosts it declares in REQUIRED_HOSTS (exact `api.x.com`, `*.x.com` for \
+its subdomains, `api.x.com:8443` for another port; no scheme or path): a tool that declares no \
+host reaches none, and an undeclared name is refused before it is even looked up; no files \
+outside /tmp but the directories it declares, READ_DIRS = [\"~/notes\"] to read and \
+WRITE_DIRS = [\"~/exports\"] to write (under the home as `~/…`, or absolute). The user is asked \
+once about the hosts and directories, as about keys; type-annotate every argument; raise ToolError for errors the caller should read (an \
 unexpected exception on any input the schema accepts fails the probes); read API base URLs from \
 `*_API_BASE` variables so the tool can be pointed at a test server. Verdicts no author writes: \
 a function must answer according to its arguments (one constant answer to distinct inputs \
@@ -99,7 +105,8 @@ const TOOL_INFO_DESCRIPTION: &str = "\
 Read a created tool's record (read-only): {name}. Its state and why (on probation, quarantined \
 after failures, retired), its versions and who made each, what verification found, what it \
 owes its trusted versions, its recent failures (redacted), the keys it declared and the hosts \
-they may reach (names only), its packages, and the sandbox it runs in as measured (can it reach \
+they may reach (names only), the hosts it may reach without a key and why, the directories \
+it may read or write, the destinations its proxy refused lately, its packages, and the sandbox it runs in as measured (can it reach \
 the internet or the host's files; limits; when an idle tool is stopped).";
 
 const RUN_TOOL_DESCRIPTION: &str = "\

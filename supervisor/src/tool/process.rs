@@ -145,6 +145,9 @@ pub struct ToolSpec {
     /// What answers the tool's calls of the other tools it declares in `USES`: the process
     /// gets a channel to it ([`uses`]); `None` for a tool that declares none.
     pub uses: Option<Arc<dyn UsesHandler>>,
+    /// The directories of the user's it was granted (`READ_DIRS`, `WRITE_DIRS`), resolved
+    /// ([`crate::tool::dirs::resolve_grant`]): the launch policy's `user_dirs`.
+    pub user_dirs: Vec<autotool_policy::UserDir>,
     /// Where its stderr is also kept, redacted and bounded (`autotool tools logs`); `None`:
     /// only in memory.
     pub stderr_file: Option<StderrFile>,
@@ -173,6 +176,7 @@ impl ToolSpec {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             template: None,
             uses: None,
+            user_dirs: Vec::new(),
             stderr_file: None,
         }
     }

@@ -27,10 +27,12 @@ use autotool_policy::names::{KeyName, MAX_KEY_NAME};
 
 mod literal;
 mod packages;
+mod reach;
 mod tokens;
 mod uses;
 
 pub use packages::{PACKAGES_FORM, required_packages};
+pub use reach::{REACH_FORM, reach};
 pub use tokens::TokenError;
 use tokens::{Kind, Token, tokenize};
 pub use uses::{MAX_USES, USES_FORM, uses};

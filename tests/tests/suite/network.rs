@@ -473,3 +473,69 @@ fn a_tool_holding_no_key_reaches_only_the_api_base_ports_on_the_loopback() {
     assert_eq!(other.arrived().len(), 1);
     finish(server);
 }
+
+#[test]
+fn a_keyless_tool_reaches_only_the_hosts_it_declared_and_its_refusals_are_shown() {
+    let Some(serve) = strict() else { return };
+    let declared = Catcher::bind("127.0.0.1", 0).unwrap();
+    let other = Catcher::bind("127.0.0.1", 0).unwrap();
+    let home = ServeHome::new().unwrap();
+    // `--dangerously-allow-all-tools` grants declared reach as it grants declared keys.
+    let mut server = start_serve(&serve.arg("--dangerously-allow-all-tools"), &home);
+    let code = deliver_code(false).replace(
+        "REQUIRED_ENV = []",
+        &format!(
+            "REQUIRED_ENV = []\nREQUIRED_HOSTS = [\"localhost:{}\"]",
+            declared.port
+        ),
+    );
+    let created = server
+        .call_result(
+            "create_tool",
+            json!({"name": "deliver", "code": code, "verify": "quick"}),
+        )
+        .unwrap();
+    assert!(!created.is_error, "{}{}", created.text, server.context());
+
+    // The control: the host it declared answers.
+    let arrived = deliver(
+        &mut server,
+        &format!("http://localhost:{}/x", declared.port),
+    );
+    assert_eq!(arrived, "ARRIVED: arrived");
+    assert_eq!(declared.arrived().len(), 1);
+
+    // The attack: posting its argument anywhere else.
+    let refused = deliver(
+        &mut server,
+        &format!("http://127.0.0.1:{}/collect", other.port),
+    );
+    assert!(
+        refused.starts_with("REFUSED:") && refused.contains("403"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("declares in REQUIRED_HOSTS"),
+        "the refusal says what the tool may reach: {refused}"
+    );
+    assert!(other.arrived().is_empty(), "{:?}", other.arrived());
+    finish(server);
+
+    // The refusal is on record and shown, with the tool, the host and the port.
+    let (status, out, err) = home.cli(&["tools", "show", "deliver"]).unwrap();
+    assert!(status.success(), "{out}{err}");
+    assert!(
+        out.contains(&format!("localhost:{}  declared", declared.port)),
+        "{out}"
+    );
+    let refusals = out.split("refused lately:").nth(1).unwrap_or_default();
+    assert!(refusals.contains(&format!(":{}", other.port)), "{out}");
+    let (status, out, err) = home.cli(&["tools", "show", "deliver", "--json"]).unwrap();
+    assert!(status.success(), "{out}{err}");
+    let shown: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        shown["reach"]["refused"][0]["target"],
+        format!("127.0.0.1:{}", other.port),
+        "{out}"
+    );
+}

@@ -123,6 +123,7 @@ pub(crate) fn launch_policy(spec: &ToolSpec, egress_port: Option<u16>) -> Launch
             .insert(USES_FD_VARIABLE.into(), USES_FD.to_string());
     }
     policy.limits = spec.limits;
+    policy.user_dirs = spec.user_dirs.clone();
     policy
 }
 

@@ -495,3 +495,125 @@ fn two_tools_with_different_keys_reach_only_their_own_hosts() {
     }
     finish(server);
 }
+
+/// A keyless tool reaching a declared host on the loopback and reading files by path.
+fn reaching(port: u16, hosts: &str) -> String {
+    format!(
+        r#"import urllib.request
+from mcp.server.mcpserver import MCPServer
+
+REQUIRED_HOSTS = [{hosts}]
+READ_DIRS = ["~/notes"]
+mcp = MCPServer("fake")
+
+
+@mcp.tool()
+def get() -> str:
+    """Fetch the declared API."""
+    try:
+        with urllib.request.urlopen("http://localhost:{port}/echo?key=none", timeout=10) as r:
+            return r.read().decode()
+    except Exception as e:
+        return "REFUSED: " + str(e)
+
+
+@mcp.tool()
+def read(path: str) -> str:
+    """Read a file."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except Exception as e:
+        return "UNREADABLE: " + type(e).__name__
+
+
+if __name__ == "__main__":
+    mcp.run()
+"#
+    )
+}
+
+#[test]
+fn declared_reach_is_asked_once_by_name_and_mode_and_a_rewrite_that_widens_it_is_asked_again() {
+    let Some(serve) = strict() else { return };
+    // Not under /tmp, which the sandbox mounts itself (and so is never granted).
+    let user = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::create_dir(user.path().join("notes")).unwrap();
+    std::fs::write(user.path().join("notes/note.txt"), "hello notes").unwrap();
+    std::fs::create_dir(user.path().join("private")).unwrap();
+    std::fs::write(user.path().join("private/secret.txt"), "top secret").unwrap();
+    let port = fake_api();
+    let home = ServeHome::new().unwrap();
+    let mut server = serve
+        .env("HOME", &user.path().display().to_string())
+        .start(&home)
+        .unwrap();
+    server.initialize_with(asking()).unwrap();
+    let host = format!("\"localhost:{port}\"");
+    let create = |server: &mut Server, code: &str, answer: fn(&Value) -> Value| {
+        server
+            .call_answering(
+                "create_tool",
+                json!({"name": "fake", "code": code, "verify": "quick"}),
+                answer,
+            )
+            .unwrap()
+    };
+
+    // One question naming the host and the directory with its mode; yes grants both.
+    let (outcome, asked) = create(&mut server, &reaching(port, &host), yes);
+    ok(&outcome);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let q = message(&asked[0]);
+    assert!(
+        q.contains(&format!("reach localhost:{port} without a key")) && q.contains("read ~/notes"),
+        "{q}"
+    );
+    let (got, _) = server
+        .call_answering("fake__get", json!({}), never)
+        .unwrap();
+    assert!(
+        ok(&got).text.contains("line=GET /echo"),
+        "{}",
+        ok(&got).text
+    );
+    let note = user.path().join("notes/note.txt").display().to_string();
+    let (read, _) = server
+        .call_answering("fake__read", json!({"path": note}), never)
+        .unwrap();
+    assert_eq!(ok(&read).text, "hello notes", "{}", events(&home, "fake"));
+    // The attack: a directory it did not declare.
+    let secret = user.path().join("private/secret.txt").display().to_string();
+    let (read, _) = server
+        .call_answering("fake__read", json!({"path": secret}), never)
+        .unwrap();
+    assert!(
+        ok(&read).text.starts_with("UNREADABLE"),
+        "{}",
+        ok(&read).text
+    );
+
+    // A rewrite within its reach asks nothing; one that widens it is asked about the new host.
+    let (outcome, asked) = create(
+        &mut server,
+        &format!("{}\n# v2\n", reaching(port, &host)),
+        never,
+    );
+    ok(&outcome);
+    assert!(asked.is_empty());
+    let wider = format!("{host}, \"api.example.com\"");
+    let (outcome, asked) = create(&mut server, &reaching(port, &wider), no);
+    let r = refused(&outcome);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let q = message(&asked[0]);
+    assert!(
+        q.contains("reach api.example.com without a key") && !q.contains("~/notes"),
+        "{q}"
+    );
+    assert!(
+        r.text.contains("`autotool tools approve fake --reach`"),
+        "{}",
+        r.text
+    );
+    finish(server);
+}
