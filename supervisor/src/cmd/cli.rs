@@ -175,6 +175,11 @@ pub enum Cmd {
         /// `AUTOTOOL_CONSENT=dangerously-allow-all`). The sandbox and allowlists still apply.
         #[arg(long)]
         dangerously_allow_all_tools: bool,
+        /// Use this autotool home instead of $AUTOTOOL_HOME (default ~/.autotool): the same
+        /// meaning, for apps whose config cannot set a variable. `autotool setup` writes it into
+        /// each app's entry when it runs with a home other than the default.
+        #[arg(long, value_name = "DIR")]
+        home: Option<std::path::PathBuf>,
     },
     /// See autotool work, offline and without a key.
     ///
@@ -225,7 +230,14 @@ pub enum Cmd {
     ///
     /// For host apps that only spawn stdio servers, so every host shares the one supervisor
     /// `autotool service install` runs.
-    Connect,
+    Connect {
+        /// Reach the service of this autotool home instead of $AUTOTOOL_HOME's (default
+        /// ~/.autotool): the same meaning, for apps whose config cannot set a variable.
+        /// `autotool setup --service` writes it into each app's entry when it runs with a home
+        /// other than the default.
+        #[arg(long, value_name = "DIR")]
+        home: Option<std::path::PathBuf>,
+    },
     /// Run autotool as a systemd user service for every host.
     ///
     /// One supervisor on streamable HTTP (loopback and a unix socket) for every host on the
@@ -484,6 +496,12 @@ pub fn main() -> ExitCode {
     JSON_ERRORS.store(wants_json(&cli.command), Ordering::Relaxed);
     // What a command writes to the event log is the user's doing; serve names its own.
     crate::ledger::actor::set_default(crate::ledger::Actor::cli());
+    if let Cmd::Serve { home: Some(h), .. } | Cmd::Connect { home: Some(h) } = &cli.command
+        && let Err(e) = crate::home::set_override(h)
+    {
+        eprintln!("autotool: --home: {e}");
+        return ExitCode::from(2);
+    }
     if let Cmd::Serve {
         transport,
         listen,
@@ -495,6 +513,7 @@ pub fn main() -> ExitCode {
         idle_timeout,
         max_output_bytes,
         dangerously_allow_all_tools,
+        home: _,
     } = &cli.command
     {
         let mut flags = std::collections::BTreeMap::new();
@@ -540,7 +559,7 @@ pub fn main() -> ExitCode {
             }
         };
     }
-    if let Cmd::Connect = &cli.command {
+    if let Cmd::Connect { .. } = &cli.command {
         return super::connect::main();
     }
     #[cfg(feature = "own-model")]
@@ -550,7 +569,7 @@ pub fn main() -> ExitCode {
     // Not for `serve`: there stdout is the JSON-RPC channel, written from the runtime's threads.
     let mut stdout = std::io::stdout().lock();
     match cli.command {
-        Cmd::Serve { .. } | Cmd::Connect => ExitCode::FAILURE,
+        Cmd::Serve { .. } | Cmd::Connect { .. } => ExitCode::FAILURE,
         #[cfg(feature = "own-model")]
         Cmd::Demo { .. } => ExitCode::FAILURE,
         Cmd::Service { cmd } => super::service::main(cmd, &mut stdout),
