@@ -90,17 +90,6 @@ impl Home {
         )
     }
 
-    /// The home a user gets with neither `--home` nor `AUTOTOOL_HOME`: `$HOME/.autotool`
-    /// (`None` without `HOME`).
-    pub fn default_for_user() -> Option<Home> {
-        Home::from_vars(None, std::env::var_os("HOME").map(PathBuf::from)).ok()
-    }
-
-    /// Whether this is the home a user gets by default ([`Home::default_for_user`]).
-    pub fn is_default(&self) -> bool {
-        Home::default_for_user().is_some_and(|d| d == *self)
-    }
-
     /// [`Home::from_env`] with the two variables given.
     pub fn from_vars(
         autotool_home: Option<PathBuf>,

@@ -19,9 +19,13 @@
 //! `openclaw`, `code`, `windsurf`, `zed`, `gemini`, `goose`) is on `PATH`; an app named with
 //! `--app` is registered even when it is not. Paths per OS: [`locate`].
 //!
-//! `--remove` ([`remove`]) takes autotool's own entry out again. Every write backs the file up
-//! first under a name no other backup has ([`files`]); a dry run prints the change with every
-//! secret hidden ([`mask`]).
+//! `--remove` ([`remove`]) undoes setup: from the record setup keeps of each config ([`undo`])
+//! it puts the file back byte for byte while it is still setup's, else takes autotool's own
+//! entry out. Every write backs the file up first under a name no other backup has ([`files`]);
+//! a dry run prints the change with every secret hidden ([`mask`]).
+//!
+//! A home other than `~/.autotool` goes into each entry as `--home` ([`Entry::with_home`]); an
+//! entry's home is read back by [`served`] (`doctor` compares it).
 //!
 //! The steps, each its own function so tests can take them one at a time:
 //! 1. [`locate`]: where an app keeps its config, and whether the app is there ([`HostEnv`] is

@@ -99,9 +99,10 @@ pub enum Cmd {
         /// Do not prepare the tool runtime (serve prepares it when it is first needed).
         #[arg(long, conflicts_with = "launcher")]
         no_runtime: bool,
-        /// Unregister: remove the entry setup wrote from each app's config (the rest of the
-        /// file is kept, a backup made first); an `autotool` entry that runs something else
-        /// is left alone.
+        /// Unregister, as an undo: a config still exactly as setup wrote it goes back byte for
+        /// byte (a file setup created is deleted); one changed since loses only the entry
+        /// setup wrote (a backup made first). An `autotool` entry that runs something else is
+        /// left alone.
         #[arg(long, conflicts_with_all = ["launcher", "service"])]
         remove: bool,
         /// Print what would be done (for apps, each change as a diff) and change nothing.

@@ -274,11 +274,14 @@ pub fn run_remove(
                 users,
             } => {
                 summary.not_ours += 1;
+                let kept = records
+                    .map(|dir| format!(" (`original` in {})", env.show(&undo::path(dir, app))))
+                    .unwrap_or_default();
                 writeln!(
                     out,
                     "{title}left in place: the autotool entry in {} was yours (it ran \
                      `{users}`) before setup pointed it at `{runs}`, and the file changed \
-                     since; point it back yourself (the file as it was is in its first .bak)",
+                     since; point it back yourself: the file as it was before setup is kept{kept}",
                     env.show(config)
                 )?;
             }

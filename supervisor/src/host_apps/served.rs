@@ -103,6 +103,7 @@ pub fn served(app: App, text: &str) -> Option<Served> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
