@@ -132,8 +132,10 @@ impl Inputs {
         let env = std::env::vars_os()
             .filter_map(|(k, v)| {
                 let k = k.into_string().ok()?;
-                k.starts_with("AUTOTOOL_")
-                    .then(|| (k, v.to_string_lossy().into_owned()))
+                // `--home` wins over the variable, as the home setting's value too.
+                (k.starts_with("AUTOTOOL_")
+                    && !(k == "AUTOTOOL_HOME" && crate::home::overridden().is_some()))
+                .then(|| (k, v.to_string_lossy().into_owned()))
             })
             .collect();
         let path = home.root().join(FILE_NAME);

@@ -20,6 +20,27 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+/// The home `--home` names for this process, set once at start ([`set_override`]).
+static OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Make `root` this process's home, as `AUTOTOOL_HOME` would (and over it): `serve --home` and
+/// `connect --home`, which is how `autotool setup` registers a home other than the default
+/// (an app's config cannot always carry an environment). The supervisor cannot set the
+/// variable itself (`std::env::set_var` is unsafe), so [`Home::from_env`] reads this first.
+/// Only the first call counts; it returns whether it was that one.
+pub fn set_override(root: &Path) -> Result<bool, HomeError> {
+    let root = std::path::absolute(root).map_err(|source| HomeError::Io {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    Ok(OVERRIDE.set(root).is_ok())
+}
+
+/// The home [`set_override`] set, if any.
+pub fn overridden() -> Option<&'static Path> {
+    OVERRIDE.get().map(PathBuf::as_path)
+}
+
 /// Mode of the home root.
 pub const ROOT_MODE: u32 = 0o700;
 /// Mode of `tools/`, each tool's directory and each version directory.
@@ -57,11 +78,14 @@ pub struct Home {
 }
 
 impl Home {
-    /// `$AUTOTOOL_HOME` if set and non-empty (made absolute against the current directory),
-    /// else `$HOME/.autotool`. Touches nothing on disk; see [`Home::ensure`].
+    /// The `--home` of `serve` or `connect` ([`set_override`]) if given, else `$AUTOTOOL_HOME`
+    /// if set and non-empty (made absolute against the current directory), else
+    /// `$HOME/.autotool`. Touches nothing on disk; see [`Home::ensure`].
     pub fn from_env() -> Result<Home, HomeError> {
         Home::from_vars(
-            std::env::var_os("AUTOTOOL_HOME").map(PathBuf::from),
+            overridden()
+                .map(Path::to_path_buf)
+                .or_else(|| std::env::var_os("AUTOTOOL_HOME").map(PathBuf::from)),
             std::env::var_os("HOME").map(PathBuf::from),
         )
     }

@@ -19,9 +19,13 @@
 //! `openclaw`, `code`, `windsurf`, `zed`, `gemini`, `goose`) is on `PATH`; an app named with
 //! `--app` is registered even when it is not. Paths per OS: [`locate`].
 //!
-//! `--remove` ([`remove`]) takes autotool's own entry out again. Every write backs the file up
-//! first under a name no other backup has ([`files`]); a dry run prints the change with every
-//! secret hidden ([`mask`]).
+//! `--remove` ([`remove`]) undoes setup: from the record setup keeps of each config ([`undo`])
+//! it puts the file back byte for byte while it is still setup's, else takes autotool's own
+//! entry out. Every write backs the file up first under a name no other backup has ([`files`]);
+//! a dry run prints the change with every secret hidden ([`mask`]).
+//!
+//! A home other than `~/.autotool` goes into each entry as `--home` ([`Entry::with_home`]); an
+//! entry's home is read back by [`served`] (`doctor` compares it).
 //!
 //! The steps, each its own function so tests can take them one at a time:
 //! 1. [`locate`]: where an app keeps its config, and whether the app is there ([`HostEnv`] is
@@ -41,12 +45,15 @@ pub mod json;
 mod locate;
 pub mod mask;
 mod remove;
+pub mod served;
 pub mod toml;
+pub mod undo;
 pub mod yaml;
 
-pub use edit::{Edit, EditError, Removal, edit_for, remove_for};
+pub use edit::{Edit, EditError, Removal, edit_for, is_autotool, remove_for};
 pub use locate::{Location, locate};
 pub use remove::{RemovePlan, RemoveSummary, plan_removal, run_remove};
+pub use served::{Served, served};
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -173,6 +180,11 @@ pub enum HostsError {
          install autotool under a plain path and run its setup"
     )]
     BadBinary(String),
+    #[error(
+        "the autotool home {0} is not an absolute UTF-8 path, which app configs need; set \
+         AUTOTOOL_HOME to a plain absolute path and run setup again"
+    )]
+    BadHome(String),
     #[error("writing the report: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -196,6 +208,22 @@ impl Entry {
             command,
             args: vec!["serve".to_string()],
         })
+    }
+
+    /// The same entry serving the autotool home `home`: `--home <home>` after the verb
+    /// (`serve --home …`, `connect --home …`), unless `home` is `default_home`, the one the
+    /// app's autotool would use anyway (`~/.autotool`), where the entry stays as it always was.
+    pub fn with_home(mut self, home: &Path, default_home: &Path) -> Result<Entry, HostsError> {
+        if home == default_home {
+            return Ok(self);
+        }
+        let bad = || HostsError::BadHome(home.display().to_string());
+        if !home.is_absolute() {
+            return Err(bad());
+        }
+        let home = home.to_str().ok_or_else(bad)?.to_string();
+        self.args.extend(["--home".to_string(), home]);
+        Ok(self)
     }
 
     /// `autotool serve` for the running binary.
@@ -432,6 +460,10 @@ pub struct Options {
     pub apps: Vec<App>,
     /// Print each change and write nothing.
     pub dry_run: bool,
+    /// Where setup keeps what `--remove` needs to give each config back byte for byte
+    /// (`$AUTOTOOL_HOME/setup`, [`undo`]); `None`: keep nothing, and `--remove` only takes the
+    /// entry out.
+    pub records: Option<PathBuf>,
 }
 
 /// How a run went, per outcome.
@@ -516,21 +548,23 @@ pub fn run(
             Plan::Present { config, runs, same } => {
                 summary.already += 1;
                 let at = env.show(config);
+                let home_note = home_note(app, env, config, entry);
                 if *same {
                     writeln!(out, "{title}already registered ({at})")?;
                 } else if runs_this_binary(runs, &entry.command) {
                     writeln!(
                         out,
                         "{title}already registered ({at}), left untouched: it runs this binary \
-                         as `{runs}`, not `{command}`. To change it, {}, then run `autotool \
-                         setup` again.",
+                         as `{runs}`, not `{command}`{home_note}. To change it, {}, then run \
+                         `autotool setup` again.",
                         remove_hint(app, &at, runs)
                     )?;
                 } else {
                     writeln!(
                         out,
                         "{title}already registered ({at}), left untouched: it runs `{runs}`, not \
-                         this binary. To point it here, {}, then run `autotool setup` again.",
+                         this binary{home_note}. To point it here, {}, then run `autotool setup` \
+                         again.",
                         remove_hint(app, &at, runs)
                     )?;
                 }
@@ -564,6 +598,18 @@ pub fn run(
                         writeln!(out, "    {line}")?;
                     }
                 } else {
+                    if let Some(dir) = &opts.records
+                        && let Err(e) = undo::remember(dir, app, config, before.as_deref(), after)
+                    {
+                        summary.failed += 1;
+                        writeln!(
+                            out,
+                            "{title}failed: could not record in {} what `autotool setup \
+                             --remove` needs to undo it: {e}. {at} was not changed.",
+                            env.show(dir)
+                        )?;
+                        continue;
+                    }
                     match apply(&p) {
                         Ok(Some(files::Written { backup, .. })) => {
                             summary.registered += 1;
@@ -605,6 +651,39 @@ pub fn run(
         )?;
     }
     Ok(summary)
+}
+
+/// The home `entry` serves, as the app's config gives it: `--home`, else `AUTOTOOL_HOME` in
+/// the entry's env block, else `default_home`.
+fn entry_home(entry: &Entry, default_home: &Path) -> PathBuf {
+    Served {
+        command: entry.command.clone(),
+        args: entry.args.clone(),
+        env_home: None,
+    }
+    .home(default_home)
+}
+
+/// For an entry setup leaves untouched in `config`: `, and it serves the autotool home A, not
+/// this one (B)` when its home is not the one `entry` serves; else nothing.
+fn home_note(app: App, env: &HostEnv, config: &Path, entry: &Entry) -> String {
+    let default_home = env.home.join(".autotool");
+    let Some(theirs) = read_config(config)
+        .ok()
+        .flatten()
+        .and_then(|text| served(app, &text))
+    else {
+        return String::new();
+    };
+    let (theirs, ours) = (theirs.home(&default_home), entry_home(entry, &default_home));
+    if theirs == ours {
+        return String::new();
+    }
+    format!(
+        ", and it serves the autotool home {}, not this one ({}): its tools are not yours here",
+        env.show(&theirs),
+        env.show(&ours)
+    )
 }
 
 /// How a user removes an entry setup leaves untouched (which runs `runs`): the app's own way,

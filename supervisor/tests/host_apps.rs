@@ -91,9 +91,15 @@ impl Home {
         let opts = Options {
             apps: apps.to_vec(),
             dry_run,
+            records: Some(self.records()),
         };
         let summary = host_apps::run(&opts, &self.env(), &entry(), &mut out).unwrap();
         (summary, String::from_utf8(out).unwrap())
+    }
+
+    /// Where setup keeps its undo records: `$AUTOTOOL_HOME/setup` of the default home.
+    fn records(&self) -> PathBuf {
+        self.path(".autotool/setup")
     }
 
     fn plan(&self, app: App) -> Plan {
@@ -745,6 +751,7 @@ fn a_dry_run_never_prints_a_secret_of_a_one_line_config() {
         let opts = Options {
             apps: vec![app],
             dry_run: true,
+            records: Some(home.records()),
         };
         let removed = host_apps::run_remove(&opts, &home.env(), &mut out).unwrap();
         let out = String::from_utf8(out).unwrap();
@@ -820,6 +827,7 @@ fn remove(home: &Home, apps: &[App], dry_run: bool) -> (host_apps::RemoveSummary
     let opts = Options {
         apps: apps.to_vec(),
         dry_run,
+        records: Some(home.records()),
     };
     let summary = host_apps::run_remove(&opts, &home.env(), &mut out).unwrap();
     (summary, String::from_utf8(out).unwrap())
@@ -858,10 +866,15 @@ fn remove_takes_out_only_the_entry_for_every_app() {
         assert_eq!(home.read(&format!("{rel}.bak.1")), registered, "{app:?}");
         assert!(
             out.contains(&format!(
-                "{:<16}removed (~/{rel}, it ran `{BIN} serve`; the previous file is ~/{rel}.bak.1)",
+                "{:<16}removed (~/{rel} is as it was before setup, byte for byte; the entry ran \
+                 `{BIN} serve`; the file with the entry is ~/{rel}.bak.1)",
                 app.title()
             )),
             "{app:?}: {out}"
+        );
+        assert!(
+            !home.records().join(format!("{}.json", app.id())).exists(),
+            "{app:?}: the record is forgotten once used"
         );
 
         // Again: nothing left to remove, nothing written.
@@ -936,13 +949,24 @@ fn the_cli_removes_what_it_registered() {
     assert_eq!(home.snapshot(), before, "{out}");
     let (code, out, err) = autotool(&home, &["setup", "--remove", "--app", "gemini"]);
     assert_eq!(code, Some(0), "{out}{err}");
-    let v: Value = serde_json::from_str(&home.read(".gemini/settings.json")).unwrap();
-    assert_eq!(v, json!({"mcpServers": {}}));
+    // Setup created the file: undoing it deletes it (the directory was the user's, and stays).
+    assert!(!home.path(".gemini/settings.json").exists(), "{out}");
+    assert!(home.path(".gemini").is_dir(), "{out}");
+    assert!(
+        out.contains("deleted ~/.gemini/settings.json, which setup created"),
+        "{out}"
+    );
     assert!(
         home.read(".cursor/mcp.json").contains("autotool"),
         "--app gemini only"
     );
-    assert!(home.path(".gemini/settings.json.bak").is_file());
+    // Without the record (another home's setup wrote it), only the entry goes.
+    std::fs::remove_file(home.path(".autotool/setup/cursor.json")).unwrap();
+    let (code, out, err) = autotool(&home, &["setup", "--remove", "--app", "cursor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let v: Value = serde_json::from_str(&home.read(".cursor/mcp.json")).unwrap();
+    assert_eq!(v, json!({"mcpServers": {}}));
+    assert!(home.path(".cursor/mcp.json.bak").is_file());
     let (code, _, err) = autotool(&home, &["setup", "--remove", "--service"]);
     assert_eq!(code, Some(2), "{err}");
 }
@@ -1287,4 +1311,355 @@ fn setup_launcher_still_installs_the_launcher() {
         assert!(err.contains("no launcher to install"), "{err}");
     }
     assert!(!out.contains("agent apps"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// `setup --remove` as an undo (issue 37, point 4), and the home each entry serves (point 3).
+
+/// For each app, a config as a real user's looks: comments, odd indentation, trailing commas
+/// where the dialect allows, keys in no order, other servers with env values; one in CRLF.
+fn planted_configs() -> Vec<(App, &'static str, &'static str)> {
+    vec![
+        (
+            App::ClaudeCode,
+            ".claude.json",
+            "{\"numStartups\": 12,\n \"mcpServers\":{\"gh\":{\"env\":{\"GITHUB_TOKEN\":\"ghp_x\"},\"command\":\"npx\",\"type\":\"stdio\",\"args\":[\"-y\",\"gh\"]}},\n   \"userID\": \"abc\"}",
+        ),
+        (
+            App::Codex,
+            ".codex/config.toml",
+            "model   = \"o3\"\r\n# servers\r\n[mcp_servers.docs]\r\ncommand = \"npx\"\r\nenv = { TOKEN = \"t1\" }   # inline\r\n\r\n[profiles.x]\r\nmodel = \"y\"\r\n",
+        ),
+        (
+            App::Cursor,
+            ".cursor/mcp.json",
+            "// my servers\n{\n\t\"mcpServers\": {\n\t\t\"db\": { \"env\": { \"PGPASSWORD\": \"hunter2\" }, \"command\": \"pg-mcp\", },\n\t},\n}\n",
+        ),
+        (
+            App::ClaudeDesktop,
+            ".config/Claude/claude_desktop_config.json",
+            "{\n    \"globalShortcut\": \"\",\n    \"mcpServers\": {\n        \"fs\": {\"command\": \"npx\", \"args\": [\"fs\", \"/home\"], \"env\": {\"A\": \"b\"}}\n    }\n}",
+        ),
+        (
+            App::OpenClaw,
+            ".openclaw/openclaw.json",
+            "/* OpenClaw */\n{\n  gateway: {port: 18789,},\n  mcp: {servers: {docs: {command: 'npx', env: {KEY: 'k',},},},},\n}\n",
+        ),
+        (
+            App::VsCode,
+            ".config/Code/User/mcp.json",
+            "{\n  \"inputs\": [],\n  // remote\n  \"servers\": {\n      \"gh\": {\"type\": \"http\", \"url\": \"https://x.example/mcp\", \"headers\": {\"Authorization\": \"Bearer s\"},},\n  },\n}\n",
+        ),
+        (
+            App::Windsurf,
+            ".codeium/windsurf/mcp_config.json",
+            "{\"mcpServers\":{\"a\":{\"command\":\"a\",\"env\":{\"K\":\"v\"}}}}",
+        ),
+        (
+            App::Zed,
+            ".config/zed/settings.json",
+            "// Zed\n{\n  \"vim_mode\": true,\n  \"context_servers\": {\n    \"gh\": {\"source\": \"custom\", \"command\": \"gh\", \"env\": {\"T\": \"x\"},}, // mine\n  },\n  \"theme\": \"One Dark\",\n}\n",
+        ),
+        (
+            App::Gemini,
+            ".gemini/settings.json",
+            "{\n  \"theme\": \"GitHub\",\n  \"mcpServers\": {\n    \"x\": { \"command\": \"x\", \"env\": {\"API_KEY\": \"$X\"} } // x\n  }\n}\n",
+        ),
+        (
+            App::Goose,
+            ".config/goose/config.yaml",
+            "GOOSE_PROVIDER: openai   # mine\nextensions:\n    developer:\n        enabled: true\n        type: builtin\n        name: developer\n        envs: { A: b }\nGOOSE_MODEL: gpt-5\n",
+        ),
+        (
+            App::Cline,
+            ".config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+            "{\n\"mcpServers\": {\n\"s\": {\"command\": \"s\", \"disabled\": false, \"env\": {\"K\": \"1\"}, \"autoApprove\": []}\n}\n}\n",
+        ),
+        (
+            App::Roo,
+            ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json",
+            "{\"mcpServers\": {}, \"z\": 1, \"a\": [1, 2]}",
+        ),
+    ]
+}
+
+/// Setup, then `--remove`: every planted config is back byte for byte (control: setup did
+/// change each one), and a config setup created is deleted with the directories it made.
+#[test]
+fn setup_then_remove_restores_every_planted_config_byte_for_byte() {
+    let home = Home::new();
+    for (_, rel, text) in planted_configs() {
+        home.write(rel, text);
+    }
+    let (summary, out) = home.run(&[], false);
+    assert_eq!(summary.registered, App::ALL.len(), "{out}");
+    for (app, rel, text) in planted_configs() {
+        assert_ne!(home.read(rel), text, "{app:?}: setup did not change it");
+        assert!(home.read(rel).contains(BIN), "{app:?}");
+    }
+    let (summary, out) = remove(&home, &[], false);
+    assert_eq!(summary.removed, App::ALL.len(), "{out}");
+    for (app, rel, text) in planted_configs() {
+        assert_eq!(
+            std::fs::read(home.path(rel)).unwrap(),
+            text.as_bytes(),
+            "{app:?}: not byte for byte: {out}"
+        );
+    }
+
+    // A config setup created goes again, with the directories setup made for it.
+    let home = Home::new();
+    home.mkdir(".codex");
+    let (summary, out) = home.run(&[App::Codex, App::Cline], false);
+    assert_eq!(summary.registered, 2, "{out}");
+    let (summary, out) = remove(&home, &[], false);
+    assert_eq!(summary.removed, 2, "{out}");
+    assert!(!home.path(".codex/config.toml").exists(), "{out}");
+    assert!(home.path(".codex").is_dir(), "the user's directory stays");
+    assert!(!home.path(".config/Code").exists(), "{out}");
+}
+
+/// A second setup (here: switching to the service) keeps the first original, the user's.
+#[test]
+fn several_setups_then_remove_give_back_the_users_original() {
+    let home = Home::new();
+    let (app, rel, text) = planted_configs()[2];
+    home.write(rel, text);
+    home.run(&[app], false);
+    let mut service = entry();
+    service.args = vec!["connect".into()];
+    let opts = Options {
+        apps: vec![app],
+        dry_run: false,
+        records: Some(home.records()),
+    };
+    let summary = host_apps::run(&opts, &home.env(), &service, &mut Vec::new()).unwrap();
+    assert_eq!(summary.registered, 1);
+    assert!(home.read(rel).contains("connect"));
+    let (summary, out) = remove(&home, &[app], false);
+    assert_eq!(summary.removed, 1, "{out}");
+    assert_eq!(home.read(rel), text, "{out}");
+}
+
+/// The user's own `autotool` entry in Cursor, repointed by setup: `--remove` gives it back
+/// byte for byte; and when the file changed since, the entry goes back to what it ran (never
+/// deleted) and the user's edit stays.
+#[test]
+fn remove_gives_back_a_users_own_cursor_entry() {
+    let planted = "{\n  \"mcpServers\": {\n    \"autotool\": {\"command\": \"/usr/local/bin/autotool\", \"args\": [\"serve\"], \"env\": {\"AUTOTOOL_LOG\": \"debug\"}}\n  }\n}\n";
+    let home = Home::new();
+    home.write(".cursor/mcp.json", planted);
+    let (summary, out) = home.run(&[App::Cursor], false);
+    assert_eq!(summary.registered, 1, "{out}");
+    assert!(
+        home.read(".cursor/mcp.json").contains(BIN),
+        "repointed: {out}"
+    );
+    let (summary, out) = remove(&home, &[App::Cursor], false);
+    assert_eq!(summary.removed, 1, "{out}");
+    assert_eq!(home.read(".cursor/mcp.json"), planted, "{out}");
+
+    // Setup again, then the user adds a server: the entry is put back, not deleted.
+    home.run(&[App::Cursor], false);
+    let edited = home
+        .read(".cursor/mcp.json")
+        .replacen("{\n", "{\n  \"theme\": \"mine\",\n", 1);
+    home.write(".cursor/mcp.json", &edited);
+    let (summary, out) = remove(&home, &[App::Cursor], false);
+    assert_eq!(summary.removed, 1, "{out}");
+    let now = home.read(".cursor/mcp.json");
+    let v = jsonc_value(&now);
+    assert_eq!(v["theme"], "mine", "{now}");
+    assert_eq!(
+        v["mcpServers"]["autotool"],
+        json!({"command": "/usr/local/bin/autotool", "args": ["serve"], "env": {"AUTOTOOL_LOG": "debug"}}),
+        "{now}"
+    );
+    assert!(
+        out.contains("your own autotool entry runs `/usr/local/bin/autotool serve` again"),
+        "{out}"
+    );
+}
+
+/// A config the user edited after setup: only the entry goes, the edit stays.
+#[test]
+fn remove_after_an_edit_takes_only_the_entry_and_keeps_the_edit() {
+    let home = Home::new();
+    let planted = "{\n  \"mcpServers\": {\n    \"x\": {\"command\": \"x\"}\n  }\n}\n";
+    home.write(".gemini/settings.json", planted);
+    home.run(&[App::Gemini], false);
+    let edited =
+        home.read(".gemini/settings.json")
+            .replacen("{\n", "{\n  \"theme\": \"GitHub\",\n", 1);
+    home.write(".gemini/settings.json", &edited);
+    let (summary, out) = remove(&home, &[App::Gemini], true);
+    assert_eq!(summary.removed, 1, "{out}");
+    assert!(
+        out.contains("would remove (~/.gemini/settings.json"),
+        "{out}"
+    );
+    let (summary, out) = remove(&home, &[App::Gemini], false);
+    assert_eq!(summary.removed, 1, "{out}");
+    assert_eq!(
+        home.read(".gemini/settings.json"),
+        "{\n  \"theme\": \"GitHub\",\n  \"mcpServers\": {\n    \"x\": {\"command\": \"x\"}\n  }\n}\n",
+        "{out}"
+    );
+}
+
+fn autotool_with(
+    home: &Home,
+    vars: &[(&str, &Path)],
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_autotool"));
+    cmd.args(args)
+        .env_clear()
+        .env("HOME", home.dir.path())
+        .env("PATH", home.path("bin"));
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `doctor --json`'s host checks, by app title.
+fn host_checks_with(home: &Home, vars: &[(&str, &Path)]) -> BTreeMap<String, Value> {
+    let (_, out, err) = autotool_with(home, vars, &["doctor", "--json"]);
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "host")
+        .map(|c| {
+            let detail = c["detail"].as_str().unwrap();
+            let title = App::ALL
+                .into_iter()
+                .map(App::title)
+                .find(|t| detail.starts_with(&format!("{t}:")))
+                .unwrap();
+            (title.to_string(), c.clone())
+        })
+        .collect()
+}
+
+/// With AUTOTOOL_HOME set to a home other than the default, every entry setup writes carries
+/// `--home` with it; doctor is content while it runs in that home, and warns for each app,
+/// naming both homes and the fix, once the home differs from the one the entries serve.
+#[test]
+fn setup_writes_a_non_default_home_into_every_entry_and_doctor_checks_it() {
+    let home = Home::new();
+    let other = home.path("work/autotool-home");
+    let ids = App::ALL.map(App::id).join(",");
+    let vars = [("AUTOTOOL_HOME", other.as_path())];
+    let (code, out, err) = autotool_with(&home, &vars, &["setup", "--no-runtime", "--app", &ids]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let home_arg = other.to_str().unwrap();
+    for (app, rel, _) in planted_configs() {
+        let text = home.read(rel);
+        assert!(text.contains("--home"), "{app:?}: {text}");
+        assert!(text.contains(home_arg), "{app:?}: {text}");
+    }
+    let checks = host_checks_with(&home, &vars);
+    assert_eq!(checks.len(), App::ALL.len(), "{checks:?}");
+    for (title, c) in &checks {
+        assert_eq!(
+            c["status"],
+            "ok",
+            "{title}: {c}\n{}",
+            home.read(".config/Claude/claude_desktop_config.json")
+        );
+    }
+    // The default home now: every entry serves another.
+    let checks = host_checks_with(&home, &[]);
+    assert_eq!(checks.len(), App::ALL.len(), "{checks:?}");
+    for (title, c) in &checks {
+        assert_eq!(c["status"], "warn", "{title}: {c}");
+        let detail = c["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(
+                "serves the autotool home ~/work/autotool-home, not this one (~/.autotool)"
+            ),
+            "{title}: {detail}"
+        );
+    }
+    assert_eq!(checks["Cursor"]["fix"], "autotool setup --app cursor");
+
+    // And setup in the default home points the entries it repoints back, and says so of the
+    // ones it leaves (Claude Code's).
+    let (code, out, err) = autotool_with(&home, &[], &["setup", "--no-runtime", "--app", &ids]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(!home.read(".cursor/mcp.json").contains("--home"));
+    assert!(
+        out.lines().any(|l| l.starts_with("Claude Code")
+            && l.contains(
+                "serves the autotool home ~/work/autotool-home, not this one (~/.autotool)"
+            )),
+        "{out}"
+    );
+}
+
+/// An entry whose env block names the home counts as serving it; with the default home and a
+/// plain entry, nothing is said.
+#[test]
+fn doctor_reads_the_home_from_an_entrys_env_block() {
+    let home = Home::new();
+    let (code, out, err) = autotool(&home, &["setup", "--no-runtime", "--app", "cursor"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        !home.read(".cursor/mcp.json").contains("--home"),
+        "the default home adds nothing"
+    );
+    assert_eq!(host_checks_with(&home, &[])["Cursor"]["status"], "ok");
+    let text = home.read(".cursor/mcp.json").replace(
+        "\"args\"",
+        "\"env\": {\"AUTOTOOL_HOME\": \"/srv/elsewhere\"}, \"args\"",
+    );
+    home.write(".cursor/mcp.json", &text);
+    let c = &host_checks_with(&home, &[])["Cursor"];
+    assert_eq!(c["status"], "warn", "{c}");
+    assert!(
+        c["detail"].as_str().unwrap().contains("/srv/elsewhere"),
+        "{c}"
+    );
+}
+
+/// `serve --home X` keeps everything under X, as AUTOTOOL_HOME=X would, and answers.
+#[test]
+fn serve_home_uses_that_home() {
+    use std::io::Write as _;
+    let home = Home::new();
+    let other = home.path("elsewhere");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_autotool"))
+        .args(["serve", "--home", other.to_str().unwrap()])
+        .env_clear()
+        .env("HOME", home.dir.path())
+        .env("PATH", home.path("bin"))
+        .env("AUTOTOOL_HOME", home.path("not-this-one"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{init}").unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let reply: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    assert!(reply["result"]["serverInfo"].is_object(), "{reply}");
+    assert!(other.join("autotool.db").exists(), "{status}");
+    assert!(!home.path("not-this-one").exists());
+    assert!(!home.path(".autotool").exists());
 }

@@ -99,9 +99,10 @@ pub enum Cmd {
         /// Do not prepare the tool runtime (serve prepares it when it is first needed).
         #[arg(long, conflicts_with = "launcher")]
         no_runtime: bool,
-        /// Unregister: remove the entry setup wrote from each app's config (the rest of the
-        /// file is kept, a backup made first); an `autotool` entry that runs something else
-        /// is left alone.
+        /// Unregister, as an undo: a config still exactly as setup wrote it goes back byte for
+        /// byte (a file setup created is deleted); one changed since loses only the entry
+        /// setup wrote (a backup made first). An `autotool` entry that runs something else is
+        /// left alone.
         #[arg(long, conflicts_with_all = ["launcher", "service"])]
         remove: bool,
         /// Print what would be done (for apps, each change as a diff) and change nothing.
@@ -175,6 +176,11 @@ pub enum Cmd {
         /// `AUTOTOOL_CONSENT=dangerously-allow-all`). The sandbox and allowlists still apply.
         #[arg(long)]
         dangerously_allow_all_tools: bool,
+        /// Use this autotool home instead of $AUTOTOOL_HOME (default ~/.autotool): the same
+        /// meaning, for apps whose config cannot set a variable. `autotool setup` writes it into
+        /// each app's entry when it runs with a home other than the default.
+        #[arg(long, value_name = "DIR")]
+        home: Option<std::path::PathBuf>,
     },
     /// See autotool work, offline and without a key.
     ///
@@ -225,7 +231,14 @@ pub enum Cmd {
     ///
     /// For host apps that only spawn stdio servers, so every host shares the one supervisor
     /// `autotool service install` runs.
-    Connect,
+    Connect {
+        /// Reach the service of this autotool home instead of $AUTOTOOL_HOME's (default
+        /// ~/.autotool): the same meaning, for apps whose config cannot set a variable.
+        /// `autotool setup --service` writes it into each app's entry when it runs with a home
+        /// other than the default.
+        #[arg(long, value_name = "DIR")]
+        home: Option<std::path::PathBuf>,
+    },
     /// Run autotool as a systemd user service for every host.
     ///
     /// One supervisor on streamable HTTP (loopback and a unix socket) for every host on the
@@ -497,6 +510,12 @@ pub fn main() -> ExitCode {
     JSON_ERRORS.store(wants_json(&cli.command), Ordering::Relaxed);
     // What a command writes to the event log is the user's doing; serve names its own.
     crate::ledger::actor::set_default(crate::ledger::Actor::cli());
+    if let Cmd::Serve { home: Some(h), .. } | Cmd::Connect { home: Some(h) } = &cli.command
+        && let Err(e) = crate::home::set_override(h)
+    {
+        eprintln!("autotool: --home: {e}");
+        return ExitCode::from(2);
+    }
     if let Cmd::Serve {
         transport,
         listen,
@@ -508,6 +527,7 @@ pub fn main() -> ExitCode {
         idle_timeout,
         max_output_bytes,
         dangerously_allow_all_tools,
+        home: _,
     } = &cli.command
     {
         let mut flags = std::collections::BTreeMap::new();
@@ -553,7 +573,7 @@ pub fn main() -> ExitCode {
             }
         };
     }
-    if let Cmd::Connect = &cli.command {
+    if let Cmd::Connect { .. } = &cli.command {
         return super::connect::main();
     }
     #[cfg(feature = "own-model")]
@@ -621,7 +641,7 @@ fn run(command: Cmd) -> ExitCode {
         closed: false,
     });
     match command {
-        Cmd::Serve { .. } | Cmd::Connect => ExitCode::FAILURE,
+        Cmd::Serve { .. } | Cmd::Connect { .. } => ExitCode::FAILURE,
         #[cfg(feature = "own-model")]
         Cmd::Demo { .. } => ExitCode::FAILURE,
         Cmd::Service { cmd } => super::service::main(cmd, &mut stdout),

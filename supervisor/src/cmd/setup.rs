@@ -142,13 +142,22 @@ pub fn hosts(
     use crate::host_apps;
     let run = |out: &mut dyn Write| -> Result<host_apps::Summary, host_apps::HostsError> {
         let env = host_apps::HostEnv::from_process()?;
+        let home = crate::home::Home::from_env().map_err(|_| host_apps::HostsError::NoHome)?;
         let mut entry = host_apps::Entry::current()?;
         if service {
             // Every app gets the stdio bridge: it works in all of them, and the service's
             // token stays in $AUTOTOOL_HOME instead of being copied into app configs.
             entry.args = vec!["connect".to_string()];
         }
-        host_apps::run(&host_apps::Options { apps, dry_run }, &env, &entry, out)
+        // A home other than the default goes into each entry as `--home`: not every app's
+        // config can carry an environment, and an app does not inherit setup's.
+        let entry = entry.with_home(home.root(), &env.home.join(".autotool"))?;
+        let opts = host_apps::Options {
+            apps,
+            dry_run,
+            records: Some(home.root().join("setup")),
+        };
+        host_apps::run(&opts, &env, &entry, out)
     };
     let registered = match run(out) {
         Ok(summary) => summary.failed == 0,
@@ -173,8 +182,17 @@ pub fn remove(
     out: &mut dyn Write,
 ) -> std::process::ExitCode {
     use crate::host_apps;
-    let run = host_apps::HostEnv::from_process()
-        .and_then(|env| host_apps::run_remove(&host_apps::Options { apps, dry_run }, &env, out));
+    let run = host_apps::HostEnv::from_process().and_then(|env| {
+        let records = crate::home::Home::from_env()
+            .ok()
+            .map(|h| h.root().join("setup"));
+        let opts = host_apps::Options {
+            apps,
+            dry_run,
+            records,
+        };
+        host_apps::run_remove(&opts, &env, out)
+    });
     match run {
         Ok(summary) if summary.failed == 0 => std::process::ExitCode::SUCCESS,
         Ok(_) => std::process::ExitCode::FAILURE,

@@ -6,10 +6,17 @@
 //! app's config can outlive the app), or only those `--app` names. The file is backed up first
 //! (the next free `.bak` name, [`super::files`]) and everything but the entry is kept byte for
 //! byte; a dry run prints the change, secrets hidden, and writes nothing.
+//!
+//! Where setup kept a record ([`super::undo`]) and the file is still exactly what setup wrote,
+//! the whole file goes back as it was before setup, byte for byte (or the file setup created
+//! goes); where it changed since, only the entry comes out, and a user's own `autotool` entry
+//! setup had pointed here goes back to what it ran.
 
-use super::{App, EditError, HostEnv, HostsError, Options, Removal, files, locate, remove_for};
+use super::{
+    App, EditError, HostEnv, HostsError, Options, Removal, files, locate, remove_for, undo,
+};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What `--remove` will do for one app.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,10 +34,41 @@ pub enum RemovePlan {
         after: String,
         runs: String,
     },
+    /// The file is exactly what setup wrote: it goes back to `original`, the text before
+    /// setup (`None`: setup created it, and it is deleted with the empty directories setup
+    /// created, `created_dirs`).
+    Restore {
+        config: PathBuf,
+        before: String,
+        original: Option<String>,
+        created_dirs: Vec<PathBuf>,
+        runs: String,
+    },
+    /// The file changed since setup, whose entry (running `runs`) had replaced the user's own
+    /// `autotool` entry: that goes back to running `users`, the rest of the file as it is.
+    PutBack {
+        config: PathBuf,
+        before: String,
+        after: String,
+        runs: String,
+        users: String,
+    },
+    /// As [`RemovePlan::PutBack`], but the entry cannot be put back in this format: it is
+    /// left as it is, not deleted.
+    KeptUsers {
+        config: PathBuf,
+        runs: String,
+        users: String,
+    },
 }
 
-/// What removing autotool from `app` comes to.
+/// What removing autotool from `app` comes to, without setup's records.
 pub fn plan_removal(app: App, env: &HostEnv) -> RemovePlan {
+    plan_removal_with(app, env, None)
+}
+
+/// What removing autotool from `app` comes to, with setup's records in `records`.
+pub fn plan_removal_with(app: App, env: &HostEnv, records: Option<&Path>) -> RemovePlan {
     let config = locate(app, env).config;
     let text = match super::read_config(&config) {
         Ok(Some(text)) => text,
@@ -42,6 +80,7 @@ pub fn plan_removal(app: App, env: &HostEnv) -> RemovePlan {
         }
         Err(why) => return RemovePlan::Unreadable { config, why },
     };
+    let record = records.and_then(|dir| undo::load(dir, app, &config));
     match remove_for(app, &text) {
         Err(why) => RemovePlan::Unreadable { config, why },
         Ok(Removal::Absent) => RemovePlan::NotRegistered {
@@ -49,12 +88,43 @@ pub fn plan_removal(app: App, env: &HostEnv) -> RemovePlan {
             exists: true,
         },
         Ok(Removal::NotOurs { runs }) => RemovePlan::NotOurs { config, runs },
-        Ok(Removal::Removed { text: after, runs }) => RemovePlan::Change {
-            config,
-            before: text,
-            after,
-            runs,
-        },
+        Ok(Removal::Removed { text: after, runs }) => {
+            match record.as_ref().map(|r| (r, undo::decide(app, r, &text))) {
+                Some((r, undo::Undo::Restore { original })) => RemovePlan::Restore {
+                    config,
+                    before: text,
+                    original,
+                    created_dirs: r.created_dirs.clone(),
+                    runs,
+                },
+                Some((_, undo::Undo::Entry { users: Some(users) })) => {
+                    let shown = std::iter::once(users.command.as_str())
+                        .chain(users.args.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    match undo::put_back(app, env.os, &users, &text) {
+                        Some(put) => RemovePlan::PutBack {
+                            config,
+                            before: text,
+                            after: put,
+                            runs,
+                            users: shown,
+                        },
+                        None => RemovePlan::KeptUsers {
+                            config,
+                            runs,
+                            users: shown,
+                        },
+                    }
+                }
+                _ => RemovePlan::Change {
+                    config,
+                    before: text,
+                    after,
+                    runs,
+                },
+            }
+        }
     }
 }
 
@@ -90,9 +160,24 @@ pub fn run_remove(
         }
     )?;
     let mut summary = RemoveSummary::default();
+    let records = opts.records.as_deref();
     for app in apps {
         let title = format!("{:<width$}", app.title(), width = super::TITLE_WIDTH);
-        let plan = plan_removal(app, env);
+        let plan = plan_removal_with(app, env, records);
+        // Once the entry is gone (or never was), the record describes nothing any more.
+        let forget = |out: &mut dyn Write| -> std::io::Result<()> {
+            if let Some(dir) = records
+                && !opts.dry_run
+                && let Err(e) = undo::forget(dir, app)
+            {
+                writeln!(
+                    out,
+                    "{title}(could not delete {}: {e}; delete it yourself)",
+                    env.show(&undo::path(dir, app))
+                )?;
+            }
+            Ok(())
+        };
         match &plan {
             RemovePlan::NotRegistered { config, exists } => {
                 summary.not_registered += 1;
@@ -102,6 +187,7 @@ pub fn run_remove(
                 } else {
                     writeln!(out, "{title}not registered (no {at})")?;
                 }
+                forget(out)?;
             }
             RemovePlan::NotOurs { config, runs } => {
                 summary.not_ours += 1;
@@ -119,6 +205,130 @@ pub fn run_remove(
                     "{title}config unreadable: {}: {why}. It was left alone.",
                     env.show(config)
                 )?;
+            }
+            RemovePlan::Restore {
+                config,
+                before,
+                original,
+                created_dirs,
+                runs,
+            } => {
+                let at = env.show(config);
+                if opts.dry_run {
+                    summary.removed += 1;
+                    match original {
+                        Some(original) => {
+                            writeln!(
+                                out,
+                                "{title}would put {at} back as it was before setup (the entry \
+                                 runs `{runs}`; a backup would go to {})",
+                                env.show(&files::backup_path(config))
+                            )?;
+                            for line in
+                                super::diff(env, app, config, Some(before), original).lines()
+                            {
+                                writeln!(out, "    {line}")?;
+                            }
+                        }
+                        None => writeln!(
+                            out,
+                            "{title}would delete {at}, which setup created (the entry runs \
+                             `{runs}`)"
+                        )?,
+                    }
+                    continue;
+                }
+                let done = match original {
+                    Some(original) => files::replace(config, original).map(|w| {
+                        let kept = w
+                            .backup
+                            .map(|b| format!("; the file with the entry is {}", env.show(&b)))
+                            .unwrap_or_default();
+                        format!(
+                            "removed ({at} is as it was before setup, byte for byte; the entry \
+                             ran `{runs}`{kept})"
+                        )
+                    }),
+                    None => undo::delete_created(config, created_dirs).map(|()| {
+                        format!("removed (deleted {at}, which setup created; it ran `{runs}`)")
+                    }),
+                };
+                match done {
+                    Ok(line) => {
+                        summary.removed += 1;
+                        writeln!(out, "{title}{line}")?;
+                        forget(out)?;
+                    }
+                    Err(e) => {
+                        summary.failed += 1;
+                        writeln!(
+                            out,
+                            "{title}failed: could not write {at}: {e}. The file is as it was."
+                        )?;
+                    }
+                }
+            }
+            RemovePlan::KeptUsers {
+                config,
+                runs,
+                users,
+            } => {
+                summary.not_ours += 1;
+                let kept = records
+                    .map(|dir| format!(" (`original` in {})", env.show(&undo::path(dir, app))))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "{title}left in place: the autotool entry in {} was yours (it ran \
+                     `{users}`) before setup pointed it at `{runs}`, and the file changed \
+                     since; point it back yourself: the file as it was before setup is kept{kept}",
+                    env.show(config)
+                )?;
+            }
+            RemovePlan::PutBack {
+                config,
+                before,
+                after,
+                runs,
+                users,
+            } => {
+                let at = env.show(config);
+                if opts.dry_run {
+                    summary.removed += 1;
+                    writeln!(
+                        out,
+                        "{title}would point the autotool entry in {at} back to `{users}`, as \
+                         it was yours before setup (it runs `{runs}`; the rest of the file \
+                         changed since and is kept; a backup would go to {})",
+                        env.show(&files::backup_path(config))
+                    )?;
+                    for line in super::diff(env, app, config, Some(before), after).lines() {
+                        writeln!(out, "    {line}")?;
+                    }
+                    continue;
+                }
+                match files::replace(config, after) {
+                    Ok(files::Written { backup, .. }) => {
+                        summary.removed += 1;
+                        let kept = backup
+                            .map(|b| format!("; the previous file is {}", env.show(&b)))
+                            .unwrap_or_default();
+                        writeln!(
+                            out,
+                            "{title}removed ({at}: your own autotool entry runs `{users}` \
+                             again, as before setup; the rest of the file is as you left \
+                             it{kept})"
+                        )?;
+                        forget(out)?;
+                    }
+                    Err(e) => {
+                        summary.failed += 1;
+                        writeln!(
+                            out,
+                            "{title}failed: could not write {at}: {e}. The file is as it was."
+                        )?;
+                    }
+                }
             }
             RemovePlan::Change {
                 config,
@@ -147,6 +357,7 @@ pub fn run_remove(
                             .map(|b| format!("; the previous file is {}", env.show(&b)))
                             .unwrap_or_default();
                         writeln!(out, "{title}removed ({at}, it ran `{runs}`{kept})")?;
+                        forget(out)?;
                     }
                     Err(e) => {
                         summary.failed += 1;

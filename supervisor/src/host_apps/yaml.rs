@@ -76,6 +76,31 @@ fn lines(text: &str) -> Vec<Line<'_>> {
     out
 }
 
+/// `cmd`, `args` and `envs.AUTOTOOL_HOME` of extension `name` (block style), for
+/// [`super::served`]; `None` when there is no such extension or the file cannot be scanned.
+pub(super) fn entry_command(
+    text: &str,
+    name: &str,
+) -> Option<(Option<String>, Vec<String>, Option<String>)> {
+    let found = Found::scan(text).ok()?;
+    let range = found.entry(name)?;
+    let (cmd, args) = found.command(range.clone());
+    let fields = &found.lines[range.start + 1..range.end];
+    let field_indent = fields.iter().find(|l| l.content()).map_or(0, |l| l.indent);
+    let env_home = fields
+        .iter()
+        .position(|l| l.content() && l.indent == field_indent && l.key() == Some("envs"))
+        .and_then(|i| {
+            fields[i + 1..]
+                .iter()
+                .filter(|l| l.content())
+                .take_while(|l| l.indent > field_indent)
+                .find(|l| l.key() == Some("AUTOTOOL_HOME"))
+                .map(|l| scalar(l.inline_value()))
+        });
+    Some((cmd, args, env_home))
+}
+
 /// A YAML scalar as written (`"a"`, `'a'`, `a`), as its string.
 fn scalar(v: &str) -> String {
     let v = v.trim();

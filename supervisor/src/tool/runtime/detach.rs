@@ -95,8 +95,12 @@ fn spawn(log: &Path) -> std::io::Result<Child> {
         .open(log)?;
     out.set_len(0)?;
     let err = out.try_clone()?;
-    Command::new(exe)
-        .args(["runtime", "install"])
+    let mut cmd = Command::new(exe);
+    // A `serve --home` passes its home on, as the variable it stands for.
+    if let Some(home) = crate::home::overridden() {
+        cmd.env("AUTOTOOL_HOME", home);
+    }
+    cmd.args(["runtime", "install"])
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
