@@ -55,6 +55,7 @@ fn outside_text_is_printed_as_data() {
             functions: vec![function],
             packages: None,
             uses: Vec::new(),
+            reach: Default::default(),
         },
     )
     .unwrap();

@@ -687,6 +687,7 @@ fn register(root: &Path, count: usize, calls: usize) -> Result<Library> {
                 functions,
                 packages: None,
                 uses: Vec::new(),
+                reach: Default::default(),
             },
         )?;
         names.push(name);

@@ -880,6 +880,7 @@ fn preregister(root: &Path, count: usize) -> Result<()> {
                 functions: vec![function.clone()],
                 packages: None,
                 uses: Vec::new(),
+                reach: Default::default(),
             },
         )?;
     }

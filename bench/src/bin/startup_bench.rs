@@ -129,6 +129,7 @@ fn register(root: &Path, count: usize) -> Result<()> {
                 required_env: Vec::new(),
                 packages: None,
                 uses: Vec::new(),
+                reach: Default::default(),
                 functions: vec![FunctionSpec {
                     name: "ping".into(),
                     title: None,
