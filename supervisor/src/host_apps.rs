@@ -52,6 +52,7 @@ pub mod yaml;
 
 pub use edit::{Edit, EditError, Removal, edit_for, is_autotool, remove_for};
 pub use locate::{Location, locate};
+pub use mask::diff;
 pub use remove::{RemovePlan, RemoveSummary, plan_removal, run_remove};
 pub use served::{Served, served};
 
@@ -416,41 +417,6 @@ pub fn apply(plan: &Plan) -> std::io::Result<Option<files::Written>> {
         Plan::Change { config, after, .. } => files::replace(config, after).map(Some),
         _ => Ok(None),
     }
-}
-
-/// The change as a unified diff without context lines, of the [`mask::shown`] forms of the
-/// text before and after: every secret (another server's `env` or `headers` value, anything
-/// shaped like a token) reads `<hidden>`, and a JSON-family file is pretty-printed first, so a
-/// config written on one line shows only the lines of autotool's entry.
-pub fn diff(env: &HostEnv, app: App, config: &Path, before: Option<&str>, after: &str) -> String {
-    let name = env.show(config);
-    let old = if before.is_some() {
-        name.clone()
-    } else {
-        "/dev/null".to_string()
-    };
-    let (format, _) = edit::format_of(app);
-    let before = mask::shown(format, before.unwrap_or(""));
-    let after = mask::shown(format, after);
-    let text = similar::TextDiff::from_lines(&before, &after);
-    let mut unified = text.unified_diff();
-    unified.context_radius(0);
-    let mut out = format!("--- {old}\n+++ {name}\n");
-    for hunk in unified.iter_hunks() {
-        out.push_str(&format!("{}\n", hunk.header()));
-        for change in hunk.iter_changes() {
-            let sign = match change.tag() {
-                similar::ChangeTag::Delete => '-',
-                similar::ChangeTag::Insert => '+',
-                similar::ChangeTag::Equal => ' ',
-            };
-            out.push_str(&format!(
-                "{sign}{}\n",
-                change.value().trim_end_matches('\n')
-            ));
-        }
-    }
-    out
 }
 
 /// `autotool setup`'s choices.

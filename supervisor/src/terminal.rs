@@ -189,6 +189,60 @@ pub fn shell_words<S: AsRef<str>>(args: &[S]) -> String {
         .join(" ")
 }
 
+/// Standard output for a verb's report: once the reader has gone (`autotool tools list | head
+/// -1`), the rest is dropped and the verb goes on as if it had been read, so a closed pipe is
+/// never an error (docs/cli.md), whichever verb prints.
+pub struct ClosedPipeIsFine<W: std::io::Write> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: std::io::Write> std::io::Write for ClosedPipeIsFine<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        match self.inner.write(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        match self.inner.flush() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
+impl<W: std::io::Write> std::fmt::Debug for ClosedPipeIsFine<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClosedPipeIsFine")
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: std::io::Write> ClosedPipeIsFine<W> {
+    /// Over `inner`, whose reader is still there.
+    pub fn new(inner: W) -> Self {
+        ClosedPipeIsFine {
+            inner,
+            closed: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

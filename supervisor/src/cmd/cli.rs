@@ -8,6 +8,7 @@
 //! - With `--json`, an error is a JSON object on stdout too ([`fail`]), also for a command line
 //!   clap refuses, so a script reading stdout always gets JSON.
 
+use super::service::ServiceCmd;
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -354,33 +355,6 @@ pub enum Cmd {
     },
 }
 
-#[derive(Debug, Subcommand)]
-pub enum ServiceCmd {
-    /// Write the systemd user unit, then enable and start it.
-    ///
-    /// Writes ~/.config/systemd/user/autotool.service (`autotool serve --transport http` on
-    /// loopback and on $AUTOTOOL_HOME/service.sock, with a bearer token), then enables and
-    /// starts it unless `--no-start`.
-    Install {
-        /// Where HTTP hosts reach it (loopback).
-        #[arg(long, default_value = crate::cmd::service::DEFAULT_TCP)]
-        listen: String,
-        /// Only write the unit.
-        #[arg(long)]
-        no_start: bool,
-    },
-    /// Stop, disable and remove the unit.
-    Uninstall,
-    /// Say whether the unit is installed and the service answers.
-    ///
-    /// Exits 0 when it answers, 1 when it does not.
-    Status {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
 /// Set when the command carries `--json`: errors are then JSON on stdout too.
 static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
 
@@ -586,49 +560,15 @@ pub fn main() -> ExitCode {
         Cmd::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "autotool", &mut script);
-            return written(
+            return super::generated::written(
                 "completions",
                 std::io::Write::write_all(&mut std::io::stdout().lock(), &script),
             );
         }
-        Cmd::Man { dir } => return man(dir.as_deref(), &mut std::io::stdout().lock()),
+        Cmd::Man { dir } => {
+            return super::generated::man(dir.as_deref(), &mut std::io::stdout().lock());
+        }
         command => run(command),
-    }
-}
-
-/// Standard output for a verb's report: once the reader has gone (`autotool tools list | head
-/// -1`), the rest is dropped and the verb goes on as if it had been read, so a closed pipe is
-/// never an error (docs/cli.md), whichever verb prints.
-struct ClosedPipeIsFine<W: std::io::Write> {
-    inner: W,
-    closed: bool,
-}
-
-impl<W: std::io::Write> std::io::Write for ClosedPipeIsFine<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.closed {
-            return Ok(buf.len());
-        }
-        match self.inner.write(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                self.closed = true;
-                Ok(buf.len())
-            }
-            other => other,
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        if self.closed {
-            return Ok(());
-        }
-        match self.inner.flush() {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                self.closed = true;
-                Ok(())
-            }
-            other => other,
-        }
     }
 }
 
@@ -636,10 +576,9 @@ impl<W: std::io::Write> std::io::Write for ClosedPipeIsFine<W> {
 /// ([`crate::terminal::SafeWriter`]): text from a registry, a tool or a model never reaches the
 /// terminal as control characters, whichever call site prints it.
 fn run(command: Cmd) -> ExitCode {
-    let mut stdout = crate::terminal::SafeWriter::new(ClosedPipeIsFine {
-        inner: std::io::stdout().lock(),
-        closed: false,
-    });
+    let mut stdout = crate::terminal::SafeWriter::new(crate::terminal::ClosedPipeIsFine::new(
+        std::io::stdout().lock(),
+    ));
     match command {
         Cmd::Serve { .. } | Cmd::Connect { .. } => ExitCode::FAILURE,
         #[cfg(feature = "own-model")]
@@ -723,28 +662,6 @@ fn run(command: Cmd) -> ExitCode {
             &mut stdout,
         ),
         Cmd::Completions { .. } | Cmd::Man { .. } => ExitCode::FAILURE,
-    }
-}
-
-/// `autotool man [--dir DIR]`.
-fn man(dir: Option<&std::path::Path>, out: &mut dyn std::io::Write) -> ExitCode {
-    let cmd = Cli::command();
-    let done = match dir {
-        Some(dir) => std::fs::create_dir_all(dir)
-            .and_then(|()| clap_mangen::generate_to(cmd, dir))
-            .and_then(|()| writeln!(out, "man pages written to {}", dir.display())),
-        None => clap_mangen::Man::new(cmd).render(out),
-    };
-    written("man", done)
-}
-
-/// The outcome of writing a command's output: a reader that stopped reading (`| head`) has
-/// what it wanted.
-fn written(command: &str, result: std::io::Result<()>) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => fail(command, &format!("cannot write the output: {e}")),
     }
 }
 

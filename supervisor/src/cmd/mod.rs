@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod events;
 #[cfg(feature = "own-model")]
 pub mod forge;
+mod generated;
 pub mod hosts;
 pub mod keys;
 #[cfg(feature = "own-model")]

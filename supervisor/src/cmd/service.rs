@@ -263,17 +263,17 @@ pub fn render(s: &Status, out: &mut impl Write) -> std::io::Result<()> {
 }
 
 /// `autotool service …`.
-pub fn main(cmd: super::cli::ServiceCmd, out: &mut impl Write) -> std::process::ExitCode {
+pub fn main(cmd: ServiceCmd, out: &mut impl Write) -> std::process::ExitCode {
     let home = match crate::home::Home::from_env() {
         Ok(h) => h,
         Err(e) => return super::fail("service", &e.to_string()),
     };
     let result = match cmd {
-        super::cli::ServiceCmd::Install { listen, no_start } => {
+        ServiceCmd::Install { listen, no_start } => {
             crate::cmd::service::install(&home, &listen, !no_start, out).map(|()| true)
         }
-        super::cli::ServiceCmd::Uninstall => crate::cmd::service::uninstall(out).map(|()| true),
-        super::cli::ServiceCmd::Status { json } => {
+        ServiceCmd::Uninstall => crate::cmd::service::uninstall(out).map(|()| true),
+        ServiceCmd::Status { json } => {
             crate::cmd::service::status(&home).and_then(|s| {
                 if json {
                     serde_json::to_writer_pretty(&mut *out, &s)?;
@@ -336,4 +336,32 @@ mod tests {
         }
         assert!(text.contains("WantedBy=default.target"));
     }
+}
+
+/// `autotool service …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ServiceCmd {
+    /// Write the systemd user unit, then enable and start it.
+    ///
+    /// Writes ~/.config/systemd/user/autotool.service (`autotool serve --transport http` on
+    /// loopback and on $AUTOTOOL_HOME/service.sock, with a bearer token), then enables and
+    /// starts it unless `--no-start`.
+    Install {
+        /// Where HTTP hosts reach it (loopback).
+        #[arg(long, default_value = DEFAULT_TCP)]
+        listen: String,
+        /// Only write the unit.
+        #[arg(long)]
+        no_start: bool,
+    },
+    /// Stop, disable and remove the unit.
+    Uninstall,
+    /// Say whether the unit is installed and the service answers.
+    ///
+    /// Exits 0 when it answers, 1 when it does not.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }

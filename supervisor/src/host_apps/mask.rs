@@ -238,6 +238,47 @@ fn lines(text: &str) -> String {
     out
 }
 
+/// The change as a unified diff without context lines, of the [`shown`] forms of the
+/// text before and after: every secret (another server's `env` or `headers` value, anything
+/// shaped like a token) reads `<hidden>`, and a JSON-family file is pretty-printed first, so a
+/// config written on one line shows only the lines of autotool's entry.
+pub fn diff(
+    env: &super::HostEnv,
+    app: super::App,
+    config: &std::path::Path,
+    before: Option<&str>,
+    after: &str,
+) -> String {
+    let name = env.show(config);
+    let old = if before.is_some() {
+        name.clone()
+    } else {
+        "/dev/null".to_string()
+    };
+    let (format, _) = super::edit::format_of(app);
+    let before = shown(format, before.unwrap_or(""));
+    let after = shown(format, after);
+    let text = similar::TextDiff::from_lines(&before, &after);
+    let mut unified = text.unified_diff();
+    unified.context_radius(0);
+    let mut out = format!("--- {old}\n+++ {name}\n");
+    for hunk in unified.iter_hunks() {
+        out.push_str(&format!("{}\n", hunk.header()));
+        for change in hunk.iter_changes() {
+            let sign = match change.tag() {
+                similar::ChangeTag::Delete => '-',
+                similar::ChangeTag::Insert => '+',
+                similar::ChangeTag::Equal => ' ',
+            };
+            out.push_str(&format!(
+                "{sign}{}\n",
+                change.value().trim_end_matches('\n')
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
