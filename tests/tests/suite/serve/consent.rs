@@ -537,7 +537,7 @@ if __name__ == "__main__":
 fn declared_reach_is_asked_once_by_name_and_mode_and_a_rewrite_that_widens_it_is_asked_again() {
     let Some(serve) = strict() else { return };
     // Not under /tmp, which the sandbox mounts itself (and so is never granted).
-    let user = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let user = autotool_tests::host::scratch_dir("autotool-reach-").unwrap();
     std::fs::create_dir(user.path().join("notes")).unwrap();
     std::fs::write(user.path().join("notes/note.txt"), "hello notes").unwrap();
     std::fs::create_dir(user.path().join("private")).unwrap();
