@@ -307,27 +307,16 @@ pub fn run_remove(
                     }
                     continue;
                 }
-                match files::replace(config, after) {
-                    Ok(files::Written { backup, .. }) => {
-                        summary.removed += 1;
-                        let kept = backup
-                            .map(|b| format!("; the previous file is {}", env.show(&b)))
-                            .unwrap_or_default();
-                        writeln!(
-                            out,
-                            "{title}removed ({at}: your own autotool entry runs `{users}` \
-                             again, as before setup; the rest of the file is as you left \
-                             it{kept})"
-                        )?;
-                        forget(out)?;
-                    }
-                    Err(e) => {
-                        summary.failed += 1;
-                        writeln!(
-                            out,
-                            "{title}failed: could not write {at}: {e}. The file is as it was."
-                        )?;
-                    }
+                if replace_and_say(config, after, env, out, &title, |kept| {
+                    format!(
+                        "removed ({at}: your own autotool entry runs `{users}` again, as \
+                         before setup; the rest of the file is as you left it{kept})"
+                    )
+                })? {
+                    summary.removed += 1;
+                    forget(out)?;
+                } else {
+                    summary.failed += 1;
                 }
             }
             RemovePlan::Change {
@@ -350,22 +339,13 @@ pub fn run_remove(
                     }
                     continue;
                 }
-                match files::replace(config, after) {
-                    Ok(files::Written { backup, .. }) => {
-                        summary.removed += 1;
-                        let kept = backup
-                            .map(|b| format!("; the previous file is {}", env.show(&b)))
-                            .unwrap_or_default();
-                        writeln!(out, "{title}removed ({at}, it ran `{runs}`{kept})")?;
-                        forget(out)?;
-                    }
-                    Err(e) => {
-                        summary.failed += 1;
-                        writeln!(
-                            out,
-                            "{title}failed: could not write {at}: {e}. The file is as it was."
-                        )?;
-                    }
+                if replace_and_say(config, after, env, out, &title, |kept| {
+                    format!("removed ({at}, it ran `{runs}`{kept})")
+                })? {
+                    summary.removed += 1;
+                    forget(out)?;
+                } else {
+                    summary.failed += 1;
                 }
             }
         }
@@ -381,4 +361,34 @@ pub fn run_remove(
         )?;
     }
     Ok(summary)
+}
+
+/// Write `after` over `config` (backed up first) and say so on `out` after `title`: `done` is
+/// given the words naming the backup. A write that fails is said too, with the file as it was.
+/// Whether it was written.
+fn replace_and_say(
+    config: &std::path::Path,
+    after: &str,
+    env: &HostEnv,
+    out: &mut dyn Write,
+    title: &str,
+    done: impl FnOnce(&str) -> String,
+) -> std::io::Result<bool> {
+    match files::replace(config, after) {
+        Ok(files::Written { backup, .. }) => {
+            let kept = backup
+                .map(|b| format!("; the previous file is {}", env.show(&b)))
+                .unwrap_or_default();
+            writeln!(out, "{title}{}", done(&kept))?;
+            Ok(true)
+        }
+        Err(e) => {
+            writeln!(
+                out,
+                "{title}failed: could not write {}: {e}. The file is as it was.",
+                env.show(config)
+            )?;
+            Ok(false)
+        }
+    }
 }
