@@ -83,8 +83,9 @@ async def main() -> dict:
             if not is_error(result):
                 summary["created"] = True
                 break
-            again = re.search(r"call create_tool again .*?in about (\d+) seconds", said)
-            now = re.search(r"call create_tool again with the same arguments now", said)
+            # The answer may start a sentence with "Call": match either case.
+            again = re.search(r"call create_tool again .*?in about (\d+) seconds", said, re.I)
+            now = re.search(r"call create_tool again with the same arguments now", said, re.I)
             if not again and not now:
                 break
             await asyncio.sleep(int(again.group(1)) if again else 0)
