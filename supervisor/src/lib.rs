@@ -25,6 +25,7 @@
 //!   every supervisor on the machine shares, kept in step; one tool version in one shape; a
 //!   version held to what was verified;
 //! - [`config`]: every setting, resolved flag > environment > `config.toml` > default;
+//!   [`serving`]: what each running serve grants without asking, for the views outside it;
 //!   [`home`]: `$AUTOTOOL_HOME`; [`logging`]: log lines, redacted; [`dotenv`]: `.env` files;
 //!   [`join`]: several futures awaited side by side;
 //! - [`host_apps`]: the agent apps' config files `autotool setup` registers autotool in;
@@ -63,6 +64,7 @@ pub mod packages;
 pub mod pin;
 pub mod redact;
 pub mod registry;
+pub mod serving;
 #[cfg(feature = "team")]
 pub mod team;
 pub mod terminal;

@@ -296,6 +296,14 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::hosts::HostsCmd,
     },
+    /// Widen the deny rules of READ_DIRS/WRITE_DIRS for a directory, list or narrow them.
+    ///
+    /// A tool is never granted the home itself, ~/.ssh, ~/.gnupg, ~/.aws, ~/.config, /etc or
+    /// other users' homes unless the user widens that rule here; never autotool's own home.
+    Dirs {
+        #[command(subcommand)]
+        cmd: crate::cmd::dirs::DirsCmd,
+    },
     /// Build, check or rebuild the Python runtime tools run on.
     ///
     /// A virtual environment at $AUTOTOOL_HOME/runtime with the pinned tool SDK, HTTP client
@@ -388,6 +396,9 @@ fn wants_json(cmd: &Cmd) -> bool {
         } => *json,
         Cmd::Hosts {
             cmd: crate::cmd::hosts::HostsCmd::List { json },
+        } => *json,
+        Cmd::Dirs {
+            cmd: crate::cmd::dirs::DirsCmd::List { json },
         } => *json,
         Cmd::Runtime {
             cmd: RuntimeCmd::Status { json },
@@ -640,6 +651,7 @@ fn run(command: Cmd) -> ExitCode {
         Cmd::Events(args) => crate::cmd::events::main(args, &mut stdout),
         Cmd::Keys { cmd } => crate::cmd::keys::run(cmd, &mut stdout),
         Cmd::Hosts { cmd } => crate::cmd::hosts::run(cmd, &mut stdout),
+        Cmd::Dirs { cmd } => crate::cmd::dirs::run(cmd, &mut stdout),
         #[cfg(feature = "team")]
         Cmd::Trust { cmd } => crate::cmd::team::trust(cmd, &mut stdout),
         #[cfg(feature = "team")]

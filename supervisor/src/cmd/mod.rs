@@ -7,6 +7,7 @@ pub mod connect;
 pub mod console;
 #[cfg(feature = "own-model")]
 pub mod demo;
+pub mod dirs;
 pub mod doctor;
 pub mod events;
 #[cfg(feature = "own-model")]

@@ -86,6 +86,12 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
     let poll = settings.poll_interval;
     let idle = settings.idle_timeout;
     let app = Library::new(settings, home)?;
+    // What this serve grants without asking, for `tools show` and the console, while it runs.
+    let _serving = crate::serving::register(
+        &app.home,
+        app.settings.allow_all_keys,
+        app.settings.reach == autotool_policy::reach::ReachPreset::Trusted,
+    );
     // Ready before it is needed: a missing runtime is built while hosts already talk to us.
     app.runtime.start();
     // The tool template too: the first tool started forks from it rather than waiting for it.

@@ -256,6 +256,9 @@ impl Console {
             keys: &keys,
             redactor: &redactor,
             csrf: &self.session.csrf,
+            home: &self.home,
+            granting: crate::serving::granting(&self.home),
+            user_home: std::env::var_os("HOME").map(std::path::PathBuf::from),
         };
         if parts.method == Method::POST {
             if path != "/action" {

@@ -35,6 +35,10 @@ pub struct View<'a> {
     pub keys: &'a KeyStore,
     pub redactor: &'a Redactor,
     pub csrf: &'a str,
+    pub home: &'a crate::home::Home,
+    /// What the running serves grant without asking.
+    pub granting: crate::serving::Granting,
+    pub user_home: Option<std::path::PathBuf>,
 }
 
 /// One tool of the library, as the library page and `/api/library` show it.
@@ -84,7 +88,8 @@ fn packages_of(v: &Version) -> Vec<String> {
 
 impl View<'_> {
     /// What `v` may reach and why, from what is on record (grants, hosts allowed for every
-    /// tool, key allowlists); serve's own settings and environment are not known here.
+    /// tool, key allowlists, widened deny rules) and what the running serves grant without
+    /// asking ([`crate::serving::granting`]); serve's environment is not known here.
     fn reach_of(&self, v: &Version) -> anyhow::Result<crate::library::declared_reach::ReachView> {
         let allowlists = self.keys.allowlists()?;
         let mut view = crate::library::declared_reach::view(
@@ -93,8 +98,9 @@ impl View<'_> {
                 ledger: self.registry.ledger(),
                 allowlists: &allowlists,
                 api_bases: &BTreeMap::new(),
-                allow_all: false,
-                trusted_hosts: false,
+                allow_all: self.granting.allow_all.as_deref(),
+                trusted_hosts: self.granting.trusted_hosts.as_deref(),
+                homes: self.user_home.as_deref().map(|h| (h, self.home.root())),
             },
         );
         // Refusals quote what the tool asked for: redacted and cut like every tool-written text.
@@ -348,11 +354,11 @@ impl View<'_> {
             h.text(&d.path, CUT)
                 .raw(" (")
                 .esc(&d.mode)
-                .raw(if d.granted {
-                    ") "
-                } else {
-                    ", not granted yet) "
-                });
+                .raw(if d.granted { "" } else { ", not granted yet" });
+            if let Some(why) = &d.not_mounted {
+                h.raw(", granted but not mounted: ").text(why, CUT);
+            }
+            h.raw(") ");
         }
         h.raw("</p>");
         let waiting = reach

@@ -57,11 +57,15 @@ pub enum Event {
     Unpinned,
     /// A new version of a pinned tool was refused (a rewrite, a pull, a changed file).
     PinHeld,
+    /// A directory a tool was granted (`READ_DIRS`, `WRITE_DIRS`) was not mounted at launch: a
+    /// deny rule refuses it, or it is gone or no longer the directory granted (the detail says
+    /// which directory and why).
+    ReachRefused,
 }
 
 impl Event {
     /// Every kind.
-    pub const ALL: [Event; 30] = [
+    pub const ALL: [Event; 31] = [
         Event::Created,
         Event::Verified,
         Event::VerificationFailed,
@@ -92,6 +96,7 @@ impl Event {
         Event::Pinned,
         Event::Unpinned,
         Event::PinHeld,
+        Event::ReachRefused,
     ];
 
     /// The word stored in `events.kind`.
@@ -127,6 +132,7 @@ impl Event {
             Event::Pinned => "pinned",
             Event::Unpinned => "unpinned",
             Event::PinHeld => "pin_held",
+            Event::ReachRefused => "reach_refused",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Declared reach in the ledger: the user's grants per tool × item (a host reached without a
 //! key, a directory read or written), which outlive rewrites so a widened declaration is asked
 //! again and a narrower one is not; the hosts the user allows every tool that declares them
-//! (`autotool hosts allow`); narrowing a version kept from before reach was declared; and the
+//! (`autotool hosts allow`); the directories the user widened the deny rules for (`autotool
+//! dirs widen`); narrowing a version kept from before reach was declared; and the
 //! destinations the egress proxy refused a tool, newest first.
 
 use super::{Event, EventRow, Ledger, LedgerError, now_ms};
@@ -16,6 +17,15 @@ pub struct ReachGrant {
     /// `elicitation`, `input_required`, `cli`, `console`.
     pub via: String,
     pub granted_at: i64,
+}
+
+/// A directory the user widened the deny rules for (`autotool dirs widen`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WidenedDir {
+    /// Canonical: symlinks and `..` resolved when it was widened.
+    pub path: String,
+    pub via: String,
+    pub added_at: i64,
 }
 
 /// A host the user allows every tool that declares it.
@@ -166,6 +176,67 @@ impl Ledger {
         })
     }
 
+    /// The directories the user widened the deny rules for, in path order.
+    pub fn widened_dirs(&self) -> Result<Vec<WidenedDir>, LedgerError> {
+        let conn = self.conn();
+        let mut stmt =
+            conn.prepare_cached("SELECT path, via, added_at FROM widened_dirs ORDER BY path")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(WidenedDir {
+                path: r.get(0)?,
+                via: r.get(1)?,
+                added_at: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Widen the deny rules for `path` (canonical, checked by the caller: see
+    /// `tool::dirs::resolve_widening`), with a `consent_granted` event saying what it lets a
+    /// tool be granted. Returns whether it was not widened already.
+    pub fn widen_dir(&self, path: &str, why: &str, via: &str) -> Result<bool, LedgerError> {
+        let now = now_ms();
+        self.write(|tx| {
+            let added = tx.tx.execute(
+                "INSERT INTO widened_dirs (path, via, added_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (path) DO NOTHING",
+                params![path, via, now],
+            )? > 0;
+            if added {
+                tx.event(
+                    None,
+                    Event::ConsentGranted,
+                    &format!("deny rule widened for {path} ({why}) via {via}"),
+                )?;
+            }
+            Ok(added)
+        })
+    }
+
+    /// Undo the widening of `paths`; returns those that were widened.
+    pub fn narrow_dirs(&self, paths: &[String]) -> Result<Vec<String>, LedgerError> {
+        self.write(|tx| {
+            let mut removed = Vec::new();
+            for p in paths {
+                if tx
+                    .tx
+                    .execute("DELETE FROM widened_dirs WHERE path = ?1", [p])?
+                    > 0
+                {
+                    removed.push(p.clone());
+                }
+            }
+            if !removed.is_empty() {
+                tx.event(
+                    None,
+                    Event::ConsentRevoked,
+                    &format!("deny rules no longer widened for: {}", removed.join(" ")),
+                )?;
+            }
+            Ok(removed)
+        })
+    }
+
     /// Give every version of `tool` kept from before reach was declared the reach `reach`
     /// (what its code declares now): from then on it reaches only that. Returns how many
     /// versions changed.
@@ -307,6 +378,38 @@ mod tests {
                 .disallow_hosts(&["*.wikipedia.org".into(), "nope.example".into()])
                 .unwrap(),
             ["*.wikipedia.org"]
+        );
+    }
+
+    #[test]
+    fn widened_dirs_are_kept_once_and_narrowed_with_an_event_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(&dir.path().join("a.db")).unwrap();
+        assert!(ledger.widened_dirs().unwrap().is_empty());
+        assert!(ledger.widen_dir("/srv/b", "why", "cli").unwrap());
+        assert!(
+            ledger
+                .widen_dir("/home/u/.config/app", "why", "cli")
+                .unwrap()
+        );
+        assert!(!ledger.widen_dir("/srv/b", "why", "console").unwrap());
+        let rows = ledger.widened_dirs().unwrap();
+        let paths: Vec<&str> = rows.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, ["/home/u/.config/app", "/srv/b"]);
+        assert_eq!(rows[1].via, "cli", "the first widening is kept");
+        assert_eq!(
+            ledger
+                .narrow_dirs(&["/srv/b".into(), "/nowhere".into()])
+                .unwrap(),
+            ["/srv/b"]
+        );
+        assert!(ledger.narrow_dirs(&["/srv/b".into()]).unwrap().is_empty());
+        let events = ledger.events(None, 10).unwrap();
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            ["consent_revoked", "consent_granted", "consent_granted"],
+            "{events:?}"
         );
     }
 }

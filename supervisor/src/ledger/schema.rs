@@ -200,6 +200,16 @@ pub const MIGRATIONS: &[&str] = &[
     ) STRICT;
     ALTER TABLE pending_consent ADD COLUMN reach TEXT;
     "#,
+    // 10: widened deny rules. The directories the user widened the deny rules of READ_DIRS and
+    // WRITE_DIRS for (`autotool dirs widen`), canonical: a directory at or below one is not
+    // refused by a rule that can be widened (policy `dirs::refusal`).
+    r#"
+    CREATE TABLE widened_dirs (
+        path     TEXT PRIMARY KEY,
+        via      TEXT NOT NULL,
+        added_at INTEGER NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this build writes.

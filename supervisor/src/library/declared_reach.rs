@@ -28,6 +28,13 @@ impl Library {
         }
     }
 
+    /// The directories the user widened the deny rules for (`autotool dirs widen`), as every
+    /// grant of a directory is resolved against them. Unreadable: none (fail closed: the rules
+    /// hold).
+    pub fn widened_dirs(&self) -> Vec<std::path::PathBuf> {
+        widened_dirs(self.registry.ledger())
+    }
+
     /// The items the user granted `tool`. Unreadable: none (fail closed).
     fn reach_grants_of(&self, tool: &str) -> Vec<ReachItem> {
         match self.registry.ledger().reach_grants(tool) {
@@ -89,6 +96,18 @@ impl Library {
     }
 }
 
+/// The directories `ledger` holds widened (`autotool dirs widen`). Unreadable: none (fail
+/// closed: the rules hold).
+pub fn widened_dirs(ledger: &crate::ledger::Ledger) -> Vec<std::path::PathBuf> {
+    match ledger.widened_dirs() {
+        Ok(rows) => rows.into_iter().map(|w| w.path.into()).collect(),
+        Err(e) => {
+            tracing::warn!("reading the widened deny rules: {e}");
+            Vec::new()
+        }
+    }
+}
+
 /// How many refused destinations a tool's page shows.
 pub const REFUSALS_SHOWN: u32 = 5;
 
@@ -130,6 +149,10 @@ pub struct DirReach {
     /// `read` or `read and write`.
     pub mode: String,
     pub granted: bool,
+    /// Granted, but not mounted at launch, and why (a deny rule not widened, `autotool dirs
+    /// widen`; gone; not a directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_mounted: Option<String>,
 }
 
 /// One refusal of the egress proxy.
@@ -149,10 +172,14 @@ pub struct ViewInputs<'a> {
     pub allowlists: &'a std::collections::BTreeMap<String, Vec<String>>,
     /// `*_API_BASE` variables of serve's environment (name → URL).
     pub api_bases: &'a std::collections::BTreeMap<String, String>,
-    /// Whether declared reach is granted without asking (`--dangerously-allow-all-tools`),
-    /// or declared hosts are (`reach = trusted`).
-    pub allow_all: bool,
-    pub trusted_hosts: bool,
+    /// What grants declared reach without asking (`--dangerously-allow-all-tools`), and what
+    /// grants declared hosts (`reach = trusted`), in words; `None`: asked.
+    /// [`crate::serving::granting`] tells a view outside serve.
+    pub allow_all: Option<&'a str>,
+    pub trusted_hosts: Option<&'a str>,
+    /// The user's home and autotool's, to tell whether a granted directory is mounted (as
+    /// launch resolves it); `None`: not told.
+    pub homes: Option<(&'a std::path::Path, &'a std::path::Path)>,
 }
 
 /// What `version` may reach and why, and what its proxy refused lately.
@@ -196,25 +223,22 @@ pub fn view(version: &crate::version::Version, inputs: &ViewInputs<'_>) -> Reach
             let by_grant = declared.covered(&grants, &[]);
             let by_pre = declared.covered(&[], &pre);
             for h in &declared.hosts {
-                let (why, granted) = if inputs.allow_all {
-                    (
-                        "declared, granted to every tool (--dangerously-allow-all-tools)",
-                        true,
-                    )
+                let (why, granted) = if let Some(by) = inputs.allow_all {
+                    (format!("declared, granted to every tool by {by}"), true)
                 } else if by_grant.hosts.contains(h) {
-                    ("declared and granted", true)
+                    ("declared and granted".to_owned(), true)
                 } else if by_pre.hosts.contains(h) {
                     (
-                        "declared, allowed for every tool (`autotool hosts allow`)",
+                        "declared, allowed for every tool (`autotool hosts allow`)".to_owned(),
                         true,
                     )
-                } else if inputs.trusted_hosts {
-                    ("declared, granted by the preset `reach = trusted`", true)
+                } else if let Some(by) = inputs.trusted_hosts {
+                    (format!("declared, granted by {by}"), true)
                 } else {
-                    ("declared, not granted yet", false)
+                    ("declared, not granted yet".to_owned(), false)
                 };
                 let why = if listed.is_empty() {
-                    why.to_owned()
+                    why
                 } else {
                     format!("{why}; unreachable while it holds a key with an allowlist")
                 };
@@ -225,19 +249,22 @@ pub fn view(version: &crate::version::Version, inputs: &ViewInputs<'_>) -> Reach
                 });
             }
             let granted_dirs = declared.covered(&grants, &[]);
-            for (list, mode, granted_list) in [
-                (&declared.read_dirs, "read", &granted_dirs.read_dirs),
-                (
-                    &declared.write_dirs,
-                    "read and write",
-                    &granted_dirs.write_dirs,
-                ),
+            let widened = widened_dirs(ledger);
+            for (list, write, granted_list) in [
+                (&declared.read_dirs, false, &granted_dirs.read_dirs),
+                (&declared.write_dirs, true, &granted_dirs.write_dirs),
             ] {
                 for d in list {
+                    let granted = inputs.allow_all.is_some() || granted_list.contains(d);
+                    // As launch resolves it (`Library::user_dirs`).
+                    let not_mounted = inputs.homes.filter(|_| granted).and_then(|(user, own)| {
+                        crate::tool::dirs::resolve_grant(d, write, user, own, &widened).err()
+                    });
                     directories.push(DirReach {
                         path: d.clone(),
-                        mode: mode.to_owned(),
-                        granted: inputs.allow_all || granted_list.contains(d),
+                        mode: if write { "read and write" } else { "read" }.to_owned(),
+                        granted,
+                        not_mounted,
                     });
                 }
             }
@@ -300,12 +327,12 @@ impl ReachView {
         } else {
             out.push("directories:".to_owned());
             for d in &self.directories {
-                out.push(format!(
-                    "  {}  {}{}",
-                    d.path,
-                    d.mode,
-                    if d.granted { "" } else { ", not granted yet" }
-                ));
+                let state = match (&d.not_mounted, d.granted) {
+                    (Some(why), _) => format!(", granted but not mounted: {why}"),
+                    (None, true) => String::new(),
+                    (None, false) => ", not granted yet".to_owned(),
+                };
+                out.push(format!("  {}  {}{state}", d.path, d.mode));
             }
         }
         if self.refused.is_empty() {
@@ -334,14 +361,20 @@ impl Library {
                 )
             })
             .collect();
+        let user_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         view(
             version,
             &ViewInputs {
                 ledger: self.registry.ledger(),
                 allowlists: &allowlists,
                 api_bases: &self.api_bases,
-                allow_all: self.settings.allow_all_keys,
-                trusted_hosts: self.settings.reach == ReachPreset::Trusted,
+                allow_all: self
+                    .settings
+                    .allow_all_keys
+                    .then_some("this serve's --dangerously-allow-all-tools"),
+                trusted_hosts: (self.settings.reach == ReachPreset::Trusted)
+                    .then_some("this serve's preset `reach = trusted`"),
+                homes: user_home.as_deref().map(|h| (h, self.home.root())),
             },
         )
     }

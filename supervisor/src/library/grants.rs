@@ -412,9 +412,10 @@ impl Library {
 
     /// The granted directories of `reach`, resolved for the launcher
     /// ([`crate::tool::dirs::resolve_grant`]: `~` expanded, symlinks and `..` resolved once,
-    /// the home itself, `~/.ssh`, autotool's home, `/etc` and the like refused). One that cannot
-    /// be granted (gone, refused) is left out, with a warning and an audit event saying why: the
-    /// tool runs without it and its reads there fail.
+    /// the home itself, `~/.ssh`, autotool's home, `/etc` and the like refused unless the user
+    /// widened the rule, `autotool dirs widen`). One that cannot be granted (gone, refused) is
+    /// left out, with a warning and a `reach_refused` event saying why: the tool runs without
+    /// it and its reads there fail.
     fn user_dirs(
         &self,
         tool: &str,
@@ -430,6 +431,7 @@ impl Library {
             );
             return Vec::new();
         };
+        let widened = self.widened_dirs();
         let read = reach.read_dirs.iter().map(|d| (d, false));
         let write = reach.write_dirs.iter().map(|d| (d, true));
         read.chain(write)
@@ -439,15 +441,15 @@ impl Library {
                     write,
                     &user_home,
                     self.home.root(),
-                    &[],
+                    &widened,
                 ) {
                     Ok(dir) => Some(dir),
                     Err(why) => {
                         tracing::warn!(tool, "{declared} is not mounted: {why}");
                         self.audit(
                             tool,
-                            Event::VerificationFailed,
-                            &format!("directory {declared} not granted: {why}"),
+                            Event::ReachRefused,
+                            &format!("directory {declared} not mounted: {why}"),
                         );
                         None
                     }
@@ -482,8 +484,8 @@ impl Library {
         crate::tool::template::warm(&launcher, &shares, python);
     }
 
-    /// A fingerprint of what a process was given: the keys, their values and allowlists, and
-    /// the reach granted. A warm process whose fingerprint differs from the call's is replaced.
+    /// A fingerprint of what a process was given: the keys, their values and allowlists, the
+    /// reach granted and, for a tool granted directories, the deny rules widened. A warm process whose fingerprint differs from the call's is replaced.
     pub(super) fn fingerprint(
         &self,
         keys: &BTreeMap<KeyName, String>,
@@ -495,6 +497,10 @@ impl Library {
         reach
             .map(|r| (&r.hosts, &r.read_dirs, &r.write_dirs))
             .hash(&mut h);
+        // A rule widened or narrowed since changes which directories are mounted.
+        if reach.is_some_and(|r| !r.read_dirs.is_empty() || !r.write_dirs.is_empty()) {
+            self.widened_dirs().hash(&mut h);
+        }
         for (k, v) in keys {
             k.hash(&mut h);
             v.hash(&mut h);

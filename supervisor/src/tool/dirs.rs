@@ -8,6 +8,9 @@
 //! the home itself, `~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.config`, autotool's own home, `/etc`,
 //! `/proc`, other users' homes, the places the sandbox mounts itself, nor a directory holding
 //! one of them, unless the user widened that rule explicitly (where it can be widened).
+//!
+//! [`resolve_widening`] checks a directory the user widens the rules for (`autotool dirs
+//! widen`): the same resolution, and never a rule that cannot be widened.
 
 use autotool_policy::UserDir;
 use autotool_policy::dirs::refusal;
@@ -67,6 +70,57 @@ pub fn resolve_grant(
         ino: meta.ino(),
         home_link,
     })
+}
+
+/// Resolve a directory the user asks to widen the deny rules for (`autotool dirs widen
+/// PATH`): `~` expanded, symlinks and `..` resolved once, an existing directory. Returns its
+/// canonical path and the rule it widens, in words. Refused, with the reason, when no rule
+/// refuses it (there is nothing to widen), or when a rule that can never be widened still
+/// would (`/`, autotool's own home and what holds it, the kernel's interfaces, the sandbox's
+/// own places): widening never reaches those.
+pub fn resolve_widening(
+    declared: &str,
+    home: &Path,
+    autotool_home: &Path,
+) -> Result<(PathBuf, String), String> {
+    let path = expand(declared, home)?;
+    let canonical =
+        std::fs::canonicalize(&path).map_err(|e| format!("{declared} cannot be resolved: {e}"))?;
+    if !canonical.is_dir() {
+        return Err(format!(
+            "{declared} ({}) is not a directory",
+            canonical.display()
+        ));
+    }
+    let home = canonical_or_same(home);
+    let autotool_home = canonical_or_same(autotool_home);
+    let Some(refused) = refusal(&canonical, &home, &autotool_home, &[]) else {
+        return Err(format!(
+            "{declared} ({}) is refused by no deny rule: there is nothing to widen (a tool that \
+             declares it is asked about it as it is)",
+            canonical.display()
+        ));
+    };
+    if let Some(still) = refusal(
+        &canonical,
+        &home,
+        &autotool_home,
+        std::slice::from_ref(&canonical),
+    ) {
+        return Err(format!("the rule cannot be widened: {still}"));
+    }
+    use autotool_policy::dirs::Why;
+    let why = match refused.why {
+        Why::Home => "your home itself".to_owned(),
+        Why::Secrets(what) | Why::Host(what) => format!("where {what} are kept"),
+        Why::OtherUser => "another user's home".to_owned(),
+        _ => "denied".to_owned(),
+    };
+    let what = format!(
+        "{}: {why}",
+        autotool_policy::dirs::shown(&refused.place, &home)
+    );
+    Ok((canonical, what))
 }
 
 /// Where the tool's code finds the grant below its own home: the declared path's place below

@@ -114,22 +114,27 @@ pub(super) fn show(
     };
     let mut output = output;
     if let Some(view) = &output.current {
-        // Serve's settings and environment are its own: this shows what is on record (grants,
-        // hosts allowed for every tool, key allowlists) and the `*_API_BASE` of this shell.
+        // What is on record (grants, hosts allowed for every tool, key allowlists, widened
+        // deny rules), what the running serves grant without asking (or, when none runs, a
+        // serve started now: the config file and this environment), and the `*_API_BASE` of
+        // this shell.
         let allowlists = crate::credentials::KeyStore::open(home)
             .allowlists()
             .unwrap_or_default();
         let api_bases = std::env::vars()
             .filter(|(k, _)| k.ends_with(autotool_policy::hosts::API_BASE_SUFFIX))
             .collect();
+        let granting = crate::serving::granting(home);
+        let user_home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         output.reach = Some(crate::library::declared_reach::view(
             &view.version,
             &crate::library::declared_reach::ViewInputs {
                 ledger: registry.ledger(),
                 allowlists: &allowlists,
                 api_bases: &api_bases,
-                allow_all: false,
-                trusted_hosts: false,
+                allow_all: granting.allow_all.as_deref(),
+                trusted_hosts: granting.trusted_hosts.as_deref(),
+                homes: user_home.as_deref().map(|h| (h, home.root())),
             },
         ));
     }

@@ -166,3 +166,41 @@ fn what_is_not_an_existing_absolute_directory_is_refused() {
         assert!(why.contains(says), "{declared:?}: {why}");
     }
 }
+
+#[test]
+fn widening_takes_a_refused_directory_but_never_autotools_home_nor_an_unrefused_one() {
+    let h = Home::new();
+    let widen = |d: &str| resolve_widening(d, &h.home, &h.autotool());
+    // A secret directory's rule: widened at its canonical path, through a symlink too.
+    symlink(h.home.join(".config/app"), h.home.join("app-link")).unwrap();
+    for declared in ["~/.config/app", "~/app-link", "~/notes/../.config/app"] {
+        let (path, what) = widen(declared).unwrap();
+        assert_eq!(path, h.home.join(".config/app"), "{declared}");
+        assert_eq!(
+            what, "~/.config: where applications' settings and tokens are kept",
+            "{declared}"
+        );
+    }
+    // Once widened, resolve_grant lets it through (and what lies below it).
+    let widened = [widen("~/.config/app").unwrap().0];
+    assert!(resolve_grant("~/.config/app", true, &h.home, &h.autotool(), &widened).is_ok());
+    // Never autotool's home, nor what lies in it, nor the home holding it, nor `/` or `/proc`.
+    for (declared, says) in [
+        ("~/.autotool", "cannot be widened"),
+        ("~/.autotool/tools", "no tool is ever granted"),
+        ("~", "cannot be widened"),
+        ("/", "the whole machine"),
+        ("/proc", "a kernel interface"),
+    ] {
+        let why = widen(declared).unwrap_err();
+        assert!(why.contains(says), "{declared}: {why}");
+    }
+    // Nothing to widen; and what is no directory.
+    assert!(widen("~/notes").unwrap_err().contains("nothing to widen"));
+    assert!(widen("~/file.txt").unwrap_err().contains("not a directory"));
+    assert!(
+        widen("~/missing")
+            .unwrap_err()
+            .contains("cannot be resolved")
+    );
+}
