@@ -17,8 +17,10 @@
 //! [`fork`] holds the request that asks a tool template to fork a tool (no part of the policy).
 //! [`uses`] holds which tools may call which (`USES`): no cycle, no chain deeper than a bound.
 //! [`reach`] holds a tool's declared reach (`REQUIRED_HOSTS`, `READ_DIRS`, `WRITE_DIRS`) and what
-//! of it is granted or still to be asked.
+//! of it is granted or still to be asked. [`added`] holds where an added MCP server comes from
+//! (`pypi:…`, `npm:…`) and how a value is written into the file that starts it.
 
+pub mod added;
 pub mod consent;
 pub mod dirs;
 pub mod fork;

@@ -41,6 +41,7 @@
 //! confines anything itself: every tool process is started through the launcher.
 #![deny(clippy::print_stdout)]
 
+pub mod added;
 pub mod client;
 pub mod cmd;
 pub mod config;

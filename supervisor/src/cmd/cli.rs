@@ -344,6 +344,14 @@ pub enum Cmd {
         #[arg(long)]
         yes: bool,
     },
+    /// Add an MCP server you already run (from PyPI) behind the sandbox.
+    ///
+    /// `autotool add timesrv pypi:mcp-server-time`: resolves the package (wheels only, every
+    /// hash locked), shows what it will install and grant (keys, hosts, directories) and asks
+    /// (`--yes` for scripts); then installs it read-only and verifies it confined, and every
+    /// serve on this home mounts its functions as NAME__function. It reaches only what is
+    /// named here. `--upgrade` moves it to a newer version, asked again.
+    Add(super::add::AddArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
     /// For example `autotool completions bash > ~/.local/share/bash-completion/completions/autotool`,
@@ -673,6 +681,7 @@ fn run(command: Cmd) -> ExitCode {
             &crate::cmd::forge::ForgeOptions { out, yes },
             &mut stdout,
         ),
+        Cmd::Add(args) => super::add::main(&args, &mut stdout),
         Cmd::Completions { .. } | Cmd::Man { .. } => ExitCode::FAILURE,
     }
 }

@@ -1,6 +1,7 @@
 //! The `autotool` command line ([`cli`]: the clap definitions, the dispatch, the exit codes and
 //! JSON errors), one module per verb.
 
+pub mod add;
 pub mod cli;
 pub mod config;
 pub mod connect;

@@ -243,6 +243,8 @@ fn manual(
 /// One entry of `tools list --json`.
 #[derive(Debug, Serialize)]
 struct ListEntry {
+    /// An MCP server added with `autotool add`: `pypi:NAME VERSION`.
+    origin: Option<String>,
     name: String,
     version: u32,
     versions: Vec<u32>,
@@ -323,6 +325,8 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         let health = health(registry, name, tv.version)?;
         let state_reason = registry.ledger().state_reason(name)?;
         entries.push(ListEntry {
+            origin: crate::added::record::of(registry.home(), name, &tv.code_hash)
+                .map(|a| a.origin()),
             health,
             state_reason,
             pinned: pins.remove(name),
@@ -376,6 +380,9 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         )?;
         if !e.description.is_empty() {
             writeln!(out, "  {}", one_line(&e.description, 100))?;
+        }
+        if let Some(origin) = &e.origin {
+            writeln!(out, "  origin:    {origin} (added with `autotool add`)")?;
         }
         writeln!(out, "  functions: {}", or_none(&e.functions))?;
         writeln!(out, "  keys:      {}", or_none(&e.keys))?;

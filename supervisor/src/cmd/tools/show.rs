@@ -37,6 +37,8 @@ struct VersionView {
     /// Who published it: grown here, pulled unsigned, or a trusted publisher and its key.
     #[cfg(feature = "team")]
     publisher: crate::team::publisher::Publisher,
+    /// Where an added server's version came from (`autotool add`); `None` for other tools.
+    added: Option<crate::added::AddedVersion>,
 }
 
 /// `tools show --json`.
@@ -88,6 +90,7 @@ pub(super) fn show(
                 v.version,
                 &v.code_hash,
             ),
+            added: crate::added::record::of(registry.home(), name, &v.code_hash),
             version: v,
         })
         .collect();
@@ -160,6 +163,22 @@ pub(super) fn show(
             writeln!(
                 out,
                 "{pin}: nothing replaces this version until `autotool tools unpin {name}`"
+            )?;
+        }
+        if let Some(added) = &view.added {
+            let mut started = vec![added.entry.clone().unwrap_or_else(|| added.package.clone())];
+            started.extend(added.args.iter().cloned());
+            writeln!(
+                out,
+                "origin: {} (added {}{}); starts as: {}",
+                added.origin(),
+                added.added_at,
+                added
+                    .imported_from
+                    .as_deref()
+                    .map(|a| format!(", moved from {a}"))
+                    .unwrap_or_default(),
+                crate::terminal::escape_line(&started.join(" "))
             )?;
         }
         if !cur.description.is_empty() {

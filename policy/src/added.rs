@@ -1,0 +1,300 @@
+//! Where an added MCP server comes from (`autotool add NAME pypi:PACKAGE[==VERSION]` or
+//! `npm:PACKAGE[@VERSION]`), and how a value is written into the Python file that starts it.
+//!
+//! A PyPI source is a requirement of the same strict grammar `REQUIRED_PACKAGES` accepts
+//! ([`crate::packages::Requirement`]): a name, optional extras, optional version specifiers; no
+//! URL, no path, no option, no marker. An npm source is a package name as the npm registry
+//! spells them (`name` or `@scope/name`, lowercase, URL-safe) and an optional exact version or
+//! dist-tag: never a tarball URL, a git URL, a path or an alias (`npm:` inside the spec).
+
+use crate::packages::{Requirement, RequirementError};
+use std::fmt;
+
+/// The longest npm package name the registry accepts.
+pub const MAX_NPM_NAME: usize = 214;
+/// The longest version or tag accepted after `@`.
+pub const MAX_NPM_VERSION: usize = 64;
+
+/// An added server's package.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerSource {
+    /// `pypi:REQUIREMENT`.
+    Pypi(Requirement),
+    /// `npm:NAME[@VERSION]`.
+    Npm {
+        name: String,
+        /// An exact version or a dist-tag; `None` for the latest.
+        version: Option<String>,
+    },
+}
+
+/// Why a source is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    #[error(
+        "{0:?}: a server's source is `pypi:PACKAGE[==VERSION]` or `npm:PACKAGE[@VERSION]` (for \
+         example `pypi:mcp-server-time` or `npm:@modelcontextprotocol/server-memory`)"
+    )]
+    Scheme(String),
+    #[error("{0}")]
+    Pypi(#[from] RequirementError),
+    #[error(
+        "{0:?}: an npm package is `name` or `@scope/name` (lowercase letters, digits, `-`, `.`, \
+         `_`, `~`), at most {MAX_NPM_NAME} characters; URLs, paths, git and aliases are refused"
+    )]
+    NpmName(String),
+    #[error(
+        "{0:?}: an npm version is an exact version (`2026.1.14`) or a tag (`latest`): letters, \
+         digits, `.`, `-`, `+`, `_`; ranges, URLs and paths are refused"
+    )]
+    NpmVersion(String),
+}
+
+impl ServerSource {
+    /// Parse `pypi:…` or `npm:…`.
+    pub fn parse(text: &str) -> Result<ServerSource, SourceError> {
+        let text = text.trim();
+        if let Some(rest) = text.strip_prefix("pypi:") {
+            return Ok(ServerSource::Pypi(Requirement::parse(rest)?));
+        }
+        if let Some(rest) = text.strip_prefix("npm:") {
+            let (name, version) = split_npm(rest);
+            if !npm_name_ok(name) {
+                return Err(SourceError::NpmName(name.to_string()));
+            }
+            let version = match version {
+                None => None,
+                Some(v) if npm_version_ok(v) => Some(v.to_string()),
+                Some(v) => return Err(SourceError::NpmVersion(v.to_string())),
+            };
+            return Ok(ServerSource::Npm {
+                name: name.to_string(),
+                version,
+            });
+        }
+        Err(SourceError::Scheme(text.chars().take(200).collect()))
+    }
+
+    /// `pypi` or `npm`.
+    pub fn registry(&self) -> &'static str {
+        match self {
+            ServerSource::Pypi(_) => "pypi",
+            ServerSource::Npm { .. } => "npm",
+        }
+    }
+
+    /// The package's name, normalised as its registry compares names.
+    pub fn package(&self) -> &str {
+        match self {
+            ServerSource::Pypi(r) => &r.name,
+            ServerSource::Npm { name, .. } => name,
+        }
+    }
+}
+
+impl fmt::Display for ServerSource {
+    /// The canonical spelling: `pypi:mcp-server-time==2026.10.19`, `npm:@scope/name@1.2.3`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerSource::Pypi(r) => write!(f, "pypi:{r}"),
+            ServerSource::Npm {
+                name,
+                version: Some(v),
+            } => write!(f, "npm:{name}@{v}"),
+            ServerSource::Npm {
+                name,
+                version: None,
+            } => write!(f, "npm:{name}"),
+        }
+    }
+}
+
+/// `@scope/name@1.0` → (`@scope/name`, `1.0`); `name@1.0` → (`name`, `1.0`).
+fn split_npm(spec: &str) -> (&str, Option<&str>) {
+    let search_from = usize::from(spec.starts_with('@'));
+    match spec[search_from..].find('@') {
+        Some(i) => {
+            let at = search_from + i;
+            (&spec[..at], Some(&spec[at + 1..]))
+        }
+        None => (spec, None),
+    }
+}
+
+fn npm_part_ok(part: &str) -> bool {
+    !part.is_empty()
+        && !part.starts_with('.')
+        && !part.starts_with('_')
+        && part.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.' | b'_' | b'~')
+        })
+}
+
+fn npm_name_ok(name: &str) -> bool {
+    if name.is_empty() || name.len() > MAX_NPM_NAME {
+        return false;
+    }
+    match name.strip_prefix('@') {
+        Some(scoped) => match scoped.split_once('/') {
+            Some((scope, pkg)) => npm_part_ok(scope) && npm_part_ok(pkg),
+            None => false,
+        },
+        None => npm_part_ok(name),
+    }
+}
+
+fn npm_version_ok(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= MAX_NPM_VERSION
+        && v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+' | b'_'))
+}
+
+/// `text` as a Python string literal that means exactly `text`: double-quoted, with `\`, `"`
+/// and every character outside printable ASCII escaped, so nothing a user or a config file
+/// hands us can end the literal or hide in the file.
+pub fn python_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            ' '..='~' => out.push(c),
+            c if (c as u32) <= 0xff => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) <= 0xffff => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A list of strings as a Python list literal: `["a", "b"]`.
+pub fn python_list<S: AsRef<str>>(items: &[S]) -> String {
+    let inner: Vec<String> = items.iter().map(|s| python_literal(s.as_ref())).collect();
+    format!("[{}]", inner.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pypi_sources_are_requirements() {
+        let s = ServerSource::parse("pypi:mcp-server-time").unwrap();
+        assert_eq!(s.registry(), "pypi");
+        assert_eq!(s.package(), "mcp-server-time");
+        assert_eq!(s.to_string(), "pypi:mcp-server-time");
+        let s = ServerSource::parse("pypi:MCP_Server.Fetch==2026.10.24").unwrap();
+        assert_eq!(s.package(), "mcp-server-fetch");
+        assert_eq!(s.to_string(), "pypi:mcp-server-fetch==2026.10.24");
+    }
+
+    #[test]
+    fn pypi_sources_refuse_what_requirements_refuse() {
+        for bad in [
+            "pypi:",
+            "pypi:https://evil.example/x.whl",
+            "pypi:x @ file:///etc",
+            "pypi:--index-url=http://evil",
+            "pypi:x; python_version>'3'",
+            "pypi:../x",
+        ] {
+            assert!(
+                matches!(ServerSource::parse(bad), Err(SourceError::Pypi(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn npm_sources_plain_and_scoped_with_versions() {
+        let s = ServerSource::parse("npm:@modelcontextprotocol/server-memory").unwrap();
+        assert_eq!(
+            s,
+            ServerSource::Npm {
+                name: "@modelcontextprotocol/server-memory".into(),
+                version: None
+            }
+        );
+        assert_eq!(s.to_string(), "npm:@modelcontextprotocol/server-memory");
+        let s = ServerSource::parse("npm:@modelcontextprotocol/server-filesystem@2026.1.14")
+            .unwrap();
+        assert_eq!(
+            s.to_string(),
+            "npm:@modelcontextprotocol/server-filesystem@2026.1.14"
+        );
+        let s = ServerSource::parse("npm:is-number@latest").unwrap();
+        assert_eq!(s.package(), "is-number");
+        assert_eq!(s.registry(), "npm");
+    }
+
+    #[test]
+    fn npm_sources_refuse_urls_paths_aliases_and_ranges() {
+        for bad in [
+            "npm:",
+            "npm:@scope",
+            "npm:@/x",
+            "npm:Upper",
+            "npm:../x",
+            "npm:./x",
+            "npm:/abs",
+            "npm:x/y",
+            "npm:.hidden",
+            "npm:_under",
+            "npm:git+https://github.com/a/b",
+            "npm:https://evil.example/x.tgz",
+            "npm:file:../x",
+        ] {
+            assert!(
+                matches!(ServerSource::parse(bad), Err(SourceError::NpmName(_))),
+                "{bad}: {:?}",
+                ServerSource::parse(bad)
+            );
+        }
+        for bad in [
+            "npm:x@",
+            "npm:x@^1.0",
+            "npm:x@>=1",
+            "npm:x@1 || 2",
+            "npm:x@npm:y",
+            "npm:x@file:../y",
+            "npm:x@-1",
+        ] {
+            assert!(
+                matches!(ServerSource::parse(bad), Err(SourceError::NpmVersion(_))),
+                "{bad}: {:?}",
+                ServerSource::parse(bad)
+            );
+        }
+        assert!(ServerSource::parse(&format!("npm:{}", "a".repeat(MAX_NPM_NAME + 1))).is_err());
+    }
+
+    #[test]
+    fn other_schemes_are_refused_with_the_two_forms() {
+        for bad in ["mcp-server-time", "uvx:x", "docker:x", "https://x", ""] {
+            let e = ServerSource::parse(bad).unwrap_err();
+            assert!(matches!(e, SourceError::Scheme(_)), "{bad}");
+            assert!(e.to_string().contains("pypi:PACKAGE"), "{e}");
+        }
+    }
+
+    #[test]
+    fn python_literals_cannot_be_broken_out_of() {
+        assert_eq!(python_literal("plain /path"), "\"plain /path\"");
+        assert_eq!(python_literal("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        assert_eq!(python_literal("x\ny\u{7f}"), "\"x\\x0ay\\x7f\"");
+        assert_eq!(python_literal("é€😀"), "\"\\xe9\\u20ac\\U0001f600\"");
+        assert_eq!(
+            python_literal("\"]\nimport os; os.system('x') #"),
+            "\"\\\"]\\x0aimport os; os.system('x') #\""
+        );
+        assert_eq!(python_list(&["a", "b\""]), "[\"a\", \"b\\\"\"]");
+        assert_eq!(python_list::<&str>(&[]), "[]");
+        // Only printable ASCII is ever written.
+        let all: String = (0u32..0x300).filter_map(char::from_u32).collect();
+        assert!(python_literal(&all).bytes().all(|b| (b' '..=b'~').contains(&b)));
+    }
+}
