@@ -20,6 +20,9 @@
 //!   used by what autotool installs with (uv, pip, ruff);
 //! - `keys`: a key, its allowlist and redaction end to end; no key without consent;
 //! - `consent`: consent per tool × key in both eras, re-asking, `tools approve/revoke`;
+//! - `reach`: declared reach: `hosts allow/list/remove`, the `trusted` preset and what `tools
+//!   show` says of it, a `WRITE_DIRS` tool's writes, `dirs widen/list/narrow`, a pulled tool's
+//!   reach asked on the follower;
 //! - `console`: `autotool console` unreachable from tools; a pending consent approved in a
 //!   real browser;
 //! - `library`: `search_tools` ranking by health, the list limit, pinning (a file changed on
@@ -58,6 +61,7 @@ mod packages;
 mod persistence;
 mod pool;
 mod protocol;
+mod reach;
 mod record;
 mod relations;
 mod render;
