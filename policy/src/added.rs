@@ -220,8 +220,8 @@ mod tests {
             }
         );
         assert_eq!(s.to_string(), "npm:@modelcontextprotocol/server-memory");
-        let s = ServerSource::parse("npm:@modelcontextprotocol/server-filesystem@2026.1.14")
-            .unwrap();
+        let s =
+            ServerSource::parse("npm:@modelcontextprotocol/server-filesystem@2026.1.14").unwrap();
         assert_eq!(
             s.to_string(),
             "npm:@modelcontextprotocol/server-filesystem@2026.1.14"
@@ -295,6 +295,10 @@ mod tests {
         assert_eq!(python_list::<&str>(&[]), "[]");
         // Only printable ASCII is ever written.
         let all: String = (0u32..0x300).filter_map(char::from_u32).collect();
-        assert!(python_literal(&all).bytes().all(|b| (b' '..=b'~').contains(&b)));
+        assert!(
+            python_literal(&all)
+                .bytes()
+                .all(|b| (b' '..=b'~').contains(&b))
+        );
     }
 }

@@ -101,3 +101,36 @@ pub fn uv() -> Result<PathBuf> {
     }
     Ok(uv)
 }
+
+/// The wheelhouse used when `AUTOTOOL_TEST_WHEELS` is unset.
+pub const DEFAULT_WHEELS: &str = "/opt/autotool-test-wheels";
+
+/// The wheels of the real MCP servers `autotool add` is tested with (mcp-server-time,
+/// mcp-server-fetch) and of everything they need, downloaded by `.ci/test`: every `*.whl` in
+/// `AUTOTOOL_TEST_WHEELS`, else [`DEFAULT_WHEELS`]. Missing is an error, never a reason to skip.
+pub fn server_wheels() -> Result<Vec<PathBuf>> {
+    let dir = std::env::var_os("AUTOTOOL_TEST_WHEELS")
+        .map_or_else(|| PathBuf::from(DEFAULT_WHEELS), PathBuf::from);
+    let wheels: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let has = |name: &str| {
+        wheels.iter().any(|w| {
+            w.file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with(name))
+        })
+    };
+    if !has("mcp_server_time-") || !has("mcp_server_fetch-") {
+        bail!(
+            "no mcp-server-time and mcp-server-fetch wheels in {dir:?}: run `.ci/test` (its \
+             runtime phase downloads them), or point AUTOTOOL_TEST_WHEELS at a directory holding \
+             them and every wheel they need"
+        );
+    }
+    Ok(wheels)
+}

@@ -65,9 +65,7 @@ pub enum AddError {
          remove it first with `autotool tools remove {0}`"
     )]
     NameTaken(String),
-    #[error(
-        "`{name}` is already added ({origin}): `autotool add {name} … --upgrade` replaces it"
-    )]
+    #[error("`{name}` is already added ({origin}): `autotool add {name} … --upgrade` replaces it")]
     AlreadyAdded { name: String, origin: String },
     #[error("{0} resolved to no version of {1}")]
     NotResolved(String, String),
@@ -104,7 +102,11 @@ impl Plan {
         let r = &self.request;
         let mut lines = vec![format!("autotool add {}: {}", r.name, self.origin())];
         if let Some(was) = &self.replaces {
-            lines.push(format!("  replaces:  {} (version {})", was.origin(), was.version));
+            lines.push(format!(
+                "  replaces:  {} (version {})",
+                was.origin(),
+                was.version
+            ));
         }
         let install = match self.prepared.packages.as_ref() {
             None => "nothing: the tool runtime holds it all".to_string(),
@@ -112,7 +114,10 @@ impl Plan {
                 let held = set.lock.packages.len() - set.layer_lock.packages.len();
                 let phrase =
                     autotool_policy::packages::install_phrase(&set.layer_lock, &set.source);
-                let phrase = phrase.strip_prefix("install ").unwrap_or(&phrase).to_string();
+                let phrase = phrase
+                    .strip_prefix("install ")
+                    .unwrap_or(&phrase)
+                    .to_string();
                 if held == 0 {
                     phrase
                 } else {
@@ -157,7 +162,10 @@ impl Plan {
             list(&r.reach.hosts, "none without a key")
         ));
         lines.push(format!("  reads:     {}", list(&r.reach.read_dirs, "none")));
-        lines.push(format!("  writes:    {}", list(&r.reach.write_dirs, "none")));
+        lines.push(format!(
+            "  writes:    {}",
+            list(&r.reach.write_dirs, "none")
+        ));
         lines.push(
             "Nothing of the package has run. Once you say yes it is installed read-only, started \
              confined (its own namespaces, Landlock, seccomp, the egress proxy) with only the \
@@ -291,9 +299,7 @@ pub async fn add(library: &Library, plan: Plan, via: &str) -> Result<Added, AddE
     library
         .approve(subject, &request.keys, via)
         .map_err(ledger_err)?;
-    library
-        .approve_packages(subject, via)
-        .map_err(ledger_err)?;
+    library.approve_packages(subject, via).map_err(ledger_err)?;
     library.approve_reach(subject, via).map_err(ledger_err)?;
     let code_hash = prepared.code_hash.clone();
     let created = library

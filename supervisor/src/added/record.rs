@@ -36,7 +36,10 @@ pub struct AddedVersion {
 impl AddedVersion {
     /// `pypi:mcp-server-time 2026.10.19`: how the origin is shown.
     pub fn origin(&self) -> String {
-        format!("{}:{} {}", self.registry, self.package, self.package_version)
+        format!(
+            "{}:{} {}",
+            self.registry, self.package, self.package_version
+        )
     }
 }
 

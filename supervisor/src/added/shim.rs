@@ -103,8 +103,7 @@ mod tests {
 
     fn render_with(args: &[String], entry: Option<&str>) -> String {
         let req = Requirement::parse("mcp-server-time==2026.10.19").unwrap();
-        let reach =
-            DeclaredReach::parse(&["api.example.com"], &["~/notes"], &["~/out"]).unwrap();
+        let reach = DeclaredReach::parse(&["api.example.com"], &["~/notes"], &["~/out"]).unwrap();
         render(&Shim {
             requirement: &req,
             entry,

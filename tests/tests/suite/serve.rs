@@ -44,6 +44,7 @@
 //! [`super::skip`]) on a machine that cannot confine. They need the `autotool` binary
 //! (`cargo build -p autotool`, or `AUTOTOOL_BIN`) and the launcher beside it.
 
+mod added;
 mod arguments;
 mod binary;
 mod consent;

@@ -1,0 +1,308 @@
+//! `autotool add`: MCP servers from PyPI behind the sandbox, end to end, against a package index
+//! this test serves on loopback over the real wheels `.ci/test` downloaded (mcp-server-time,
+//! mcp-server-fetch and all they need) and a hostile server built here. Each guard with a
+//! control:
+//! - nothing is added without the user's yes (no terminal, no `--yes`: refused, nothing
+//!   installed); with it, the real mcp-server-time is installed, verified confined, mounted as
+//!   `timesrv__…` on a serve and answers; `tools list` and `tool_info` name its origin; the same
+//!   name cannot be taken over silently (without `--upgrade`);
+//! - the real mcp-server-fetch reaches the host it was given (control) and the egress proxy
+//!   refuses another loopback port, before any lookup;
+//! - a hostile server reads the directory it was given (control), and neither `~/.ssh` nor any
+//!   other file of the user's, whatever path it is asked for: the kernel refuses, not the server.
+
+use super::keys::fake_api;
+use super::{finish, never, ok, strict};
+use autotool_tests::index::{Index, Wheel};
+use autotool_tests::locate;
+use autotool_tests::serve::{Serve, ServeHome};
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// A hostile server: reads whatever path it is given.
+const SNOOP: &str = r#"from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("snoop")
+
+
+@mcp.tool()
+def read(path: str) -> str:
+    """Read a file."""
+    try:
+        with open(path) as f:
+            return "READ: " + f.read()
+    except Exception as e:
+        return "UNREADABLE: " + type(e).__name__
+
+
+def main():
+    mcp.run()
+"#;
+
+/// The loopback index: every real wheel, and the hostile server.
+fn index() -> Index {
+    let index = Index::start().unwrap();
+    for wheel in locate::server_wheels().unwrap_or_else(|e| panic!("{e:#}")) {
+        let file = wheel.file_name().unwrap().to_string_lossy().into_owned();
+        let project = file.split('-').next().unwrap().to_string();
+        index.add(&project, &file, std::fs::read(&wheel).unwrap());
+    }
+    let snoop = Wheel::pure(
+        "snoop-server",
+        "1.0",
+        &[("snoop_server/__init__.py", SNOOP.as_bytes())],
+        &["mcp"],
+    );
+    index.add_wheel("snoop-server", &snoop);
+    index
+}
+
+/// The environment `add` and serve run with: the tests' uv, a uv cache under the home, the
+/// loopback index as the only one, and the user's home.
+fn env<'a>(
+    index: &'a str,
+    uv: &'a Path,
+    cache: &'a Path,
+    user: &'a Path,
+) -> Vec<(&'static str, &'a std::ffi::OsStr)> {
+    vec![
+        ("AUTOTOOL_UV", uv.as_os_str()),
+        ("UV_CACHE_DIR", cache.as_os_str()),
+        ("UV_DEFAULT_INDEX", std::ffi::OsStr::new(index)),
+        ("HOME", user.as_os_str()),
+    ]
+}
+
+struct Fixture {
+    index: Index,
+    home: ServeHome,
+    user: tempfile::TempDir,
+    uv: std::path::PathBuf,
+}
+
+impl Fixture {
+    fn new(dirs: &[&str]) -> Fixture {
+        let user = autotool_tests::host::scratch_dir("autotool-added-e2e-").unwrap();
+        for d in dirs {
+            let path = user.path().join(d);
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        Fixture {
+            index: index(),
+            home: ServeHome::new().unwrap(),
+            user,
+            uv: locate::uv().unwrap_or_else(|e| panic!("{e:#}")),
+        }
+    }
+
+    fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let url = self.index.url();
+        let cache = self.home.path().join("uv-cache");
+        let env = env(&url, &self.uv, &cache, self.user.path());
+        let (status, out, err) = self.home.cli_with(args, &env).unwrap();
+        (status.success(), out, err)
+    }
+
+    fn serve(&self, serve: Serve) -> Serve {
+        serve
+            .env("AUTOTOOL_UV", &self.uv.to_string_lossy())
+            .env(
+                "UV_CACHE_DIR",
+                &self.home.path().join("uv-cache").to_string_lossy(),
+            )
+            .env("UV_DEFAULT_INDEX", &self.index.url())
+            .env("HOME", &self.user.path().to_string_lossy())
+    }
+}
+
+fn call(server: &mut autotool_tests::serve::Server, name: &str, args: Value) -> String {
+    let (outcome, _) = server.call_answering(name, args, never).unwrap();
+    ok(&outcome).text.clone()
+}
+
+#[test]
+fn a_pypi_server_is_added_only_with_a_yes_then_answers_confined_with_its_origin_shown() {
+    let Some(serve) = strict() else { return };
+    let f = Fixture::new(&[]);
+    let add = [
+        "add",
+        "timesrv",
+        "pypi:mcp-server-time",
+        "--",
+        "--local-timezone",
+        "Etc/UTC",
+    ];
+
+    // No terminal and no --yes: the plan is shown, nothing is added or installed.
+    let (success, out, err) = f.cli(&add);
+    assert!(!success, "added without a yes: {out}{err}");
+    assert!(
+        out.contains("mcp-server-time 2026.10.19") && out.contains("hosts:     none"),
+        "the plan names the version and the reach: {out}"
+    );
+    assert!(err.contains("--yes"), "{err}");
+    let (_, listed, _) = f.cli(&["tools", "list", "--json"]);
+    assert!(!listed.contains("timesrv"), "{listed}");
+    assert!(
+        !f.home.path().join("layers").exists()
+            || std::fs::read_dir(f.home.path().join("layers"))
+                .unwrap()
+                .flatten()
+                .all(|e| !e.path().join("layer.json").exists()),
+        "nothing was installed before the yes"
+    );
+
+    // With it: installed, verified confined, recorded.
+    let mut yes = add.to_vec();
+    yes.insert(3, "--yes");
+    let (success, out, err) = f.cli(&yes);
+    assert!(success, "{out}{err}");
+    assert!(
+        out.contains("Added timesrv") && out.contains("timesrv__get_current_time"),
+        "{out}"
+    );
+    let (_, listed, _) = f.cli(&["tools", "list", "--json"]);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let entry = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "timesrv")
+        .cloned()
+        .unwrap();
+    assert_eq!(entry["origin"], "pypi:mcp-server-time 2026.10.19");
+
+    // Through a serve of the home: mounted, answering, its origin in tool_info.
+    let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
+    let names = server.tool_names().unwrap();
+    assert!(
+        names.contains(&"timesrv__get_current_time".to_string()),
+        "{names:?}"
+    );
+    let answer = call(
+        &mut server,
+        "timesrv__get_current_time",
+        json!({"timezone": "Europe/Paris"}),
+    );
+    assert!(answer.contains("Europe/Paris"), "{answer}");
+    let info = call(&mut server, "tool_info", json!({"name": "timesrv"}));
+    assert!(
+        info.contains("pypi:mcp-server-time 2026.10.19"),
+        "tool_info names the origin: {info}"
+    );
+    finish(server);
+
+    // The name is not taken over without --upgrade (control: with it, it is).
+    let other = [
+        "add",
+        "timesrv",
+        "pypi:mcp-server-time",
+        "--yes",
+        "--",
+        "--local-timezone",
+        "Europe/Paris",
+    ];
+    let (success, out, err) = f.cli(&other);
+    assert!(!success, "{out}{err}");
+    assert!(err.contains("already added") && err.contains("--upgrade"), "{err}");
+    let mut upgrade = other.to_vec();
+    upgrade.insert(3, "--upgrade");
+    let (success, out, err) = f.cli(&upgrade);
+    assert!(success && out.contains("version 2"), "{out}{err}");
+}
+
+#[test]
+fn an_added_server_reaches_only_the_host_it_was_given() {
+    let Some(serve) = strict() else { return };
+    let f = Fixture::new(&[]);
+    let given = fake_api();
+    let other = fake_api();
+    let host = format!("localhost:{given}");
+    let (success, out, err) = f.cli(&[
+        "add",
+        "fetch",
+        "pypi:mcp-server-fetch",
+        "--host",
+        &host,
+        "--yes",
+        "--",
+        "--ignore-robots-txt",
+        "--allow-private-ips",
+    ]);
+    assert!(success, "{out}{err}");
+    let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
+    // Control: the host it was given answers.
+    let answer = call(
+        &mut server,
+        "fetch__fetch",
+        json!({"url": format!("http://localhost:{given}/page")}),
+    );
+    assert!(answer.contains("line=GET /page"), "{answer}");
+    // Another port of the same machine: refused by the egress proxy.
+    let (outcome, _) = server
+        .call_answering(
+            "fetch__fetch",
+            json!({"url": format!("http://localhost:{other}/page")}),
+            never,
+        )
+        .unwrap();
+    let text = match &outcome {
+        Ok(r) => r.text.clone(),
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(!text.contains("line=GET"), "reached a host not given: {text}");
+    assert!(
+        text.contains(&format!("localhost:{other} is not one of them")),
+        "the proxy's refusal names the host: {text}"
+    );
+    finish(server);
+    let (_, shown, _) = f.cli(&["tools", "show", "fetch"]);
+    assert!(
+        shown.contains("origin: pypi:mcp-server-fetch 2026.10.24"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn an_added_server_reads_the_directory_it_was_given_and_no_other_file_of_the_users() {
+    let Some(serve) = strict() else { return };
+    let f = Fixture::new(&["notes", ".ssh"]);
+    let notes = f.user.path().join("notes/a.md");
+    let key = f.user.path().join(".ssh/id_ed25519");
+    let other = f.user.path().join("diary.txt");
+    std::fs::write(&notes, "the note").unwrap();
+    std::fs::write(&key, "PRIVATE KEY").unwrap();
+    std::fs::write(&other, "dear diary").unwrap();
+    for p in [&notes, &key, &other] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let (success, out, err) = f.cli(&[
+        "add",
+        "snoop",
+        "pypi:snoop-server",
+        "--entry",
+        "snoop_server:main",
+        "--read",
+        "~/notes",
+        "--yes",
+    ]);
+    assert!(success, "{out}{err}");
+    assert!(out.contains("reads:     ~/notes"), "{out}");
+    let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
+    let read = |server: &mut autotool_tests::serve::Server, p: &Path| {
+        call(server, "snoop__read", json!({"path": p.to_string_lossy()}))
+    };
+    // Control: the directory given is read.
+    let answer = read(&mut server, &notes);
+    assert_eq!(answer, "READ: the note");
+    // The same server, asked for the user's key and another file: not in its sandbox.
+    for p in [&key, &other] {
+        let answer = read(&mut server, p);
+        assert!(answer.starts_with("UNREADABLE"), "{p:?}: {answer}");
+    }
+    // Unconfined, the same paths are readable (the files are there: the guard is what refused).
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), "PRIVATE KEY");
+    finish(server);
+}
