@@ -206,7 +206,10 @@ fn a_pypi_server_is_added_only_with_a_yes_then_answers_confined_with_its_origin_
     ];
     let (success, out, err) = f.cli(&other);
     assert!(!success, "{out}{err}");
-    assert!(err.contains("already added") && err.contains("--upgrade"), "{err}");
+    assert!(
+        err.contains("already added") && err.contains("--upgrade"),
+        "{err}"
+    );
     let mut upgrade = other.to_vec();
     upgrade.insert(3, "--upgrade");
     let (success, out, err) = f.cli(&upgrade);
@@ -252,7 +255,10 @@ fn an_added_server_reaches_only_the_host_it_was_given() {
         Ok(r) => r.text.clone(),
         Err(e) => format!("{e:?}"),
     };
-    assert!(!text.contains("line=GET"), "reached a host not given: {text}");
+    assert!(
+        !text.contains("line=GET"),
+        "reached a host not given: {text}"
+    );
     assert!(
         text.contains(&format!("localhost:{other} is not one of them")),
         "the proxy's refusal names the host: {text}"
