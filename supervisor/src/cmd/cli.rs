@@ -300,7 +300,7 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: crate::cmd::hosts::HostsCmd,
     },
-    /// Widen the deny rules of READ_DIRS/WRITE_DIRS for a directory, list or narrow them.
+    /// Widen, list or narrow the deny rules of READ_DIRS and WRITE_DIRS.
     ///
     /// A tool is never granted the home itself, ~/.ssh, ~/.gnupg, ~/.aws, ~/.config, /etc or
     /// other users' homes unless the user widens that rule here; never autotool's own home.

@@ -14,9 +14,9 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum DirsCmd {
-    /// Widen the deny rule that refuses a directory, so a tool that declares it can be granted it.
+    /// Widen the deny rule that refuses a directory to every tool.
     ///
-    /// PATH as READ_DIRS takes it (`~/.config/myapp`, `/etc/myapp`), an existing directory;
+    /// A tool that declares it (or a directory below it) can then be granted it. PATH as READ_DIRS takes it (`~/.config/myapp`, `/etc/myapp`), an existing directory;
     /// symlinks and `..` are resolved now, once. A tool still reaches it only when it declares
     /// it and the user grants it. Never autotool's own home, `/`, `/proc`, `/sys`, `/dev` or
     /// the sandbox's own places.
@@ -30,7 +30,9 @@ pub enum DirsCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Undo a widening: the rule refuses the directory again from the next launch.
+    /// Undo a widening: the rule refuses the directory again.
+    ///
+    /// From the next launch of each tool granted it.
     Narrow {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<String>,
