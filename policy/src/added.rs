@@ -179,6 +179,7 @@ pub fn python_list<S: AsRef<str>>(items: &[S]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
