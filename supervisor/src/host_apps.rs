@@ -39,11 +39,13 @@
 //!
 //! Running it twice changes nothing: the second run finds every entry in place.
 
-mod edit;
+pub mod edit;
 pub mod files;
+pub mod import;
 pub mod json;
 mod locate;
 pub mod mask;
+pub mod moved;
 mod remove;
 pub mod served;
 pub mod toml;

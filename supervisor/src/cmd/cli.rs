@@ -94,9 +94,15 @@ pub enum Cmd {
         /// namespaces). Asks before running anything through sudo.
         #[arg(long)]
         launcher: bool,
-        /// Do not ask for confirmation (with --launcher).
-        #[arg(long, requires = "launcher")]
+        /// Do not ask for confirmation (with --launcher or --import).
+        #[arg(long)]
         yes: bool,
+        /// Also move the MCP servers the apps start themselves from PyPI or npm (`uvx`,
+        /// `pipx run`, `npx`) behind autotool: each is added as with `autotool add` (same
+        /// name), its env values go to autotool's key store, and its entry leaves the app's
+        /// config. Shows each move first and asks (`--yes` for scripts, `--dry-run` to look).
+        #[arg(long, conflicts_with_all = ["launcher", "remove", "service"])]
+        import: bool,
         /// Register `autotool connect` (the bridge to the service, `autotool service install`)
         /// instead of `autotool serve`, so every app shares one supervisor.
         #[arg(long, conflicts_with = "launcher")]
@@ -579,6 +585,13 @@ fn run(command: Cmd) -> ExitCode {
             remove: true,
             ..
         } => super::setup::remove(apps, dry_run, &mut stdout),
+        Cmd::Setup {
+            apps,
+            dry_run,
+            import: true,
+            yes,
+            ..
+        } => super::import::main(apps, dry_run, yes, &mut stdout),
         Cmd::Setup {
             apps,
             dry_run,

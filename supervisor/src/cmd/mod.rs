@@ -15,6 +15,7 @@ pub mod events;
 pub mod forge;
 mod generated;
 pub mod hosts;
+pub mod import;
 pub mod keys;
 #[cfg(feature = "own-model")]
 pub mod run;

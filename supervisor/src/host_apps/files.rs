@@ -102,6 +102,20 @@ fn write_atomic(
     Ok(())
 }
 
+/// Rewrite the existing file `path` (a backup) with `text`, atomically, its mode and owner
+/// kept, and no backup of it made.
+pub fn rewrite(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path)?;
+    write_atomic(
+        path,
+        text.as_bytes(),
+        meta.mode(),
+        Some((meta.uid(), meta.gid())),
+        true,
+    )
+}
+
 /// Replace the config at `path` with `text`. An existing file is first copied to
 /// [`backup_path`] (same mode and owner); a missing one is created with [`NEW_FILE_MODE`],
 /// and its directory with [`NEW_DIR_MODE`] if that is missing too.

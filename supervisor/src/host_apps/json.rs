@@ -136,7 +136,7 @@ pub fn describe_entry(entry: &Value) -> String {
 }
 
 /// An entry's `args` as strings (a non-string argument as an empty one; none: empty).
-pub(super) fn string_args(entry: &Value) -> Vec<String> {
+pub(crate) fn string_args(entry: &Value) -> Vec<String> {
     entry
         .get("args")
         .and_then(Value::as_array)
@@ -400,6 +400,23 @@ pub fn remove(
     if !ours {
         return Ok(Removal::NotOurs { runs });
     }
+    let after_text = without_entry(text, &before, dialect, servers, name)?;
+    Ok(Removal::Removed {
+        text: after_text,
+        runs,
+    })
+}
+
+/// `text` (parsed: `before`) without the entry `name` under `servers`, whatever it runs; the
+/// rest of the file byte for byte, read back and compared, as data, with the original less that
+/// one entry.
+pub(super) fn without_entry(
+    text: &str,
+    before: &Value,
+    dialect: Dialect,
+    servers: &[&str],
+    name: &str,
+) -> Result<String, EditError> {
     let root =
         CstRootNode::parse(text, &dialect.options()).map_err(|e| parse_error(&e, dialect))?;
     let mut here = root.object_value().ok_or(EditError::TopLevelNotObject)?;
@@ -423,10 +440,39 @@ pub fn remove(
     if after != expected {
         return Err(EditError::EditTooWide);
     }
-    Ok(Removal::Removed {
-        text: after_text,
-        runs,
-    })
+    Ok(after_text)
+}
+
+/// The servers a config lists under `servers` (name and entry), parsed; empty when it lists
+/// none.
+pub fn servers_of(
+    text: &str,
+    dialect: Dialect,
+    servers: &[&str],
+) -> Result<Vec<(String, Value)>, EditError> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let root = parse(text, dialect)?;
+    let mut at = &root;
+    for key in servers {
+        at = at.get(*key).unwrap_or(&Value::Null);
+    }
+    Ok(at
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default())
+}
+
+/// `text` without the server `name` (whatever it runs), for `setup --import`.
+pub fn remove_server(
+    text: &str,
+    dialect: Dialect,
+    servers: &[&str],
+    name: &str,
+) -> Result<String, EditError> {
+    let before = parse(text, dialect)?;
+    without_entry(text, &before, dialect, servers, name)
 }
 
 #[cfg(test)]

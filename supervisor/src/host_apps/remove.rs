@@ -90,13 +90,31 @@ pub fn plan_removal_with(app: App, env: &HostEnv, records: Option<&Path>) -> Rem
         Ok(Removal::NotOurs { runs }) => RemovePlan::NotOurs { config, runs },
         Ok(Removal::Removed { text: after, runs }) => {
             match record.as_ref().map(|r| (r, undo::decide(app, r, &text))) {
-                Some((r, undo::Undo::Restore { original })) => RemovePlan::Restore {
-                    config,
-                    before: text,
-                    original,
-                    created_dirs: r.created_dirs.clone(),
-                    runs,
-                },
+                Some((r, undo::Undo::Restore { original })) => {
+                    // Values `setup --import` moved come back from the key store; one no longer
+                    // there leaves the file as it is, less autotool's entry.
+                    let original = match original {
+                        Some(o) if !r.moved.is_empty() => match unmask(records, &o, &r.moved) {
+                            Some(o) => Some(o),
+                            None => {
+                                return RemovePlan::Change {
+                                    config,
+                                    before: text,
+                                    after,
+                                    runs,
+                                };
+                            }
+                        },
+                        other => other,
+                    };
+                    RemovePlan::Restore {
+                        config,
+                        before: text,
+                        original,
+                        created_dirs: r.created_dirs.clone(),
+                        runs,
+                    }
+                }
                 Some((_, undo::Undo::Entry { users: Some(users) })) => {
                     let shown = std::iter::once(users.command.as_str())
                         .chain(users.args.iter().map(String::as_str))
@@ -126,6 +144,17 @@ pub fn plan_removal_with(app: App, env: &HostEnv, records: Option<&Path>) -> Rem
             }
         }
     }
+}
+
+/// `original` with the moved values read back from the key store of the home that keeps
+/// `records` (`$AUTOTOOL_HOME/setup`).
+fn unmask(records: Option<&Path>, original: &str, moved: &[super::moved::Moved]) -> Option<String> {
+    let home = crate::home::Home::at(records?.parent()?);
+    let store = crate::credentials::KeyStore::open(&home);
+    super::moved::unmask(original, moved, &|key| {
+        let (secret, _) = store.get(key).ok()??;
+        String::from_utf8(secret.expose().to_vec()).ok()
+    })
 }
 
 /// How a removal went, per outcome.

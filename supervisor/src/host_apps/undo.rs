@@ -33,6 +33,10 @@ pub struct Record {
     /// Whether putting `original` back is still an undo (false once the file changed between
     /// two setups).
     pub exact: bool,
+    /// Values `setup --import` moved into the key store: `original` holds each one's
+    /// placeholder instead ([`super::moved`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved: Vec<super::moved::Moved>,
 }
 
 /// The record of `app` in `dir`.
@@ -96,6 +100,7 @@ pub fn remember(
         },
         written_sha256: sha256(after.as_bytes()),
         exact: true,
+        moved: Vec::new(),
     };
     let record = match load(dir, app, config) {
         // Setup's own output is being rewritten: the original stays the user's.
@@ -120,6 +125,23 @@ pub fn remember(
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
+    let bytes = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
+    crate::home::write_private(&path(dir, app), &bytes)
+}
+
+/// Mask the values of `moved` in `app`'s record of `config` (its original text), and list them
+/// there, so `--remove` can put them back from the key store.
+pub fn mask_record(
+    dir: &Path,
+    app: App,
+    config: &Path,
+    moved: &[(String, super::moved::Moved)],
+) -> std::io::Result<()> {
+    let Some(mut record) = load(dir, app, config) else {
+        return Ok(());
+    };
+    record.original = record.original.map(|o| super::moved::mask(&o, moved));
+    record.moved.extend(moved.iter().map(|(_, m)| m.clone()));
     let bytes = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
     crate::home::write_private(&path(dir, app), &bytes)
 }

@@ -71,6 +71,8 @@ fn env<'a>(
         ("UV_CACHE_DIR", cache.as_os_str()),
         ("UV_DEFAULT_INDEX", std::ffi::OsStr::new(index)),
         ("HOME", user.as_os_str()),
+        // Keys in the home's credentials file: a test machine has no keychain.
+        ("AUTOTOOL_CREDENTIALS", std::ffi::OsStr::new("file")),
     ]
 }
 
@@ -101,6 +103,9 @@ impl Fixture {
         let url = self.index.url();
         let cache = self.home.path().join("uv-cache");
         let env = env(&url, &self.uv, &cache, self.user.path());
+        let config = self.user.path().join(".config");
+        let mut env = env;
+        env.push(("XDG_CONFIG_HOME", config.as_os_str()));
         let (status, out, err) = self.home.cli_with(args, &env).unwrap();
         (status.success(), out, err)
     }
@@ -114,6 +119,7 @@ impl Fixture {
             )
             .env("UV_DEFAULT_INDEX", &self.index.url())
             .env("HOME", &self.user.path().to_string_lossy())
+            .env("AUTOTOOL_CREDENTIALS", "file")
     }
 }
 
@@ -311,4 +317,122 @@ fn an_added_server_reads_the_directory_it_was_given_and_no_other_file_of_the_use
     // Unconfined, the same paths are readable (the files are there: the guard is what refused).
     assert_eq!(std::fs::read_to_string(&key).unwrap(), "PRIVATE KEY");
     finish(server);
+}
+
+/// A Claude Desktop config holding a time server, a fetch server with a token, and a server
+/// autotool cannot run (a container).
+const DESKTOP: &str = r#"{
+  "mcpServers": {
+    "timesrv": {
+      "command": "uvx",
+      "args": ["mcp-server-time", "--local-timezone", "Etc/UTC"]
+    },
+    "fetch": {
+      "command": "uvx",
+      "args": ["mcp-server-fetch", "--ignore-robots-txt", "--allow-private-ips"],
+      "env": { "FETCH_API_TOKEN": "tok-9f8e7d6c5b4a39281706" }
+    },
+    "db": { "command": "docker", "args": ["run", "-i", "mcp/postgres"] }
+  },
+  "globalShortcut": "Ctrl+Space"
+}
+"#;
+
+#[test]
+fn setup_import_moves_an_apps_servers_and_their_token_behind_autotool_and_remove_undoes_it() {
+    let Some(serve) = strict() else { return };
+    let f = Fixture::new(&[".config/Claude"]);
+    let config = f
+        .user
+        .path()
+        .join(".config/Claude/claude_desktop_config.json");
+    std::fs::write(&config, DESKTOP).unwrap();
+    let token = "tok-9f8e7d6c5b4a39281706";
+
+    // A dry run changes nothing.
+    let import = ["setup", "--import", "--app", "claude-desktop"];
+    let mut dry = import.to_vec();
+    dry.push("--dry-run");
+    let (success, out, err) = f.cli(&dry);
+    assert!(success, "{out}{err}");
+    assert!(
+        out.contains("autotool add fetch pypi:mcp-server-fetch") && !out.contains(token),
+        "{out}"
+    );
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), DESKTOP);
+
+    let mut yes = import.to_vec();
+    yes.push("--yes");
+    let (success, out, err) = f.cli(&yes);
+    assert!(success, "{out}{err}");
+    assert!(!out.contains(token) && !err.contains(token), "{out}{err}");
+    assert!(
+        out.contains("db stays") && out.contains("container"),
+        "{out}"
+    );
+    assert!(out.contains("2 moved"), "{out}");
+
+    // The config: autotool in, the two servers and the token out; the container stays.
+    let now = std::fs::read_to_string(&config).unwrap();
+    let parsed: Value = serde_json::from_str(&now).unwrap();
+    let servers = parsed["mcpServers"].as_object().unwrap();
+    assert!(
+        servers.contains_key("autotool") && servers.contains_key("db"),
+        "{now}"
+    );
+    assert!(
+        !servers.contains_key("timesrv") && !servers.contains_key("fetch"),
+        "{now}"
+    );
+    // Neither the file, nor a backup beside it, nor autotool's record of it holds the token.
+    let mut places = vec![f.home.path().join("setup/claude-desktop.json")];
+    for e in std::fs::read_dir(config.parent().unwrap())
+        .unwrap()
+        .flatten()
+    {
+        places.push(e.path());
+    }
+    for p in &places {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        assert!(!text.contains(token), "{p:?} holds the token: {text}");
+    }
+    // Control: the first backup is the user's file, which held it (masked now).
+    let first =
+        std::fs::read_to_string(config.with_file_name("claude_desktop_config.json.bak")).unwrap();
+    assert!(
+        first.contains("FETCH_API_TOKEN") && first.contains("autotool-moved-"),
+        "{first}"
+    );
+
+    // Both answer through a serve of the home, confined, with their names kept.
+    let site = fake_api();
+    let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
+    let answer = call(
+        &mut server,
+        "timesrv__get_current_time",
+        json!({"timezone": "Asia/Tokyo"}),
+    );
+    assert!(answer.contains("Asia/Tokyo"), "{answer}");
+    // fetch was given no host: the proxy refuses the fake site (it reaches nothing undeclared).
+    let (outcome, _) = server
+        .call_answering(
+            "fetch__fetch",
+            json!({"url": format!("http://localhost:{site}/x")}),
+            never,
+        )
+        .unwrap();
+    let text = match &outcome {
+        Ok(r) => r.text.clone(),
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(!text.contains("line=GET"), "{text}");
+    finish(server);
+    let (_, shown, _) = f.cli(&["tools", "show", "fetch"]);
+    assert!(shown.contains("moved from Claude Desktop"), "{shown}");
+    assert!(shown.contains("FETCH_API_TOKEN"), "{shown}");
+
+    // setup --remove: the file as it was, byte for byte, token included.
+    let (success, out, err) = f.cli(&["setup", "--remove", "--app", "claude-desktop"]);
+    assert!(success, "{out}{err}");
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), DESKTOP);
 }
