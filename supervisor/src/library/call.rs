@@ -18,7 +18,7 @@
 //! [`State::may_call`]: autotool_policy::lifecycle::State::may_call
 
 use super::Library;
-use crate::ledger::{CallKind, CallRecord, State};
+use crate::ledger::{CallKind, CallRecord, Event, State};
 use crate::pin::Break;
 use crate::tool::pool::{Launchable, PinCheck, StartError};
 use crate::tool::process::ContentBlock;
@@ -521,6 +521,26 @@ impl Library {
             Err(e) => tracing::warn!("recording the broken pin: {e}"),
         }
         self.pool.stop(t.name.as_str()).await;
+        // An added server's listing is what the user said yes to: a changed one (a "rug
+        // pull") stays off the list until the user looks and adds it again.
+        if let Break::Schemas { .. } = b
+            && let Some(added) = crate::added::record::of(&self.home, t.name.as_str(), &t.code_hash)
+        {
+            self.audit(
+                t.name.as_str(),
+                Event::PinBroken,
+                &format!(
+                    "{} (an added server, {}) now lists other functions or descriptions than it \
+                     was added with; it stays off the list until you run the same `autotool add` \
+                     again with --upgrade (`autotool tools show {}` shows its source and \
+                     arguments), which shows what it lists now and asks",
+                    t.name,
+                    added.origin(),
+                    t.name,
+                ),
+            );
+            return;
+        }
         if let Break::Schemas { now, .. } = b
             && self.claim(t, &format!("pin {now}"))
         {
