@@ -136,7 +136,10 @@ pub fn reach(key: &KeyName, allowlist: Option<&[AllowRule]>) -> String {
                 .join(", ")
         ),
         None => {
-            format!("to any host: it has no allowlist (`autotool keys allow {key} HOST…` sets one)")
+            format!(
+                "to any host: it has no allowlist (`autotool keys allow {key} HOST…` sets one; \
+                 set it before you say yes, since a list set after a yes is asked about again)"
+            )
         }
     }
 }

@@ -63,6 +63,7 @@ pub mod mcp;
 pub mod own_model;
 pub mod packages;
 pub mod pin;
+pub mod provenance;
 pub mod redact;
 pub mod registry;
 pub mod serving;

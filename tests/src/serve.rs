@@ -401,6 +401,8 @@ pub struct CallResult {
     pub is_error: bool,
     /// How long the answer took.
     pub elapsed: Duration,
+    /// The result's `_meta`, when it has one.
+    pub meta: Option<Value>,
 }
 
 impl CallResult {
@@ -425,6 +427,7 @@ impl CallResult {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             elapsed,
+            meta: result.get("_meta").cloned(),
         }
     }
 }

@@ -17,16 +17,18 @@
 //!
 //! npm servers are not added yet: [`plan`] refuses them with that reason.
 
-pub mod record;
 pub mod shim;
+
+/// Where each added server came from (kept outside this module: the library reads it too).
+pub use crate::provenance as record;
 
 use crate::ledger::Event;
 use crate::library::{CreateRequest, Library, Prepared};
+pub use crate::provenance::AddedVersion;
 use autotool_policy::added::ServerSource;
 use autotool_policy::names::{KeyName, ToolName};
 use autotool_policy::packages::Requirement;
 use autotool_policy::reach::DeclaredReach;
-pub use record::AddedVersion;
 
 /// What the user asked to add.
 #[derive(Debug, Clone)]

@@ -580,6 +580,18 @@ fn run(command: Cmd) -> ExitCode {
             Err(e) => fail("setup", &e.to_string()),
         },
         Cmd::Setup {
+            yes: true,
+            launcher: false,
+            import: false,
+            ..
+        } => {
+            crate::terminal::eprint_line(
+                "autotool setup: --yes answers the question --launcher or --import asks; give \
+                 one of them",
+            );
+            ExitCode::from(2)
+        }
+        Cmd::Setup {
             apps,
             dry_run,
             remove: true,

@@ -159,7 +159,8 @@ fn run_in(store: &KeyStore, cmd: KeysCmd, out: &mut impl Write) -> Result<(), Cl
                 writeln!(
                     out,
                     "{name} may only be sent to: {}. A tool holding it reaches only these hosts \
-                     (and localhost).",
+                     (this machine itself only on a port named here, or on the port of an \
+                     `*_API_BASE` variable of serve's environment).",
                     hosts.join(", ")
                 )?;
             }

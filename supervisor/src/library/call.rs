@@ -42,6 +42,59 @@ pub struct Called {
     pub stderr: Option<String>,
     /// Why the tool is off the list, when it was called with `force`.
     pub forced: Option<String>,
+    /// Destinations (`host:port`) the egress proxy refused this tool while the call ran: an
+    /// answer that reads like success may be the refusal's text (the protocol edge marks it).
+    pub egress_refused: Vec<String>,
+}
+
+/// The most refused destinations kept per tool.
+const REFUSALS_KEPT: usize = 16;
+
+/// Per tool, the destinations its egress proxy refused, each numbered: a call notes the count
+/// before it runs and takes what came after.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Refusals(
+    Arc<std::sync::Mutex<std::collections::BTreeMap<String, (u64, Vec<(u64, String)>)>>>,
+);
+
+impl Refusals {
+    /// `tool`'s proxy refused `target`.
+    pub(crate) fn push(&self, tool: &str, target: String) {
+        let mut all = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (count, kept) = all.entry(tool.to_string()).or_default();
+        *count += 1;
+        kept.push((*count, target));
+        if kept.len() > REFUSALS_KEPT {
+            kept.remove(0);
+        }
+    }
+
+    /// How many `tool`'s proxy refused so far.
+    pub(crate) fn count(&self, tool: &str) -> u64 {
+        let all = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.get(tool).map_or(0, |(c, _)| *c)
+    }
+
+    /// The destinations refused after the `since`th, without repeats.
+    pub(crate) fn since(&self, tool: &str, since: u64) -> Vec<String> {
+        let all = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out: Vec<String> = Vec::new();
+        for (n, target) in all.get(tool).map(|(_, k)| k.as_slice()).unwrap_or_default() {
+            if *n > since && !out.contains(target) {
+                out.push(target.clone());
+            }
+        }
+        out
+    }
 }
 
 /// Why a call did not reach the tool, or the tool did not answer. `Display` is for the agent
@@ -278,6 +331,7 @@ impl Library {
             }),
         };
         let started = Instant::now();
+        let refused_before = self.refusals.count(tool);
         let outcome = match self.pool.get(tool, &what).await {
             Ok(process) => process
                 .call(function, arguments, self.settings.call_timeout)
@@ -331,6 +385,7 @@ impl Library {
                     is_error: out.is_error,
                     stderr,
                     forced,
+                    egress_refused: self.refusals.since(tool, refused_before),
                 })
             }
             Err(why) => {
@@ -524,7 +579,7 @@ impl Library {
         // An added server's listing is what the user said yes to: a changed one (a "rug
         // pull") stays off the list until the user looks and adds it again.
         if let Break::Schemas { .. } = b
-            && let Some(added) = crate::added::record::of(&self.home, t.name.as_str(), &t.code_hash)
+            && let Some(added) = crate::provenance::of(&self.home, t.name.as_str(), &t.code_hash)
         {
             self.audit(
                 t.name.as_str(),

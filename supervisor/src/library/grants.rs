@@ -344,9 +344,11 @@ impl Library {
         let mut config = crate::egress::EgressConfig::new(lists).with_api_bases(&self.api_bases);
         let registry = self.registry.clone();
         let tool_name = tool.to_string();
+        let refusals = self.refusals.clone();
         config.events = Some(Arc::new(move |event: crate::egress::EgressEvent| {
             let detail = format!("{}: {event}", event.target);
             tracing::warn!(tool = tool_name, "egress refused: {detail}");
+            refusals.push(&tool_name, event.target.to_string());
             let _ = registry.event(Some(&tool_name), Event::EgressDenied, &detail);
         }));
         config

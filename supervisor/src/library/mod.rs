@@ -102,6 +102,9 @@ pub struct Library {
     /// Per tool, the task recording its last call and taking the lifecycle decision after it
     /// ([`call`]): done off the answer's path, waited for by the tool's next call.
     after_calls: Mutex<BTreeMap<String, call::AfterCalls>>,
+    /// Per tool, the destinations its egress proxy refused, numbered ([`call::Refusals`]): a
+    /// call's answer says which were refused while it ran.
+    pub(crate) refusals: call::Refusals,
 }
 
 impl Library {
@@ -140,6 +143,7 @@ impl Library {
             me: me.clone(),
             uses_slots: tokio::sync::Semaphore::new(uses::MAX_CALLS_AT_ONCE),
             after_calls: Mutex::new(BTreeMap::new()),
+            refusals: call::Refusals::default(),
         });
         library.refresh_keys();
         library.refresh_model();

@@ -293,12 +293,30 @@ pub fn call(outcome: &Result<Called, CallError>, cap: usize) -> CallToolResult {
             )),
         );
     }
+    if !called.egress_refused.is_empty() {
+        content.push(text(format!(
+            "[autotool: while this call ran, the sandbox refused {}'s connection to {}: it may \
+             not reach it (not declared, or not granted). What it answered may be that refusal, \
+             not the site's answer. `autotool tools show {}` lists what it may reach.]",
+            called.tool,
+            called.egress_refused.join(", "),
+            called.tool
+        )));
+    }
     let mut result = if called.is_error {
         CallToolResult::error(content)
     } else {
         CallToolResult::success(content)
     };
     result.structured_content = called.structured_content.clone();
+    if !called.egress_refused.is_empty() {
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            "autotool/egress_refused".into(),
+            json!(called.egress_refused),
+        );
+        result.meta = Some(rmcp::model::MetaObject(meta));
+    }
     result
 }
 

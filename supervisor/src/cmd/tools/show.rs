@@ -38,7 +38,7 @@ struct VersionView {
     #[cfg(feature = "team")]
     publisher: crate::team::publisher::Publisher,
     /// Where an added server's version came from (`autotool add`); `None` for other tools.
-    added: Option<crate::added::AddedVersion>,
+    added: Option<crate::provenance::AddedVersion>,
 }
 
 /// `tools show --json`.
@@ -90,7 +90,7 @@ pub(super) fn show(
                 v.version,
                 &v.code_hash,
             ),
-            added: crate::added::record::of(registry.home(), name, &v.code_hash),
+            added: crate::provenance::of(registry.home(), name, &v.code_hash),
             version: v,
         })
         .collect();

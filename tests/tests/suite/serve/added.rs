@@ -275,12 +275,20 @@ fn an_added_server_reaches_only_the_host_it_was_given() {
     assert!(success, "{out}{err}");
     let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
     // Control: the host it was given answers.
-    let answer = call(
-        &mut server,
-        "fetch__fetch",
-        json!({"url": format!("http://localhost:{given}/page")}),
+    let (outcome, _) = server
+        .call_answering(
+            "fetch__fetch",
+            json!({"url": format!("http://localhost:{given}/page")}),
+            never,
+        )
+        .unwrap();
+    let answered = ok(&outcome);
+    assert!(
+        answered.text.contains("line=GET /page"),
+        "{}",
+        answered.text
     );
-    assert!(answer.contains("line=GET /page"), "{answer}");
+    assert!(answered.meta.is_none(), "{:?}", answered.meta);
     // Another port of the same machine: refused by the egress proxy.
     let (outcome, _) = server
         .call_answering(
@@ -300,6 +308,20 @@ fn an_added_server_reaches_only_the_host_it_was_given() {
     assert!(
         text.contains(&format!("localhost:{other} is not one of them")),
         "the proxy's refusal names the host: {text}"
+    );
+    // The answer is marked as what it is, for the host (`_meta`) and the agent (a line).
+    let refused = match &outcome {
+        Ok(r) => r.meta.clone().unwrap_or_default(),
+        Err(e) => e.raw.clone(),
+    };
+    assert_eq!(
+        refused["autotool/egress_refused"],
+        json!([format!("localhost:{other}")]),
+        "{refused}"
+    );
+    assert!(
+        text.contains("the sandbox refused fetch's connection"),
+        "{text}"
     );
     finish(server);
     let (_, shown, _) = f.cli(&["tools", "show", "fetch"]);

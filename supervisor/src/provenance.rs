@@ -1,4 +1,4 @@
-//! Where each added server came from: `$AUTOTOOL_HOME/added.json`, by tool name, one entry
+//! Provenance of added servers (`autotool add`): where each came from: `$AUTOTOOL_HOME/added.json`, by tool name, one entry
 //! per version added. An entry counts only for the version whose code it names (its hash):
 //! a file that merely claims a `SOURCE` is not an added server.
 
