@@ -127,7 +127,9 @@ pub struct Inputs {
 impl Inputs {
     /// This process's environment and config file, with `flags`.
     pub fn from_process(flags: BTreeMap<String, String>) -> Result<Inputs, Problems> {
+        // A home that is a file is the problem, not the `config.toml` that cannot be in it.
         let home = crate::home::Home::from_env()
+            .and_then(|h| h.check_kind().map(|()| h))
             .map_err(|e| Problems(vec![Problem::Home(e.to_string())]))?;
         let env = std::env::vars_os()
             .filter_map(|(k, v)| {

@@ -63,6 +63,11 @@ pub enum HomeError {
          (the default ~/.autotool, or set AUTOTOOL_HOME)"
     )]
     Unsafe { path: PathBuf, why: String },
+    #[error(
+        "the autotool home {path:?} is a file, not a directory; move that file away, or set \
+         AUTOTOOL_HOME (or --home) to a directory (the default is ~/.autotool)"
+    )]
+    NotADirectory { path: PathBuf },
     #[error("cannot prepare {path:?}: {source}; check that it is a directory you may write")]
     Io {
         path: PathBuf,
@@ -183,6 +188,7 @@ impl Home {
     /// put their own in its place). A home under `/tmp` (sticky) is allowed once it is this
     /// user's own.
     pub fn check_place(&self) -> Result<(), HomeError> {
+        self.check_kind()?;
         let unsafe_ = |u: Untrusted| HomeError::Unsafe {
             path: self.root.clone(),
             why: u.to_string(),
@@ -206,6 +212,18 @@ impl Home {
                 Ok(())
             }
             Err(_) => Ok(()),
+        }
+    }
+
+    /// Refuse a home that is there but is not a directory (a file, or a link to one): every
+    /// path inside it would fail with "Not a directory", which names the wrong file. A home
+    /// that does not exist yet is fine (autotool creates it). Only looks.
+    pub fn check_kind(&self) -> Result<(), HomeError> {
+        match fs::metadata(&self.root) {
+            Ok(meta) if !meta.is_dir() => Err(HomeError::NotADirectory {
+                path: self.root.clone(),
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -395,6 +413,26 @@ mod tests {
         assert_eq!(mode & 0o777, ROOT_MODE);
         home.check_place().unwrap();
         fs::set_permissions(&open, fs::Permissions::from_mode(0o700)).unwrap();
+    }
+
+    #[test]
+    fn a_home_that_is_a_file_is_named_as_such_not_blamed_on_a_file_inside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("home");
+        fs::write(&file, "").unwrap();
+        let home = Home::at(&file);
+        for e in [home.check_kind().unwrap_err(), home.ensure().unwrap_err()] {
+            let text = e.to_string();
+            assert!(matches!(e, HomeError::NotADirectory { .. }), "{text}");
+            assert!(text.contains("is a file, not a directory"), "{text}");
+            assert!(text.contains("AUTOTOOL_HOME"), "{text}");
+        }
+        // A link to the file is the file; a home not made yet, or a directory, is fine.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(Home::at(&link).check_kind().is_err());
+        Home::at(dir.path().join("later")).check_kind().unwrap();
+        Home::at(dir.path()).check_kind().unwrap();
     }
 
     #[test]
