@@ -1,6 +1,7 @@
 //! `autotool config` and `serve` reading the same settings: each layer over the next, the JSON
 //! shape, bad values in every layer refused by both with one message, unknown and malformed
-//! files, and `serve` running with what the file says.
+//! files, and `serve` running with what the file says. A home that is a file, or that is not
+//! made yet, as `config`, `serve`, `tools` and `doctor` see it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -332,6 +333,79 @@ fn unknown_keys_and_malformed_files_are_refused() {
         "{problem}"
     );
     assert!(problem.contains("Fix that line"), "{problem}");
+}
+
+#[test]
+fn a_home_that_is_a_file_is_named_not_a_config_toml_inside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::write(&home, "").unwrap();
+    let problem = refused(&home, &[], &[]);
+    assert_eq!(
+        problem,
+        format!(
+            "the autotool home {home:?} is a file, not a directory; move that file away, or \
+             set AUTOTOOL_HOME (or --home) to a directory (the default is ~/.autotool)\n"
+        )
+    );
+    for args in [&["tools", "list"][..], &["doctor"]] {
+        let out = run(&home, &[], args);
+        assert!(!out.status.success(), "{args:?}");
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(
+            said.contains("is a file, not a directory"),
+            "{args:?}: {said}"
+        );
+        assert!(!said.contains("config.toml"), "{args:?}: {said}");
+    }
+}
+
+#[test]
+fn doctor_on_a_home_not_made_yet_only_looks_and_says_so() {
+    // HOME is the test's directory too, so nothing of this machine's user is read or written.
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("fresh");
+    let launcher = std::env::var("AUTOTOOL_LAUNCHER").ok().or_else(|| {
+        let beside = binary().with_file_name("autotool-launcher");
+        beside
+            .exists()
+            .then(|| beside.to_string_lossy().into_owned())
+    });
+    let mut env = vec![("HOME", dir.path().to_str().unwrap())];
+    if let Some(l) = &launcher {
+        env.push(("AUTOTOOL_LAUNCHER", l));
+    }
+    let out = run(&home, &env, &["doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    let check = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+    };
+    let home_line = check("home").unwrap();
+    assert_eq!(home_line["status"], "ok", "{home_line}");
+    assert!(
+        home_line["detail"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist yet"),
+        "{home_line}"
+    );
+    // The trial launch, where this machine can confine, ran without the home.
+    match launcher {
+        Some(_) if check("launcher").is_some_and(|c| c["status"] == "ok") => {
+            let trial = check("trial launch").unwrap();
+            assert_eq!(trial["status"], "ok", "{trial}");
+        }
+        _ => eprintln!("no launcher to try: only the home's absence is checked"),
+    }
+    assert!(!home.exists(), "doctor made the home");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "doctor left {left:?} in HOME");
 }
 
 #[test]

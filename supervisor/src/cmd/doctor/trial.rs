@@ -77,7 +77,9 @@ pub(super) fn trial_dir() -> Result<tempfile::TempDir, String> {
 pub(super) enum TrialOn {
     /// The runtime tools run on.
     Runtime(runtime::Python),
-    /// A bare environment made beside the runtime's place (the runtime is not built yet).
+    /// A bare environment made (and removed) in this directory: the home, beside the runtime's
+    /// place, when the runtime is not built yet; a temporary directory when the home does not
+    /// exist yet either (doctor does not make it).
     Bare(PathBuf),
 }
 
@@ -155,11 +157,11 @@ pub(super) fn trial_launch(on: TrialOn, settings: &crate::library::Settings) -> 
                 let listed = tokio.block_on(process.list_tools());
                 let _ = tokio.block_on(process.shutdown());
                 listed.map_err(|e| e.to_string())?;
-                Ok(
-                    "a tool started confined and answered, on a bare environment where the \
-                    runtime will be (it is not built yet)"
-                        .into(),
-                )
+                Ok(format!(
+                    "a tool started confined and answered, on a bare environment in {} (the \
+                     runtime is not built yet)",
+                    beside.display()
+                ))
             }
         }
     };
