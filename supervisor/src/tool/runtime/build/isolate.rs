@@ -161,6 +161,9 @@ pub(crate) fn pip_command(
             "--only-binary",
             ":all:",
         ]);
+    if command == "install" && quiet_as_root(pip, rustix::process::geteuid().is_root()) {
+        c.arg("--root-user-action=ignore");
+    }
     if let Some(index) = &source.default {
         c.args(["--index-url", index]);
     }
@@ -168,6 +171,32 @@ pub(crate) fn pip_command(
         c.args(["--extra-index-url", extra]);
     }
     c
+}
+
+/// Whether to turn off pip's "Running pip as the 'root' user" warning: autotool's pip installs
+/// into a directory of its own (`--target`) or a virtual environment, never into the system's
+/// Python, so the warning is only noise in the progress (and the demo's first screen). It is
+/// given as `--root-user-action=ignore` (`PIP_ROOT_USER_ACTION` would not do: `--isolated`
+/// reads no `PIP_*` variable), which pip knows from 22.1; so only to a pip whose wheel's name
+/// says it is that recent (`…/pip-23.0.1-py3-none-any.whl/pip`). An older pip would refuse
+/// the option, and `-m pip`'s version is not known without running it: both keep the warning.
+/// pip's other warnings and errors are untouched.
+fn quiet_as_root(pip: &[std::ffi::OsString], root: bool) -> bool {
+    let wheel = match pip {
+        [one] => Path::new(one).parent().and_then(Path::file_name),
+        _ => None,
+    };
+    let version = wheel
+        .and_then(|w| w.to_str())
+        .and_then(|w| w.strip_prefix("pip-"))
+        .and_then(|rest| rest.split('-').next())
+        .map(|v| {
+            v.split('.')
+                .map(|n| n.parse::<u32>().ok())
+                .take(2)
+                .collect::<Option<Vec<u32>>>()
+        });
+    root && matches!(version, Some(Some(v)) if v.len() == 2 && (v[0], v[1]) >= (22, 1))
 }
 
 #[cfg(test)]
@@ -263,6 +292,42 @@ mod tests {
             "{text}"
         );
         assert!(env_of(&c).contains(&("PIP_CONFIG_FILE".into(), Some("/dev/null".into()))));
+    }
+
+    #[test]
+    fn pips_root_warning_is_off_only_where_pip_knows_the_option() {
+        let wheel = |name: &str| vec![std::ffi::OsString::from(format!("/w/{name}/pip"))];
+        for (pip, root, quiet) in [
+            (wheel("pip-23.0.1-py3-none-any.whl"), true, true),
+            (wheel("pip-22.1-py3-none-any.whl"), true, true),
+            (wheel("pip-24.10-py3-none-any.whl"), true, true),
+            // Not root: there is nothing to silence.
+            (wheel("pip-23.0.1-py3-none-any.whl"), false, false),
+            // Ubuntu 22.04's pip: it would refuse the option.
+            (wheel("pip-22.0.2-py3-none-any.whl"), true, false),
+            (wheel("pip-21.2.3-py3-none-any.whl"), true, false),
+            (wheel("pip-x-py3-none-any.whl"), true, false),
+            (vec!["-m".into(), "pip".into()], true, false),
+        ] {
+            assert_eq!(quiet_as_root(&pip, root), quiet, "{pip:?} root={root}");
+        }
+        // In the command: install only (download has no such option), and only as root.
+        let home = tempfile::tempdir().unwrap();
+        let private = Private::in_home(home.path()).unwrap();
+        let pip = wheel("pip-23.0.1-py3-none-any.whl");
+        let has = |command: &str| {
+            pip_command(
+                Path::new("/usr/bin/python3"),
+                &pip,
+                command,
+                &private,
+                &Source::default(),
+            )
+            .get_args()
+            .any(|a| a == "--root-user-action=ignore")
+        };
+        assert_eq!(has("install"), rustix::process::geteuid().is_root());
+        assert!(!has("download"));
     }
 
     #[test]
