@@ -68,8 +68,8 @@ pub mod rank;
 pub mod relations;
 pub mod verdicts;
 
-use failure::{SCRUB, cap_head, cap_tail, split, traceback_summary};
-pub use failure::{Stage, VerifyFailure, tail_of};
+use failure::{SCRUB, cap_head, cap_tail, split};
+pub use failure::{Stage, VerifyFailure, tail_of, traceback_summary};
 pub use functions::check_tools;
 use functions::smoke;
 

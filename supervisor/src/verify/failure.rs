@@ -272,7 +272,7 @@ pub(super) fn split(e: ToolProcError) -> (String, String) {
 
 /// The exception of the first traceback in `stderr` that passes through the tool's own file,
 /// with that frame: `ZeroDivisionError: division by zero (tool.py, line 10, in divide)`.
-pub(super) fn traceback_summary(stderr: &str, tool_file: &str) -> Option<String> {
+pub fn traceback_summary(stderr: &str, tool_file: &str) -> Option<String> {
     let lines: Vec<&str> = stderr.lines().collect();
     let mut i = 0;
     while i < lines.len() {

@@ -150,6 +150,31 @@ fn text_of(r: &CallToolResult) -> String {
         .join("\n")
 }
 
+/// A failed call in one line, with why. The SDK words a crash only "Error executing tool
+/// NAME" and keeps the exception for its stderr, which autotool hands the agent after it
+/// ("tool stderr:" and the traceback's end): the exception and the tool's own frame are
+/// taken from there.
+fn failure(r: &CallToolResult) -> String {
+    let texts: Vec<&str> = r
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect();
+    let said = texts
+        .first()
+        .and_then(|t| t.lines().next())
+        .unwrap_or("")
+        .trim();
+    let why = texts
+        .iter()
+        .filter_map(|t| t.strip_prefix("tool stderr:"))
+        .find_map(|log| crate::verify::traceback_summary(log, crate::version::TOOL_FILE));
+    match why {
+        Some(why) => format!("{said}; it raised {why}"),
+        None => format!("{said} (an exception inside the tool, which its log keeps)"),
+    }
+}
+
 fn args(v: Value) -> JsonObject {
     v.as_object().cloned().unwrap_or_default()
 }
@@ -205,7 +230,7 @@ pub async fn run(
         say(format!(
             "  call {i}: {}",
             if r.is_error == Some(true) {
-                format!("failed: {first}")
+                format!("failed: {}", failure(&r))
             } else {
                 first
             }
@@ -428,4 +453,33 @@ pub async fn run(
     }
     client.close().await?;
     Ok(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ContentBlock;
+
+    #[test]
+    fn a_crashed_call_says_what_the_tool_raised() {
+        let traceback = "tool stderr:\nTraceback (most recent call last):\n  File \"/tool/tool.py\", \
+                         line 20, in top_stories\n    items = [_get(i) for i in ids]\n\
+                         json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)\n\n\
+                         The above exception was the direct cause of the following exception:\n\n\
+                         mcp.server.mcpserver.exceptions.UnexpectedToolError: Error executing tool \
+                         top_stories\n";
+        let crashed = CallToolResult::error(vec![
+            ContentBlock::text("Error executing tool top_stories"),
+            ContentBlock::text(traceback),
+        ]);
+        assert_eq!(
+            failure(&crashed),
+            "Error executing tool top_stories; it raised json.decoder.JSONDecodeError: Expecting \
+             value: line 1 column 1 (char 0) (tool.py, line 20, in top_stories)"
+        );
+        // Without its stderr, the demo says what kind of failure it is.
+        let bare =
+            CallToolResult::error(vec![ContentBlock::text("Error executing tool top_stories")]);
+        assert!(failure(&bare).contains("an exception inside the tool"));
+    }
 }

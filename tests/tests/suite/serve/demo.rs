@@ -25,6 +25,9 @@ fn the_demo_shows_every_step_under_the_strict_sandbox() {
         "A sandbox for agent-written tools (412 points)",
         "Bearer [REDACTED:HN_API_KEY]",
         "403: hn holds HN_API_KEY, which may only be sent to hn.example; evil.example is not on that list",
+        // Each failed call says why, not only the SDK's "Error executing tool top_stories".
+        "call 1: failed: Error executing tool top_stories; it raised json.decoder.JSONDecodeError",
+        "call 3: failed: Error executing tool top_stories; it raised json.decoder.JSONDecodeError",
         "✔ the ledger caught it on the third failure: hn is quarantined and off the tool list",
         "✔ rehab put hn back on probation: listed again, and it answers",
         "search_tools \"top stories on Hacker News\": stories then stories_plus",
