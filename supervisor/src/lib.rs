@@ -60,6 +60,7 @@ pub mod listen;
 pub mod logging;
 pub mod mcp;
 pub mod npm;
+pub mod origins;
 #[cfg(feature = "own-model")]
 pub mod own_model;
 pub mod packages;

@@ -20,6 +20,13 @@
 //!   integrity), bounded in time and size, into `layers/.npm-build-*`, then made read-only
 //!   (files 0444 or 0555, directories 0555), stamped and renamed to `layers/npm-<sha256>`.
 
+mod lock;
+mod seal;
+
+pub use lock::entry_of;
+use lock::read_lock;
+use seal::{open_for_removal, seal};
+
 use crate::home::Home;
 use autotool_policy::added::NpmServer;
 use serde::{Deserialize, Serialize};
@@ -38,8 +45,6 @@ pub const NODE_ARGS: [&str; 1] = ["--jitless"];
 pub const DEFAULT_REGISTRY: &str = "https://registry.npmjs.org/";
 /// The file written last into a layer.
 const STAMP: &str = "layer.json";
-/// The most packages one server's tree may hold.
-const MAX_PACKAGES: usize = 2000;
 /// The most files a layer may hold.
 const MAX_FILES: u64 = 200_000;
 
@@ -175,6 +180,9 @@ pub struct NpmRun {
     pub layer: PathBuf,
     pub entry: String,
     pub args: Vec<String>,
+    /// The declaration it was read from: what [`Npm::install`] installs again when the layer
+    /// is gone.
+    pub server: NpmServer,
 }
 
 /// A resolved server: what [`Npm::install`] installs and the declarations file names.
@@ -232,12 +240,13 @@ struct Ran {
 }
 
 impl Npm {
-    pub fn new(home: &Home, limits: crate::packages::Limits) -> Npm {
+    /// For `home`, a layer at most `layer_bytes` installed, each npm run at most `timeout`.
+    pub fn new(home: &Home, layer_bytes: u64, timeout: Duration) -> Npm {
         Npm {
             home: home.root().to_path_buf(),
             layers: home.layers_dir(),
-            layer_bytes: limits.layer_bytes,
-            timeout: limits.timeout,
+            layer_bytes,
+            timeout,
         }
     }
 
@@ -559,189 +568,6 @@ impl Npm {
 fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(12)..].join("\n")
-}
-
-/// What a lockfile says of the server's own package and its tree.
-struct LockFacts {
-    version: String,
-    integrity: String,
-    bin: serde_json::Value,
-    packages: usize,
-}
-
-/// Read a `package-lock.json` (v2 or v3): every package of the tree from a registry with a
-/// sha512 integrity, nothing linked, nothing from git or a path.
-fn read_lock(bytes: &[u8], package: &str) -> Result<LockFacts, NpmError> {
-    let lock: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| NpmError::Lock(e.to_string()))?;
-    let Some(packages) = lock.get("packages").and_then(|p| p.as_object()) else {
-        return Err(NpmError::Lock(
-            "it has no `packages` (lockfile version 2 or later is needed)".into(),
-        ));
-    };
-    if packages.len() > MAX_PACKAGES {
-        return Err(NpmError::Lock(format!(
-            "its tree holds {} packages, more than {MAX_PACKAGES}",
-            packages.len()
-        )));
-    }
-    for (path, p) in packages {
-        if path.is_empty() {
-            continue;
-        }
-        let integrity = p.get("integrity").and_then(|v| v.as_str()).unwrap_or("");
-        let linked = p.get("link").and_then(|v| v.as_bool()).unwrap_or(false);
-        let resolved = p.get("resolved").and_then(|v| v.as_str()).unwrap_or("");
-        let from_registry = resolved.starts_with("https://") || resolved.starts_with("http://");
-        if linked || !integrity.starts_with("sha512-") || !from_registry {
-            return Err(NpmError::Lock(format!(
-                "{path} is not a registry tarball pinned by a sha512 integrity"
-            )));
-        }
-    }
-    let own = packages
-        .get(&format!("node_modules/{package}"))
-        .ok_or_else(|| NpmError::Lock(format!("{package} is not in its own tree")))?;
-    let text = |k: &str| {
-        own.get(k)
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .to_string()
-    };
-    Ok(LockFacts {
-        version: text("version"),
-        integrity: text("integrity"),
-        bin: own.get("bin").cloned().unwrap_or(serde_json::Value::Null),
-        packages: packages.len() - 1,
-    })
-}
-
-/// A relative path of plain names (`./` stripped), or `None`.
-fn plain(path: &str) -> Option<String> {
-    let path = path.trim_start_matches("./");
-    let ok = !path.is_empty()
-        && Path::new(path)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
-    ok.then(|| path.to_string())
-}
-
-/// The script node runs, relative to the layer: the package's `bin` (its only one, or the one
-/// named as the package), or the one `--entry` names (a `bin` name, or a path inside the
-/// package such as `dist/index.js`).
-pub fn entry_of(
-    package: &str,
-    bin: &serde_json::Value,
-    entry: Option<&str>,
-) -> Result<String, NpmError> {
-    let short = package.rsplit('/').next().unwrap_or(package);
-    let bins: Vec<(String, String)> = match bin {
-        serde_json::Value::String(s) => vec![(short.to_string(), s.clone())],
-        serde_json::Value::Object(m) => m
-            .iter()
-            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-            .collect(),
-        _ => Vec::new(),
-    };
-    let names = || {
-        let n: Vec<&str> = bins.iter().map(|(k, _)| k.as_str()).collect();
-        if n.is_empty() {
-            "none".to_string()
-        } else {
-            n.join(", ")
-        }
-    };
-    let chosen = match entry {
-        Some(e) => match bins.iter().find(|(k, _)| k == e) {
-            Some((_, path)) => path.clone(),
-            None if e.contains('/')
-                || e.ends_with(".js")
-                || e.ends_with(".mjs")
-                || e.ends_with(".cjs") =>
-            {
-                e.to_string()
-            }
-            None => {
-                return Err(NpmError::Entry(format!(
-                    "{package} has no bin named {e:?} (its bins: {}); --entry takes a bin name or \
-                     a script's path inside the package (`dist/index.js`)",
-                    names()
-                )));
-            }
-        },
-        None => match bins.as_slice() {
-            [(_, path)] => path.clone(),
-            [] => {
-                return Err(NpmError::Entry(format!(
-                    "{package} declares no `bin`: name the script that starts its server with \
-                     `--entry PATH` (a path inside the package, such as `dist/index.js`)"
-                )));
-            }
-            many => match many.iter().find(|(k, _)| k == short) {
-                Some((_, path)) => path.clone(),
-                None => {
-                    return Err(NpmError::Entry(format!(
-                        "{package} has several bins ({}): name one with `--entry NAME`",
-                        names()
-                    )));
-                }
-            },
-        },
-    };
-    let path = plain(&chosen).ok_or_else(|| {
-        NpmError::Entry(format!(
-            "{chosen:?} is not a plain path inside {package}: it must not leave the package"
-        ))
-    })?;
-    Ok(format!("node_modules/{package}/{path}"))
-}
-
-/// Make everything below `root` read-only (files 0444, or 0555 when executable; directories
-/// 0555, the root itself last, by the caller) and count bytes and files. Symbolic links are
-/// left as they are (they point inside the tree, and the mount is read-only anyway).
-fn seal(root: &Path) -> std::io::Result<(u64, u64)> {
-    let mut bytes = 0;
-    let mut files = 0;
-    let mut dirs = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir)? {
-            let e = e?;
-            let meta = e.path().symlink_metadata()?;
-            files += 1;
-            if meta.is_dir() {
-                stack.push(e.path());
-                dirs.push(e.path());
-            } else if meta.is_file() {
-                bytes += meta.len();
-                let mode = if meta.permissions().mode() & 0o100 != 0 {
-                    0o555
-                } else {
-                    0o444
-                };
-                std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(mode))?;
-            }
-        }
-    }
-    // Deepest first, so each directory is still writable while what it holds is sealed.
-    for dir in dirs.iter().rev() {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555))?;
-    }
-    Ok((bytes, files))
-}
-
-/// Give the owner write on every directory below `root` again, so it can be removed.
-fn open_for_removal(root: &Path) -> std::io::Result<()> {
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
-        for e in std::fs::read_dir(&dir)?.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(e.path());
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

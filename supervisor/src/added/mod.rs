@@ -23,7 +23,8 @@
 //! the user's yes; the tool then runs as `node --jitless <entry> ARGS` from that layer, through
 //! the launcher (never forked from the Python template), with the reach its file declares.
 
-pub mod record;
+/// Where each added server came from (its own module: the library reads it too).
+pub use crate::origins as record;
 pub mod shim;
 
 use crate::ledger::Event;
@@ -285,7 +286,7 @@ pub async fn plan(library: &Library, request: AddRequest) -> Result<Plan, AddErr
     let requirement = match &request.source {
         ServerSource::Pypi(r) => r.clone(),
         ServerSource::Npm { name, version } => {
-            let npm = crate::npm::Npm::new(&library.home, library.settings.packages);
+            let npm = library.npm();
             let resolved = npm
                 .resolve(name, version.as_deref(), request.entry.as_deref())
                 .await?;
@@ -372,7 +373,8 @@ pub async fn add(library: &Library, plan: Plan, via: &str) -> Result<Added, AddE
     if let Some(resolved) = &npm {
         // Only now, after the yes, is anything of the package fetched and unpacked (and still
         // nothing of it runs: no install script ever does).
-        crate::npm::Npm::new(&library.home, library.settings.packages)
+        library
+            .npm()
             .install(&resolved.server(&request.args))
             .await?;
     }

@@ -325,8 +325,7 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         let health = health(registry, name, tv.version)?;
         let state_reason = registry.ledger().state_reason(name)?;
         entries.push(ListEntry {
-            origin: crate::added::record::of(registry.home(), name, &tv.code_hash)
-                .map(|a| a.origin()),
+            origin: crate::origins::of(registry.home(), name, &tv.code_hash).map(|a| a.origin()),
             health,
             state_reason,
             pinned: pins.remove(name),

@@ -264,6 +264,9 @@ impl Library {
         let layer = self.version_layer(&t).await.map_err(CallError::Packages)?;
         let dir = self.registry.dir_of(&t);
         let mut spec = self.spec(tool, dir.clone(), python, &keys, layer, reach.as_ref());
+        self.npm_layer(&spec)
+            .await
+            .map_err(|e| CallError::Packages(e.to_string()))?;
         spec.uses = self.uses_channel(tool, &t.uses);
         let what = Launchable {
             version: t.version,
@@ -524,7 +527,7 @@ impl Library {
         // An added server's listing is what the user said yes to: a changed one (a "rug
         // pull") stays off the list until the user looks and adds it again.
         if let Break::Schemas { .. } = b
-            && let Some(added) = crate::added::record::of(&self.home, t.name.as_str(), &t.code_hash)
+            && let Some(added) = crate::origins::of(&self.home, t.name.as_str(), &t.code_hash)
         {
             self.audit(
                 t.name.as_str(),

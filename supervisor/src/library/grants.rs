@@ -419,8 +419,9 @@ impl Library {
         match crate::verify::declarations::npm(&code) {
             Ok(Some(server)) => Some(crate::npm::NpmRun {
                 layer: self.home.layers_dir().join(server.layer_name()),
-                entry: server.entry,
-                args: server.args,
+                entry: server.entry.clone(),
+                args: server.args.clone(),
+                server,
             }),
             Ok(None) => None,
             Err(e) => {

@@ -225,7 +225,7 @@ fn record(library: &Library, name: &str) -> Result<Option<Value>, crate::ledger:
         "reach": library.reach_view(&current),
         "packages": packages,
         // An MCP server added with `autotool add`: its package and version (`pypi:NAME VERSION`).
-        "origin": crate::added::record::of(&library.home, name, &current.code_hash)
+        "origin": crate::origins::of(&library.home, name, &current.code_hash)
             .map(|a| a.origin()),
         "sandbox": sandbox_report(library),
     })))

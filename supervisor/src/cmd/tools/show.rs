@@ -90,7 +90,7 @@ pub(super) fn show(
                 v.version,
                 &v.code_hash,
             ),
-            added: crate::added::record::of(registry.home(), name, &v.code_hash),
+            added: crate::origins::of(registry.home(), name, &v.code_hash),
             version: v,
         })
         .collect();

@@ -5,7 +5,8 @@
 //! - the real filesystem server, told by its arguments that it may use all of `/`, reads and
 //!   writes the directory it was granted (control), and gets nothing of another file of the
 //!   user's: the kernel refuses (the file is not in its sandbox), not the server;
-//! - the real memory server answers;
+//! - the real memory server answers; a lost layer is installed again from the kept lockfile, and
+//!   not when that lockfile changed since;
 //! - a `.npmrc` planted in the user's home is not read by autotool's npm (control: npm run
 //!   the ordinary way reads it and uses the cache it names);
 //! - a package with install scripts is installed without running them (control: a plain
@@ -202,10 +203,47 @@ fn the_memory_server_answers_and_a_planted_npmrc_is_not_read() {
         !planted.exists(),
         "autotool's npm read the planted .npmrc: {planted:?} exists"
     );
+    let mut server = f.serve(serve.clone()).start_initialized(&f.home).unwrap();
+    let (answered, text) = answer(&mut server, "mem__read_graph", json!({}));
+    assert!(answered && text.contains("entities"), "{text}");
+    finish(server);
+    // A lost layer is installed again from the kept lockfile, which must still hash to what the
+    // tool's file names: changed, nothing is installed.
+    let layers = f.home.path().join("layers");
+    let layer = std::fs::read_dir(&layers)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("npm-"))
+        .unwrap();
+    let lock_hash = layer.file_name().unwrap().to_string_lossy()[4..].to_string();
+    let remove = |dir: &Path| {
+        assert!(
+            Command::new("chmod")
+                .arg("-R")
+                .arg("u+w")
+                .arg(dir)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    };
+    remove(&layer);
+    let kept = f.home.path().join(format!("npm/locks/{lock_hash}.json"));
+    let original = std::fs::read(&kept).unwrap();
+    std::fs::write(&kept, [original.as_slice(), b" "].concat()).unwrap();
+    let mut server = f.serve(serve.clone()).start_initialized(&f.home).unwrap();
+    let (answered, text) = answer(&mut server, "mem__read_graph", json!({}));
+    assert!(!answered && text.contains("no longer matches"), "{text}");
+    finish(server);
+    assert!(!layer.exists());
+    std::fs::write(&kept, &original).unwrap();
     let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
     let (answered, text) = answer(&mut server, "mem__read_graph", json!({}));
     assert!(answered && text.contains("entities"), "{text}");
     finish(server);
+    assert!(layer.join("layer.json").is_file());
     // Control: npm run the ordinary way reads it.
     let project = tempfile::tempdir().unwrap();
     f.plain_npm(
