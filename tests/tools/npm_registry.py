@@ -25,6 +25,21 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def write_json(path, value):
+    with open(path, "w") as f:
+        json.dump(value, f, indent=1)
+
+
 def isolated_npm(args, cwd, cache):
     user = os.path.join(cwd, ".user-npmrc")
     glob = os.path.join(cwd, ".global-npmrc")
@@ -54,9 +69,9 @@ def fetch(out, specs):
             with open(os.path.join(d, "package.json"), "w") as f:
                 json.dump({"name": "fetch", "private": True, "dependencies": {name: version}}, f)
             isolated_npm(["install", "--package-lock-only"], d, cache)
-            lock = json.load(open(os.path.join(d, "package-lock.json")))
+            lock = read_json(os.path.join(d, "package-lock.json"))
             safe = name.replace("/", "__").replace("@", "")
-            json.dump(lock, open(os.path.join(out, "locks", safe + ".json"), "w"), indent=1)
+            write_json(os.path.join(out, "locks", safe + ".json"), lock)
             for path, p in lock["packages"].items():
                 if not path:
                     continue
@@ -90,7 +105,7 @@ def catalog(root, extras):
     packages, files = {}, {}
     locks = os.path.join(root, "locks")
     for lock_name in sorted(os.listdir(locks)) if os.path.isdir(locks) else []:
-        lock = json.load(open(os.path.join(locks, lock_name)))
+        lock = read_json(os.path.join(locks, lock_name))
         for path, p in lock["packages"].items():
             if not path:
                 continue
@@ -102,7 +117,7 @@ def catalog(root, extras):
             packages.setdefault(name, {})[p["version"]] = meta
             files[file] = os.path.join(root, "tarballs", file)
     for extra in extras:
-        data = open(extra, "rb").read()
+        data = read_bytes(extra)
         with tarfile.open(fileobj=io.BytesIO(data)) as t:
             manifest = json.load(t.extractfile("package/package.json"))
         file = os.path.basename(extra)
@@ -135,8 +150,7 @@ def serve(root, extras):
             path = urllib.parse.unquote(self.path.split("?")[0]).lstrip("/")
             base = f"http://127.0.0.1:{self.server.server_address[1]}"
             if path.startswith("-/t/") and path[4:] in files:
-                return self.answer(200, open(files[path[4:]], "rb").read(),
-                                   "application/octet-stream")
+                return self.answer(200, read_bytes(files[path[4:]]), "application/octet-stream")
             versions = packages.get(path)
             if not versions:
                 return self.answer(404, b'{"error":"not found"}', "application/json")
