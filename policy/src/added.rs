@@ -8,7 +8,9 @@
 //! dist-tag: never a tarball URL, a git URL, a path or an alias (`npm:` inside the spec).
 
 use crate::packages::{Requirement, RequirementError};
+use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::path::{Component, Path};
 
 /// The longest npm package name the registry accepts.
 pub const MAX_NPM_NAME: usize = 214;
@@ -151,6 +153,71 @@ fn npm_version_ok(v: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+' | b'_'))
 }
 
+/// What the declarations file of an added npm server says in its `NPM = {...}` literal: the
+/// package, its exact version and integrity, the lockfile that pins every package of its tree
+/// (by sha256: the layer's content address), the script node runs and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NpmServer {
+    pub package: String,
+    pub version: String,
+    /// The package's own integrity (`sha512-…`) as the lockfile holds it.
+    pub integrity: String,
+    /// sha256 of the `package-lock.json` installed (lowercase hex).
+    pub lock: String,
+    /// The script node runs, relative to the layer (`node_modules/NAME/dist/index.js`).
+    pub entry: String,
+    /// The arguments it is started with.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+impl NpmServer {
+    /// Why this declaration cannot be run, or `Ok`.
+    pub fn check(&self) -> Result<(), String> {
+        if !npm_name_ok(&self.package) {
+            return Err(format!("{:?} is not an npm package name", self.package));
+        }
+        if !npm_version_ok(&self.version) {
+            return Err(format!("{:?} is not an exact version", self.version));
+        }
+        if !self.integrity.starts_with("sha512-") {
+            return Err(format!(
+                "integrity {:?} is not a sha512 integrity",
+                self.integrity
+            ));
+        }
+        let hex = self.lock.len() == 64
+            && self
+                .lock
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !hex {
+            return Err(format!("lock {:?} is not a sha256 in hex", self.lock));
+        }
+        let prefix = format!("node_modules/{}/", self.package);
+        let entry = Path::new(&self.entry);
+        let plain = entry
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+        if !plain || !self.entry.starts_with(&prefix) || self.entry.len() == prefix.len() {
+            return Err(format!(
+                "entry {:?} is not a plain path inside {prefix}",
+                self.entry
+            ));
+        }
+        if self.args.iter().any(|a| a.contains('\0')) {
+            return Err("an argument holds a NUL byte".into());
+        }
+        Ok(())
+    }
+
+    /// The layer's directory name below `$AUTOTOOL_HOME/layers`.
+    pub fn layer_name(&self) -> String {
+        format!("npm-{}", self.lock)
+    }
+}
+
 /// `text` as a Python string literal that means exactly `text`: double-quoted, with `\`, `"`
 /// and every character outside printable ASCII escaped, so nothing a user or a config file
 /// hands us can end the literal or hide in the file.
@@ -280,6 +347,40 @@ mod tests {
             assert!(matches!(e, SourceError::Scheme(_)), "{bad}");
             assert!(e.to_string().contains("pypi:PACKAGE"), "{e}");
         }
+    }
+
+    #[test]
+    fn an_npm_declaration_names_a_script_inside_its_package() {
+        let good = NpmServer {
+            package: "@modelcontextprotocol/server-memory".into(),
+            version: "2026.1.26".into(),
+            integrity: "sha512-abc==".into(),
+            lock: "a".repeat(64),
+            entry: "node_modules/@modelcontextprotocol/server-memory/dist/index.js".into(),
+            args: vec![],
+        };
+        good.check().unwrap();
+        assert_eq!(good.layer_name(), format!("npm-{}", "a".repeat(64)));
+        let bad_entries = [
+            "node_modules/@modelcontextprotocol/server-memory/../../x/evil.js",
+            "node_modules/other/dist/index.js",
+            "/usr/lib/x.js",
+            "node_modules/@modelcontextprotocol/server-memory/",
+        ];
+        for entry in bad_entries {
+            let mut bad = good.clone();
+            bad.entry = entry.into();
+            assert!(bad.check().is_err(), "{entry}");
+        }
+        let mut bad = good.clone();
+        bad.lock = "../x".into();
+        assert!(bad.check().is_err());
+        let mut bad = good.clone();
+        bad.version = "^1".into();
+        assert!(bad.check().is_err());
+        let mut bad = good;
+        bad.integrity = "sha1-x".into();
+        assert!(bad.check().is_err());
     }
 
     #[test]

@@ -162,12 +162,29 @@ pub struct LaunchPolicy {
     /// from a template ([`LaunchPolicy::fork_mismatch`]).
     #[serde(default)]
     pub user_dirs: Vec<UserDir>,
+    /// A program of the packages layer run instead of the tool file (an npm server's script,
+    /// run by node): argv is the interpreter, its arguments, [`PACKAGES_MOUNT`]`/entry` and
+    /// `args`, with no Python bootstrap. Needs `packages`; never forked from a template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_program: Option<LayerProgram>,
     /// Lowest Landlock ABI accepted; a kernel below it is an error, never a downgrade.
     #[serde(default = "default_landlock_abi")]
     pub min_landlock_abi: u8,
     /// Host name inside the UTS namespace.
     #[serde(default = "default_hostname")]
     pub hostname: String,
+}
+
+/// A program inside the packages layer, run by the interpreter in place of the tool file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerProgram {
+    /// Its path relative to the layer (`node_modules/pkg/dist/index.js`): plain components, no
+    /// `.` or `..`.
+    pub entry: PathBuf,
+    /// The arguments it is started with, after its path.
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 /// A directory of the user's granted to a tool (`READ_DIRS` or `WRITE_DIRS`).
@@ -317,6 +334,13 @@ pub enum PolicyError {
          kept descriptors"
     )]
     UsesFd(i32),
+    #[error(
+        "the layer program {0:?} must be a relative path of plain names inside the packages \
+         layer, and its arguments free of NUL bytes"
+    )]
+    LayerProgram(PathBuf),
+    #[error("a layer program needs a packages layer to run from, and runs without a uses channel")]
+    LayerProgramAlone,
     #[error("interpreter argument {0:?} holds a NUL byte")]
     InterpreterArg(String),
     #[error(
@@ -537,6 +561,7 @@ impl LaunchPolicy {
             egress: None,
             uses_fd: None,
             user_dirs: Vec::new(),
+            layer_program: None,
             min_landlock_abi: MIN_LANDLOCK_ABI,
             hostname: default_hostname(),
         }
@@ -564,6 +589,13 @@ impl LaunchPolicy {
     /// does not hold them, and must not (every tool forked from it would inherit them), so such
     /// a tool starts through the launcher, which mounts them in the tool's own namespace.
     pub fn fork_mismatch(&self, template: &LaunchPolicy, shares: &[PathBuf]) -> Option<String> {
+        if self.layer_program.is_some() {
+            return Some(
+                "it runs a program of its package layer (an npm server on node), which no \
+                 template has loaded"
+                    .into(),
+            );
+        }
         if !self.user_dirs.is_empty() {
             return Some(
                 "it was granted directories of the user's, which only a tool started by the \
@@ -806,6 +838,21 @@ impl LaunchPolicy {
             }
         }
 
+        if let Some(program) = &self.layer_program {
+            let plain = !program.entry.as_os_str().is_empty()
+                && program
+                    .entry
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_)))
+                && !program.entry.as_os_str().as_encoded_bytes().contains(&0)
+                && !program.args.iter().any(|a| a.contains('\0'));
+            if !plain {
+                return Err(PolicyError::LayerProgram(program.entry.clone()));
+            }
+            if self.packages.is_none() || self.uses_fd.is_some() {
+                return Err(PolicyError::LayerProgramAlone);
+            }
+        }
         let user_dirs = self.check_user_dirs()?;
 
         let mut mounts = Vec::new();
@@ -1006,12 +1053,21 @@ impl LaunchPolicy {
         let exec_path = self.exec_path();
         let mut argv = vec![exec_path.to_string_lossy().into_owned()];
         argv.extend(self.interpreter_args.iter().cloned());
-        let packages = self.packages.as_ref().map(|_| PACKAGES_MOUNT);
-        if let Some(program) = program(packages, self.uses_fd.is_some()) {
-            argv.push("-c".into());
-            argv.push(program);
+        match &self.layer_program {
+            Some(layer_program) => {
+                let entry = Path::new(PACKAGES_MOUNT).join(&layer_program.entry);
+                argv.push(entry.to_string_lossy().into_owned());
+                argv.extend(layer_program.args.iter().cloned());
+            }
+            None => {
+                let packages = self.packages.as_ref().map(|_| PACKAGES_MOUNT);
+                if let Some(program) = program(packages, self.uses_fd.is_some()) {
+                    argv.push("-c".into());
+                    argv.push(program);
+                }
+                argv.push(tool_path.to_string_lossy().into_owned());
+            }
         }
-        argv.push(tool_path.to_string_lossy().into_owned());
 
         let mut keep_fds = self.keep_fds.clone();
         keep_fds.extend(self.uses_fd);

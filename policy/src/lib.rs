@@ -35,6 +35,6 @@ pub mod search;
 pub mod uses;
 
 pub use launch::{
-    Egress, FsAccess, LaunchPolicy, Limits, Mount, PathRule, Plan, PolicyError, Rlimit,
-    RlimitResource, UserDir,
+    Egress, FsAccess, LaunchPolicy, LayerProgram, Limits, Mount, PathRule, Plan, PolicyError,
+    Rlimit, RlimitResource, UserDir,
 };

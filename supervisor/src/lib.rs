@@ -59,6 +59,7 @@ pub mod library;
 pub mod listen;
 pub mod logging;
 pub mod mcp;
+pub mod npm;
 #[cfg(feature = "own-model")]
 pub mod own_model;
 pub mod packages;

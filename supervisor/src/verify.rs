@@ -591,8 +591,23 @@ async fn check_source_timed(
     let nondeterministic = declarations::nondeterministic(code).map_err(refused)?;
     let declared_relations = relations::relations(code).map_err(refused)?;
     let pairs = relations::pairs(&declared_relations, &examples).map_err(refused)?;
-    declarations::uses(code).map_err(refused)?;
+    let uses = declarations::uses(code).map_err(refused)?;
     declarations::reach(code).map_err(refused)?;
+    // An npm server runs on node from its own layer: Python packages and uses channels are
+    // Python's, and would silently not be there.
+    if declarations::npm(code).map_err(refused)?.is_some()
+        && (!uses.is_empty() || !required_packages(code).map_err(refused)?.is_empty())
+    {
+        return Err(VerifyFailure::new(
+            Stage::Declarations,
+            format!(
+                "a file declaring NPM runs on node and may declare neither REQUIRED_PACKAGES \
+                 nor USES. {}",
+                declarations::NPM_FORM
+            ),
+            "",
+        ));
+    }
     timings.push((Stage::Declarations, t.elapsed()));
     Ok(Declared {
         keys,

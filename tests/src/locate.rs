@@ -134,3 +134,22 @@ pub fn server_wheels() -> Result<Vec<PathBuf>> {
     }
     Ok(wheels)
 }
+
+/// Where `.ci/test` puts the npm servers `autotool add` is tested with.
+pub const DEFAULT_NPM: &str = "/opt/autotool-test-npm";
+
+/// The npm servers fetched by `.ci/test` (`tests/tools/npm_registry.py fetch`): their lockfiles
+/// in `locks/` and every tarball they name in `tarballs/`, served to the tests by a registry
+/// on loopback. `AUTOTOOL_TEST_NPM`, else [`DEFAULT_NPM`].
+pub fn npm_servers() -> Result<PathBuf> {
+    let dir = std::env::var_os("AUTOTOOL_TEST_NPM")
+        .map_or_else(|| PathBuf::from(DEFAULT_NPM), PathBuf::from);
+    if !dir.join("locks").is_dir() || !dir.join("tarballs").is_dir() {
+        bail!(
+            "no npm servers in {dir:?}: run `.ci/test` (its runtime phase fetches them), or \
+             `python3 tests/tools/npm_registry.py fetch DIR @modelcontextprotocol/server-filesystem@2026.8.31 \
+             @modelcontextprotocol/server-memory@2026.8.31` and point AUTOTOOL_TEST_NPM at DIR"
+        );
+    }
+    Ok(dir)
+}

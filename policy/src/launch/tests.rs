@@ -1770,3 +1770,77 @@ fn a_grant_declared_below_the_home_gets_one_link_there_and_a_link_that_leaves_it
         );
     }
 }
+
+/// An npm server: node (no runtime, no Python bootstrap) runs a script of the packages layer,
+/// which is mounted read-only at its fixed place; the tool's own directory stays as it is.
+fn node_server() -> LaunchPolicy {
+    let mut policy = LaunchPolicy::new("/srv/tools/fs/1", "tool.py", "/usr/bin/node", vec![]);
+    policy.interpreter_args = strings(&["--jitless"]);
+    policy.packages = Some(p("/srv/layers/npm-abc"));
+    policy.layer_program = Some(crate::LayerProgram {
+        entry: p("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"),
+        args: strings(&["/home/alice/notes", "--x"]),
+    });
+    policy
+}
+
+#[test]
+fn a_layer_program_runs_from_the_packages_layer_without_the_bootstrap() {
+    let plan = node_server().plan().unwrap();
+    assert_eq!(
+        plan.argv,
+        strings(&[
+            "/usr/bin/node",
+            "--jitless",
+            "/packages/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+            "/home/alice/notes",
+            "--x",
+        ])
+    );
+    assert_eq!(plan.exec_path, p("/usr/bin/node"));
+    assert!(
+        plan.mounts
+            .contains(&layer("/srv/layers/npm-abc", "/packages", true))
+    );
+    assert!(
+        plan.mounts
+            .contains(&layer("/srv/tools/fs/1", "/tool", false))
+    );
+    assert!(
+        plan.landlock
+            .contains(&rule("/packages", FsAccess::ReadExec))
+    );
+    // Round trip through the launcher's JSON.
+    let policy = node_server();
+    assert_eq!(LaunchPolicy::from_json(&policy.to_json()).unwrap(), policy);
+}
+
+#[test]
+fn a_layer_program_stays_inside_its_layer_and_never_forks() {
+    for bad in ["../x.js", "/abs/x.js", "a/../../x.js", "./x.js", ""] {
+        let mut policy = node_server();
+        policy.layer_program.as_mut().unwrap().entry = p(bad);
+        assert!(
+            matches!(policy.plan(), Err(PolicyError::LayerProgram(_))),
+            "{bad:?} was accepted"
+        );
+    }
+    let mut policy = node_server();
+    policy.layer_program.as_mut().unwrap().args = strings(&["a\0b"]);
+    assert!(matches!(policy.plan(), Err(PolicyError::LayerProgram(_))));
+    let mut policy = node_server();
+    policy.packages = None;
+    assert_eq!(policy.plan(), Err(PolicyError::LayerProgramAlone));
+    let mut policy = node_server();
+    policy.uses_fd = Some(7);
+    assert_eq!(policy.plan(), Err(PolicyError::LayerProgramAlone));
+    // Even a template on the same interpreter cannot fork it.
+    let template = LaunchPolicy::new("/srv/tools", "template", "/usr/bin/node", vec![]);
+    let shares = [p("/srv/tools"), p("/srv/layers")];
+    assert!(
+        node_server()
+            .fork_mismatch(&template, &shares)
+            .unwrap()
+            .contains("npm server")
+    );
+}

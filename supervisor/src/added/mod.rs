@@ -15,7 +15,13 @@
 //! granted; the caller shows that and asks; [`add`] records the user's yes (keys, package set,
 //! reach), creates the tool and records where it came from ([`record`]).
 //!
-//! npm servers are not added yet: [`plan`] refuses them with that reason.
+//! An added npm server is the same, but its file only declares: `NPM = {...}` names the
+//! package, its version and integrity, the sha256 of the lockfile that pins its whole tree, the
+//! script node runs and its arguments ([`shim::render_npm`]). [`plan`] resolves and locks the
+//! tree with the machine's npm ([`crate::npm`]: no install script, no settings but the
+//! registry, a cache autotool owns); [`add`] installs that lockfile into a read-only layer after
+//! the user's yes; the tool then runs as `node --jitless <entry> ARGS` from that layer, through
+//! the launcher (never forked from the Python template), with the reach its file declares.
 
 pub mod shim;
 
@@ -52,11 +58,8 @@ pub struct AddRequest {
 /// Why a server was not added. `Display` is for the user's terminal (already redacted).
 #[derive(Debug, thiserror::Error)]
 pub enum AddError {
-    #[error(
-        "npm servers cannot be added yet: autotool runs Python servers from PyPI today; {0} \
-         stays where it is"
-    )]
-    NpmNotYet(String),
+    #[error("{0}")]
+    Npm(#[from] crate::npm::NpmError),
     #[error(
         "no value is stored for {0}: store it first with `autotool keys add {0}` (the value is \
          read from the terminal or stdin, never from the command line)"
@@ -86,6 +89,8 @@ pub struct Plan {
     prepared: Prepared,
     /// The version this would replace (`--upgrade`).
     pub replaces: Option<AddedVersion>,
+    /// An npm server's locked tree, installed once the user said yes.
+    pub npm: Option<crate::npm::Resolved>,
 }
 
 impl Plan {
@@ -110,9 +115,18 @@ impl Plan {
                 was.version
             ));
         }
-        let install = match self.prepared.packages.as_ref() {
-            None => "nothing: the tool runtime holds it all".to_string(),
-            Some(set) => {
+        let install = match (&self.npm, self.prepared.packages.as_ref()) {
+            (Some(npm), _) => format!(
+                "{} {} and {} packages it depends on, from {}, each pinned by its sha512 \
+                 integrity in a lockfile (sha256 {}); no install script runs",
+                npm.package,
+                npm.version,
+                npm.packages.saturating_sub(1),
+                npm.registry,
+                &npm.lock[..12]
+            ),
+            (None, None) => "nothing: the tool runtime holds it all".to_string(),
+            (None, Some(set)) => {
                 let held = set.lock.packages.len() - set.layer_lock.packages.len();
                 let phrase =
                     autotool_policy::packages::install_phrase(&set.layer_lock, &set.source);
@@ -128,7 +142,13 @@ impl Plan {
             }
         };
         lines.push(format!("  install:   {install}"));
-        let mut start = vec![r.entry.clone().unwrap_or_else(|| r.source.package().into())];
+        let mut start = match &self.npm {
+            Some(npm) => vec![
+                format!("{} {}", crate::npm::NODE, crate::npm::NODE_ARGS.join(" ")),
+                npm.entry.clone(),
+            ],
+            None => vec![r.entry.clone().unwrap_or_else(|| r.source.package().into())],
+        };
         start.extend(r.args.iter().cloned());
         lines.push(format!("  starts:    {}", start.join(" ")));
         let secrets = library.secrets();
@@ -206,6 +226,23 @@ fn code_for(request: &AddRequest, requirement: &Requirement) -> String {
     })
 }
 
+fn prepare(
+    library: &Library,
+    request: &AddRequest,
+    code: String,
+    description: String,
+) -> Result<Prepared, AddError> {
+    library
+        .prepare(CreateRequest {
+            name: request.name.clone(),
+            code,
+            description,
+            smoke_test: None,
+            thoroughness: crate::verify::Thoroughness::Quick,
+        })
+        .map_err(|e| AddError::Create(library.secrets().redact(&e.to_string())))
+}
+
 async fn prepared_for(
     library: &Library,
     request: &AddRequest,
@@ -217,15 +254,12 @@ async fn prepared_for(
         requirement.name,
         version.map(|v| format!("{v} ")).unwrap_or_default()
     );
-    let mut prepared = library
-        .prepare(CreateRequest {
-            name: request.name.clone(),
-            code: code_for(request, requirement),
-            description,
-            smoke_test: None,
-            thoroughness: crate::verify::Thoroughness::Quick,
-        })
-        .map_err(|e| AddError::Create(library.secrets().redact(&e.to_string())))?;
+    let mut prepared = prepare(
+        library,
+        request,
+        code_for(request, requirement),
+        description,
+    )?;
     library
         .resolve_packages(&mut prepared)
         .await
@@ -235,10 +269,6 @@ async fn prepared_for(
 
 /// Resolve what `request` would install and grant. Nothing of the package runs.
 pub async fn plan(library: &Library, request: AddRequest) -> Result<Plan, AddError> {
-    let requirement = match &request.source {
-        ServerSource::Pypi(r) => r.clone(),
-        npm @ ServerSource::Npm { .. } => return Err(AddError::NpmNotYet(npm.to_string())),
-    };
     let secrets = library.secrets();
     if let Some(missing) = request.keys.iter().find(|k| !secrets.has_value(k)) {
         return Err(AddError::NoKeyValue(missing.clone()));
@@ -253,6 +283,30 @@ pub async fn plan(library: &Library, request: AddRequest) -> Result<Plan, AddErr
             None => return Err(AddError::NameTaken(request.name.to_string())),
             Some(was) => Some(was),
         },
+    };
+    let requirement = match &request.source {
+        ServerSource::Pypi(r) => r.clone(),
+        ServerSource::Npm { name, version } => {
+            let npm = library.npm();
+            let resolved = npm
+                .resolve(name, version.as_deref(), request.entry.as_deref())
+                .await?;
+            let keys: Vec<String> = request.keys.iter().map(ToString::to_string).collect();
+            let code = shim::render_npm(&resolved.server(&request.args), &keys, &request.reach);
+            let description = format!(
+                "{} {} from npm: an MCP server added with `autotool add`",
+                resolved.package, resolved.version
+            );
+            let prepared = prepare(library, &request, code, description)?;
+            return finish(
+                request,
+                resolved.version.clone(),
+                prepared,
+                replaces,
+                current,
+                Some(resolved),
+            );
+        }
     };
     let first = prepared_for(library, &request, &requirement, None).await?;
     let version = first
@@ -270,6 +324,18 @@ pub async fn plan(library: &Library, request: AddRequest) -> Result<Plan, AddErr
         })?;
     let pinned = pin_requirement(&requirement, &version)?;
     let prepared = prepared_for(library, &request, &pinned, Some(&version)).await?;
+    finish(request, version, prepared, replaces, current, None)
+}
+
+/// The plan, unless it would replace an added server without `--upgrade`.
+fn finish(
+    request: AddRequest,
+    package_version: String,
+    prepared: Prepared,
+    replaces: Option<AddedVersion>,
+    current: Option<crate::version::Version>,
+    npm: Option<crate::npm::Resolved>,
+) -> Result<Plan, AddError> {
     if let (Some(was), Some(v)) = (&replaces, &current)
         && !request.upgrade
         && v.code_hash != prepared.code_hash
@@ -281,9 +347,10 @@ pub async fn plan(library: &Library, request: AddRequest) -> Result<Plan, AddErr
     }
     Ok(Plan {
         request,
-        package_version: version,
+        package_version,
         prepared,
         replaces,
+        npm,
     })
 }
 
@@ -294,6 +361,7 @@ pub async fn add(library: &Library, plan: Plan, via: &str) -> Result<Added, AddE
         request,
         package_version,
         prepared,
+        npm,
         ..
     } = plan;
     let ledger_err = |e: crate::ledger::LedgerError| AddError::Other(e.to_string());
@@ -303,6 +371,14 @@ pub async fn add(library: &Library, plan: Plan, via: &str) -> Result<Added, AddE
         .map_err(ledger_err)?;
     library.approve_packages(subject, via).map_err(ledger_err)?;
     library.approve_reach(subject, via).map_err(ledger_err)?;
+    if let Some(resolved) = &npm {
+        // Only now, after the yes, is anything of the package fetched and unpacked (and still
+        // nothing of it runs: no install script ever does).
+        library
+            .npm()
+            .install(&resolved.server(&request.args))
+            .await?;
+    }
     let code_hash = prepared.code_hash.clone();
     let created = library
         .create(prepared)

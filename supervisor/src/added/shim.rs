@@ -96,6 +96,55 @@ if __name__ == "__main__":
     )
 }
 
+/// The declarations file of a server added from npm: the same declarations as a PyPI
+/// server's file, and `NPM`, which says what node runs ([`autotool_policy::added::NpmServer`]).
+/// Python never runs it (autotool starts node on the script instead); run by hand, it says so.
+pub fn render_npm(
+    server: &autotool_policy::added::NpmServer,
+    keys: &[String],
+    reach: &DeclaredReach,
+) -> String {
+    let source = format!("npm:{}@{}", server.package, server.version);
+    let npm = format!(
+        "{{\"package\": {}, \"version\": {}, \"integrity\": {}, \"lock\": {}, \"entry\": {}, \
+         \"args\": {}}}",
+        python_literal(&server.package),
+        python_literal(&server.version),
+        python_literal(&server.integrity),
+        python_literal(&server.lock),
+        python_literal(&server.entry),
+        python_list(&server.args),
+    );
+    format!(
+        r#""""{package}: the MCP server {source}, added with `autotool add`.
+
+This file only declares. autotool runs the server with node (--jitless) from its read-only
+package layer, confined like every tool: with the keys, hosts and directories declared below,
+and nothing else.
+"""
+
+import sys
+
+SOURCE = {source_lit}
+REQUIRED_ENV = {keys}
+REQUIRED_HOSTS = {hosts}
+READ_DIRS = {read}
+WRITE_DIRS = {write}
+NPM = {npm}
+
+
+if __name__ == "__main__":
+    sys.exit("this server runs on node: autotool starts it from its package layer")
+"#,
+        package = server.package,
+        source_lit = python_literal(&source),
+        keys = python_list(keys),
+        hosts = python_list(&reach.hosts),
+        read = python_list(&reach.read_dirs),
+        write = python_list(&reach.write_dirs),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -146,5 +195,28 @@ mod tests {
         assert!(!code.lines().any(|l| l == "import os"), "{code}");
         assert!(!code.contains("os.system('id')\n"), "{code}");
         assert!(code.contains("ARGS = [\"\\\"]\\x0aimport os\\x0aos.system('id')\\x0a#\"]"));
+    }
+
+    #[test]
+    fn an_npm_servers_file_declares_and_never_runs_it() {
+        let reach = DeclaredReach::parse::<&str>(&[], &[], &["~/notes"]).unwrap();
+        let server = autotool_policy::added::NpmServer {
+            package: "@modelcontextprotocol/server-filesystem".into(),
+            version: "2026.8.31".into(),
+            integrity: "sha512-kK==".into(),
+            lock: "c".repeat(64),
+            entry: "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js".into(),
+            args: vec!["~/notes".into(), "\"}\nimport os".into()],
+        };
+        let code = render_npm(&server, &[], &reach);
+        assert!(!code.lines().any(|l| l == "import os"), "{code}");
+        assert_eq!(
+            crate::verify::declarations::npm(&code).unwrap(),
+            Some(server)
+        );
+        let reach = crate::verify::declarations::reach(&code).unwrap();
+        assert_eq!(reach.write_dirs, vec!["~/notes".to_string()]);
+        assert!(crate::verify::required_packages(&code).unwrap().is_empty());
+        assert!(crate::verify::required_env(&code).unwrap().is_empty());
     }
 }

@@ -1,4 +1,4 @@
-//! `autotool add NAME pypi:PACKAGE[==VERSION] [--key K] [--host H] [--read D] [--write D]
+//! `autotool add NAME pypi:PACKAGE[==VERSION]|npm:PACKAGE[@VERSION] [--key K] [--host H] [--read D] [--write D]
 //! [--entry E] [--upgrade] [--yes] [-- ARGS…]`: an MCP server the user already runs, behind
 //! the sandbox ([`crate::added`]).
 
@@ -17,9 +17,9 @@ pub struct AddArgs {
     /// The name its functions are mounted under (NAME__function): lower case letters, digits
     /// and `_`.
     pub name: String,
-    /// Where the server comes from: `pypi:PACKAGE[==VERSION]` (`npm:PACKAGE[@VERSION]` is
-    /// refused until npm servers are supported). Without a version, the newest one that fits
-    /// the tool runtime, pinned from then on.
+    /// Where the server comes from: `pypi:PACKAGE[==VERSION]` or `npm:PACKAGE[@VERSION]`
+    /// (an exact version or a tag). Without a version, the newest one (for PyPI, the newest
+    /// that fits the tool runtime), pinned from then on.
     pub source: String,
     /// A key it gets, by environment name (repeat for more). Store the value first with
     /// `autotool keys add KEY`; `autotool keys allow KEY HOST` limits where it may be sent.
@@ -37,7 +37,8 @@ pub struct AddArgs {
     #[arg(long = "write", value_name = "DIR")]
     pub write: Vec<String>,
     /// Which of the package's console scripts starts the server, or `MODULE:FUNCTION`; by
-    /// default its only console script (or the one named as the package).
+    /// default its only console script (or the one named as the package). For npm: a name of
+    /// the package's `bin`, or a script's path inside the package (`dist/index.js`).
     #[arg(long, value_name = "NAME")]
     pub entry: Option<String>,
     /// Replace a server added under this name with this source's version (newest, without

@@ -208,10 +208,6 @@ async fn import_app(
                     functions.join(", ")
                 )?;
             }
-            Err(e @ added::AddError::NpmNotYet(_)) => {
-                done.stayed += 1;
-                writeln!(out, "  {}: stays: {e}", m.name)?;
-            }
             Err(e) => {
                 done.failed += 1;
                 writeln!(out, "  {}: stays: {e}", m.name)?;

@@ -317,6 +317,9 @@ impl Library {
         let layer = self.version_layer(&t).await.map_err(CallError::Packages)?;
         let dir = self.registry.dir_of(&t);
         let mut spec = self.spec(tool, dir.clone(), python, &keys, layer, reach.as_ref());
+        self.npm_layer(&spec)
+            .await
+            .map_err(|e| CallError::Packages(e.to_string()))?;
         spec.uses = self.uses_channel(tool, &t.uses);
         let what = Launchable {
             version: t.version,

@@ -313,6 +313,10 @@ impl Library {
             layer,
             reach.as_ref(),
         );
+        if let Err(e) = self.npm_layer(&spec).await {
+            let _ = self.registry.discard(staged);
+            return Err(e);
+        }
         spec.uses = self.uses_channel(name.as_str(), &prepared.uses);
         let mut request = VerifyRequest::new(name.clone(), prepared.request.code.clone(), spec);
         request.smoke_test = prepared.request.smoke_test.clone();

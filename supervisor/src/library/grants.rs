@@ -409,7 +409,28 @@ impl Library {
             path: self.home.tool_log(tool),
             redactor: self.secrets().redactor().cloned(),
         });
+        spec.npm = self.npm_run(tool, &spec.tool_dir);
         spec
+    }
+
+    /// How an added npm server in `dir` runs: what its file declares in `NPM`, read
+    /// statically, with the layer its lockfile names. `None` for a Python tool (and for a
+    /// declaration that cannot be read: the verifier refuses that file with the reason).
+    fn npm_run(&self, tool: &str, dir: &std::path::Path) -> Option<crate::npm::NpmRun> {
+        let code = std::fs::read_to_string(dir.join(crate::version::TOOL_FILE)).ok()?;
+        match crate::verify::declarations::npm(&code) {
+            Ok(Some(server)) => Some(crate::npm::NpmRun {
+                layer: self.home.layers_dir().join(server.layer_name()),
+                entry: server.entry.clone(),
+                args: server.args.clone(),
+                server,
+            }),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(tool, "its NPM declaration cannot be read: {e}");
+                None
+            }
+        }
     }
 
     /// The granted directories of `reach`, resolved for the launcher
@@ -635,6 +656,7 @@ mod tests {
                 }),
                 uses_fd: None,
                 user_dirs: vec![],
+                layer_program: None,
                 min_landlock_abi: 6,
                 hostname: "autotool".into(),
             }

@@ -137,6 +137,32 @@ impl Library {
             .map_err(|e| e.to_string())
     }
 
+    /// Resolving and installing npm servers for this home, within the packages' limits.
+    pub fn npm(&self) -> crate::npm::Npm {
+        let limits = self.settings.packages;
+        crate::npm::Npm::new(&self.home, limits.layer_bytes, limits.timeout)
+    }
+
+    /// An npm server's layer, installed again from its kept lockfile when it is gone (the
+    /// lockfile must still hash to what the tool's file names, so the tree is the one the user
+    /// said yes to); nothing for a Python tool.
+    pub async fn npm_layer(
+        &self,
+        spec: &crate::tool::process::ToolSpec,
+    ) -> Result<(), CreateError> {
+        let Some(run) = &spec.npm else {
+            return Ok(());
+        };
+        let npm = self.npm();
+        if npm.installed(&run.server).is_some() {
+            return Ok(());
+        }
+        npm.install(&run.server).await.map(|_| ()).map_err(|e| {
+            let message = self.secrets().redact(&e.to_string());
+            failure(Stage::Packages, format!("npm: {message}"))
+        })
+    }
+
     /// Remove the layers no live tool's version names; returns how many went.
     pub fn collect_layers(&self) -> usize {
         match self.registry.ledger().layers_in_use() {

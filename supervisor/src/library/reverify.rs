@@ -57,6 +57,10 @@ impl Library {
             layer,
             self.reach_granted(current.subject()).as_ref(),
         );
+        if let Err(e) = self.npm_layer(&spec).await {
+            let _ = self.registry.discard(staged);
+            return Err(e);
+        }
         let mut request = VerifyRequest::new(current.name.clone(), code, spec);
         request.thoroughness = Thoroughness::Quick;
         request.declared = Some(current.required_env.clone());

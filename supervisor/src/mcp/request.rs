@@ -212,6 +212,14 @@ impl Request {
                 })?;
                 let name =
                     ToolName::parse(&a.name).map_err(|e| ParseError::Arguments(e.to_string()))?;
+                // Only `autotool add` writes a file that runs an npm server, after the user's yes.
+                if crate::verify::declarations::npm(&a.code).is_ok_and(|n| n.is_some()) {
+                    return Err(ParseError::Arguments(
+                        "NPM is declared only by the file `autotool add NAME npm:PACKAGE` writes \
+                         for a server the user added; an agent's tool is Python: leave NPM out"
+                            .into(),
+                    ));
+                }
                 Ok(Request::Create(CreateRequest {
                     name,
                     code: a.code,
@@ -375,6 +383,20 @@ mod tests {
             Err(ParseError::Arguments(e)) => e,
             other => panic!("{name}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_agents_tool_cannot_declare_an_npm_server() {
+        let code = format!(
+            "NPM = {{\"package\": \"x\", \"version\": \"1.0.0\", \"integrity\": \
+             \"sha512-a\", \"lock\": \"{}\", \"entry\": \"node_modules/x/x.js\"}}\n",
+            "a".repeat(64)
+        );
+        let e = arguments_error("create_tool", json!({"name": "a", "code": code}));
+        assert!(e.contains("autotool add"), "{e}");
+        // Control: the same file without it is a request.
+        let plain = json!({"name": "a", "code": "x = 1\n"});
+        assert!(Request::parse("create_tool", &obj(plain), true).is_ok());
     }
 
     #[test]

@@ -151,6 +151,9 @@ pub struct ToolSpec {
     /// Where its stderr is also kept, redacted and bounded (`autotool tools logs`); `None`:
     /// only in memory.
     pub stderr_file: Option<StderrFile>,
+    /// An npm server: node runs its script from its layer instead of Python running the tool
+    /// file (which only declares); `None` for every Python tool.
+    pub npm: Option<crate::npm::NpmRun>,
 }
 
 impl ToolSpec {
@@ -178,6 +181,7 @@ impl ToolSpec {
             uses: None,
             user_dirs: Vec::new(),
             stderr_file: None,
+            npm: None,
         }
     }
 }

@@ -26,11 +26,13 @@
 use autotool_policy::names::{KeyName, MAX_KEY_NAME};
 
 mod literal;
+mod npm;
 mod packages;
 mod reach;
 mod tokens;
 mod uses;
 
+pub use npm::{NPM_FORM, npm};
 pub use packages::{PACKAGES_FORM, required_packages};
 pub use reach::{REACH_FORM, reach};
 pub use tokens::TokenError;

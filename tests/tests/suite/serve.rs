@@ -45,6 +45,7 @@
 //! (`cargo build -p autotool`, or `AUTOTOOL_BIN`) and the launcher beside it.
 
 mod added;
+mod added_npm;
 mod arguments;
 mod binary;
 mod consent;

@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, TcpListener};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
@@ -124,6 +124,22 @@ pub(crate) fn launch_policy(spec: &ToolSpec, egress_port: Option<u16>) -> Launch
     }
     policy.limits = spec.limits;
     policy.user_dirs = spec.user_dirs.clone();
+    if let Some(npm) = &spec.npm {
+        // node is a system binary: no Python runtime is mounted, and the layer takes the
+        // packages layer's place.
+        policy.interpreter = crate::npm::NODE.into();
+        policy.interpreter_args = crate::npm::NODE_ARGS
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        policy.runtime = None;
+        policy.runtime_dirs = Vec::new();
+        policy.packages = Some(npm.layer.clone());
+        policy.layer_program = Some(autotool_policy::LayerProgram {
+            entry: npm.entry.clone().into(),
+            args: npm.args.clone(),
+        });
+    }
     policy
 }
 
@@ -347,13 +363,29 @@ fn spawn_off(
     env: &BTreeMap<String, String>,
     uses: Option<FdMapping>,
 ) -> Result<Spawned, ToolProcError> {
-    let program = &spec.python.interpreter;
+    let node = PathBuf::from(crate::npm::NODE);
+    let program = match &spec.npm {
+        Some(_) => &node,
+        None => &spec.python.interpreter,
+    };
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(["-I", "-B"]);
-    // Unconfined there is no `/packages`: the layer is put on `sys.path` where it is.
-    let packages = spec.packages.as_ref().map(|d| d.to_string_lossy());
-    if let Some(bootstrap) = autotool_policy::launch::program(packages.as_deref(), uses.is_some()) {
-        cmd.arg("-c").arg(bootstrap);
+    match &spec.npm {
+        // Unconfined, node runs the script where its layer is.
+        Some(npm) => {
+            cmd.args(crate::npm::NODE_ARGS)
+                .arg(npm.layer.join(&npm.entry))
+                .args(&npm.args);
+        }
+        None => {
+            cmd.args(["-I", "-B"]);
+            // Unconfined there is no `/packages`: the layer is put on `sys.path` where it is.
+            let packages = spec.packages.as_ref().map(|d| d.to_string_lossy());
+            if let Some(bootstrap) =
+                autotool_policy::launch::program(packages.as_deref(), uses.is_some())
+            {
+                cmd.arg("-c").arg(bootstrap);
+            }
+        }
     }
     if let Some(mapping) = uses {
         cmd.fd_mappings(vec![mapping])
@@ -362,8 +394,10 @@ fn spawn_off(
                 source: std::io::Error::other(e.to_string()),
             })?;
     }
-    cmd.arg(&spec.tool_file)
-        .current_dir(&spec.tool_dir)
+    if spec.npm.is_none() {
+        cmd.arg(&spec.tool_file);
+    }
+    cmd.current_dir(&spec.tool_dir)
         .env_clear()
         .envs(env)
         .stdin(Stdio::piped())

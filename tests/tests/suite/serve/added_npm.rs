@@ -1,0 +1,328 @@
+//! `autotool add NAME npm:PACKAGE`: MCP servers from npm behind the sandbox, end to end, against
+//! an npm registry this test serves on loopback (`tests/tools/npm_registry.py`) over the real
+//! packages `.ci/test` fetched (`@modelcontextprotocol/server-filesystem` and `server-memory`,
+//! with their whole trees) and a package built here. Each guard with a control:
+//! - the real filesystem server, told by its arguments that it may use all of `/`, reads and
+//!   writes the directory it was granted (control), and gets nothing of another file of the
+//!   user's: the kernel refuses (the file is not in its sandbox), not the server;
+//! - the real memory server answers; a lost layer is installed again from the kept lockfile, and
+//!   not when that lockfile changed since;
+//! - a `.npmrc` planted in the user's home is not read by autotool's npm (control: npm run
+//!   the ordinary way reads it and uses the cache it names);
+//! - a package with install scripts is installed without running them (control: a plain
+//!   `npm install` of the same tarball runs them).
+
+use super::{finish, never, strict};
+use autotool_tests::locate;
+use autotool_tests::serve::{Serve, ServeHome};
+use serde_json::{Value, json};
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const FS: &str = "npm:@modelcontextprotocol/server-filesystem@2026.8.31";
+const MEMORY: &str = "npm:@modelcontextprotocol/server-memory@2026.8.31";
+
+/// The loopback registry, killed on drop.
+struct Registry {
+    child: Child,
+    url: String,
+}
+
+impl Registry {
+    /// Serving the fetched servers and `extra` tarballs.
+    fn start(extra: &[&Path]) -> Registry {
+        let dir = locate::npm_servers().unwrap_or_else(|e| panic!("{e:#}"));
+        let mut child = Command::new("python3")
+            .arg(locate::tools_dir().join("npm_registry.py"))
+            .arg("serve")
+            .arg(&dir)
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line.trim().parse().unwrap();
+        Registry {
+            child,
+            url: format!("http://127.0.0.1:{port}/"),
+        }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Fixture {
+    registry: Registry,
+    home: ServeHome,
+    user: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new(dirs: &[&str], extra: &[&Path]) -> Fixture {
+        let user = autotool_tests::host::scratch_dir("autotool-added-npm-").unwrap();
+        std::fs::set_permissions(user.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        for d in dirs {
+            let path = user.path().join(d);
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        Fixture {
+            registry: Registry::start(extra),
+            home: ServeHome::new().unwrap(),
+            user,
+        }
+    }
+
+    fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let env = [
+            ("HOME", self.user.path().as_os_str()),
+            (
+                "npm_config_registry",
+                std::ffi::OsStr::new(&self.registry.url),
+            ),
+        ];
+        let (status, out, err) = self.home.cli_with(args, &env).unwrap();
+        (status.success(), out, err)
+    }
+
+    fn serve(&self, serve: Serve) -> Serve {
+        serve
+            .env("HOME", &self.user.path().to_string_lossy())
+            .env("npm_config_registry", &self.registry.url)
+    }
+
+    /// npm run the ordinary way (the user's home, its `.npmrc`, scripts on) in `dir`.
+    fn plain_npm(&self, dir: &Path, args: &[&str]) {
+        let out = Command::new("/usr/bin/npm")
+            .args(args)
+            .args(["--registry", &self.registry.url, "--no-audit", "--no-fund"])
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", self.user.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn answer(server: &mut autotool_tests::serve::Server, name: &str, args: Value) -> (bool, String) {
+    let (outcome, _) = server.call_answering(name, args, never).unwrap();
+    match outcome {
+        Ok(r) => (!r.is_error, r.text),
+        Err(e) => (false, format!("{e:?}")),
+    }
+}
+
+#[test]
+fn the_filesystem_server_uses_the_directory_granted_and_the_kernel_refuses_the_rest() {
+    let Some(serve) = strict() else { return };
+    let f = Fixture::new(&["notes"], &[]);
+    let notes = f.user.path().join("notes");
+    let diary = f.user.path().join("diary.txt");
+    std::fs::write(notes.join("a.md"), "the note").unwrap();
+    std::fs::write(&diary, "dear diary").unwrap();
+    std::fs::set_permissions(&diary, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Its arguments allow it everything; only the grant counts.
+    let notes_arg = notes.to_string_lossy().into_owned();
+    let (success, out, err) = f.cli(&[
+        "add", "fs", FS, "--write", "~/notes", "--yes", "--", &notes_arg, "/",
+    ]);
+    assert!(success, "{out}{err}");
+    assert!(
+        out.contains("no install script runs") && out.contains("/usr/bin/node --jitless"),
+        "the plan says how it is installed and run: {out}"
+    );
+    let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
+    let read = json!({"path": notes.join("a.md").to_string_lossy()});
+    let (read_ok, text) = answer(&mut server, "fs__read_text_file", read);
+    assert!(read_ok && text.contains("the note"), "control: {text}");
+    let write = json!({"path": notes.join("new.md").to_string_lossy(), "content": "written"});
+    let (wrote, text) = answer(&mut server, "fs__write_file", write);
+    assert!(wrote, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(notes.join("new.md")).unwrap(),
+        "written"
+    );
+    // The server lets `/` through; the file is not in its sandbox.
+    let (got, text) = answer(
+        &mut server,
+        "fs__read_text_file",
+        json!({"path": diary.to_string_lossy()}),
+    );
+    assert!(!got && !text.contains("dear diary"), "{text}");
+    // Landlock (EACCES) or the missing mount (ENOENT) refuses it: the kernel, not the server.
+    assert!(
+        text.contains("EACCES") || text.contains("ENOENT"),
+        "refused by the kernel: {text}"
+    );
+    let (got, text) = answer(
+        &mut server,
+        "fs__read_text_file",
+        json!({"path": "/etc/shadow"}),
+    );
+    assert!(!got, "{text}");
+    // Unconfined the file is there: the sandbox is what refused.
+    assert_eq!(std::fs::read_to_string(&diary).unwrap(), "dear diary");
+    finish(server);
+    let (_, shown, _) = f.cli(&["tools", "show", "fs"]);
+    assert!(
+        shown.contains("npm:@modelcontextprotocol/server-filesystem 2026.8.31"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn the_memory_server_answers_and_a_planted_npmrc_is_not_read() {
+    let Some(serve) = strict() else { return };
+    let f = Fixture::new(&[], &[]);
+    let planted = f.user.path().join("planted-cache");
+    std::fs::write(
+        f.user.path().join(".npmrc"),
+        format!("cache={}\n", planted.display()),
+    )
+    .unwrap();
+    let (success, out, err) = f.cli(&["add", "mem", MEMORY, "--yes"]);
+    assert!(success, "{out}{err}");
+    assert!(
+        !planted.exists(),
+        "autotool's npm read the planted .npmrc: {planted:?} exists"
+    );
+    let mut server = f.serve(serve.clone()).start_initialized(&f.home).unwrap();
+    let (answered, text) = answer(&mut server, "mem__read_graph", json!({}));
+    assert!(answered && text.contains("entities"), "{text}");
+    finish(server);
+    // A lost layer is installed again from the kept lockfile, which must still hash to what the
+    // tool's file names: changed, nothing is installed.
+    let layers = f.home.path().join("layers");
+    let layer = std::fs::read_dir(&layers)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("npm-"))
+        .unwrap();
+    let lock_hash = layer.file_name().unwrap().to_string_lossy()[4..].to_string();
+    let remove = |dir: &Path| {
+        assert!(
+            Command::new("chmod")
+                .arg("-R")
+                .arg("u+w")
+                .arg(dir)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    };
+    remove(&layer);
+    let kept = f.home.path().join(format!("npm/locks/{lock_hash}.json"));
+    let original = std::fs::read(&kept).unwrap();
+    std::fs::write(&kept, [original.as_slice(), b" "].concat()).unwrap();
+    let mut server = f.serve(serve.clone()).start_initialized(&f.home).unwrap();
+    let (answered, text) = answer(&mut server, "mem__read_graph", json!({}));
+    assert!(!answered && text.contains("no longer matches"), "{text}");
+    finish(server);
+    assert!(!layer.exists());
+    std::fs::write(&kept, &original).unwrap();
+    let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
+    let (answered, text) = answer(&mut server, "mem__read_graph", json!({}));
+    assert!(answered && text.contains("entities"), "{text}");
+    finish(server);
+    assert!(layer.join("layer.json").is_file());
+    // Control: npm run the ordinary way reads it.
+    let project = tempfile::tempdir().unwrap();
+    f.plain_npm(
+        project.path(),
+        &[
+            "install",
+            "--ignore-scripts",
+            "@modelcontextprotocol/server-memory@2026.8.31",
+        ],
+    );
+    assert!(
+        planted.is_dir(),
+        "control: plain npm used the planted cache"
+    );
+}
+
+/// A package whose install scripts leave `marker`, and whose bin is a tiny MCP server.
+fn scripted_package(dir: &Path, marker: &Path) -> PathBuf {
+    let package = dir.join("package");
+    std::fs::create_dir_all(&package).unwrap();
+    let leave = format!(
+        "node -e \"require('fs').writeFileSync('{}', 'ran')\"",
+        marker.display()
+    );
+    let manifest = json!({
+        "name": "scripted-server",
+        "version": "1.0.0",
+        "bin": {"scripted-server": "server.js"},
+        "scripts": {"preinstall": leave, "install": leave, "postinstall": leave},
+    });
+    std::fs::write(package.join("package.json"), manifest.to_string()).unwrap();
+    std::fs::write(package.join("server.js"), SERVER_JS).unwrap();
+    let tarball = dir.join("scripted-server-1.0.0.tgz");
+    let status = Command::new("tar")
+        .arg("-czf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(dir)
+        .arg("package")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tarball
+}
+
+/// An MCP server in plain node: one function, `ping`.
+const SERVER_JS: &str = r#"const rl = require("readline").createInterface({ input: process.stdin });
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\n");
+rl.on("line", (line) => {
+  const m = JSON.parse(line);
+  if (m.id === undefined) return;
+  const result = {
+    initialize: { protocolVersion: (m.params || {}).protocolVersion, capabilities: { tools: {} },
+                  serverInfo: { name: "scripted", version: "1.0.0" } },
+    "tools/list": { tools: [{ name: "ping", description: "Answer pong.",
+                              inputSchema: { type: "object", properties: {} } }] },
+    "tools/call": { content: [{ type: "text", text: "pong" }] },
+  }[m.method];
+  if (result) send({ jsonrpc: "2.0", id: m.id, result });
+  else send({ jsonrpc: "2.0", id: m.id, error: { code: -32601, message: "no such method" } });
+});
+"#;
+
+#[test]
+fn a_packages_install_scripts_never_run() {
+    let Some(serve) = strict() else { return };
+    let build = autotool_tests::host::scratch_dir("autotool-npm-scripted-").unwrap();
+    let marker = build.path().join("install-script-ran");
+    let tarball = scripted_package(build.path(), &marker);
+    let f = Fixture::new(&[], &[&tarball]);
+    let (success, out, err) = f.cli(&["add", "scripted", "npm:scripted-server@1.0.0", "--yes"]);
+    assert!(success, "{out}{err}");
+    assert!(!marker.exists(), "an install script ran");
+    let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
+    let (answered, text) = answer(&mut server, "scripted__ping", json!({}));
+    assert!(answered && text == "pong", "{text}");
+    finish(server);
+    // Control: a plain npm install of the same package runs them.
+    let project = tempfile::tempdir().unwrap();
+    f.plain_npm(project.path(), &["install", "scripted-server@1.0.0"]);
+    assert!(marker.exists(), "control: plain npm ran the install script");
+}
