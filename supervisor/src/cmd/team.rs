@@ -6,6 +6,7 @@ use crate::library::Library;
 use crate::team::pull::{PullOptions, Pulled};
 use crate::team::reference::Reference;
 use crate::team::trust::{Added, KeyPlace, Scope, Trust, scope_text};
+use autotool_policy::names::KeyName;
 use clap::Subcommand;
 use std::io::Write;
 use std::process::ExitCode;
@@ -364,19 +365,39 @@ pub fn pull(reference: &str, options: PullOptions, json: bool, out: &mut impl Wr
         let library = Library::new(config.settings(), home)?;
         library.runtime.start();
         let pulled = crate::team::pull::pull(&library, &reference, options).await;
+        // Which of the keys a pulled tool declares this machine holds: its lines say what to
+        // run for each key it was not given.
+        let stored: Vec<KeyName> = pulled
+            .as_ref()
+            .ok()
+            .and_then(|p| p.created.as_ref())
+            .map(|c| {
+                let secrets = library.secrets();
+                c.required_env
+                    .iter()
+                    .filter(|k| secrets.has_value(k))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
         library
             .runtime
             .shutdown(std::time::Duration::from_secs(2))
             .await;
         library.pool.shutdown().await;
         let pulled = pulled?;
-        report(&pulled, json, out)?;
+        report(&pulled, &stored, json, out)?;
         anyhow::Ok(())
     };
     super::cli::block_on("tools pull", work)
 }
 
-fn report(pulled: &Pulled, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+fn report(
+    pulled: &Pulled,
+    stored: &[KeyName],
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     let signer = pulled.signer.as_deref();
     if json {
         let created = pulled.created.as_ref().map(|c| {
@@ -425,13 +446,42 @@ fn report(pulled: &Pulled, json: bool, out: &mut impl Write) -> anyhow::Result<(
     for (mounted, _) in &c.functions {
         writeln!(out, "  {mounted}")?;
     }
-    for note in &c.key_notes {
-        writeln!(out, "Asked here: {note}")?;
+    for line in key_lines(c.tool.as_str(), &c.required_env, &c.keys_granted, stored) {
+        writeln!(out, "{line}")?;
     }
     for line in publisher_hosts(&pulled.key_hosts) {
         writeln!(out, "{line}")?;
     }
     Ok(())
+}
+
+/// For each key a pulled tool declares and was not given (approvals do not travel), what the
+/// person who pulled it can run: the created tool's `key_notes` are worded for an agent ("call
+/// create_tool again"), and stay in `--json` for scripts that read them.
+fn key_lines(
+    tool: &str,
+    declared: &[KeyName],
+    granted: &[KeyName],
+    stored: &[KeyName],
+) -> Vec<String> {
+    declared
+        .iter()
+        .filter(|k| !granted.contains(k))
+        .map(|k| {
+            if stored.contains(k) {
+                format!(
+                    "{tool} declares {k}, not given to it here yet: your agent app asks you on \
+                     its first call, or `autotool tools approve {tool} {k}` gives it now."
+                )
+            } else {
+                format!(
+                    "{tool} declares {k}, which this machine does not hold: `autotool keys add \
+                     {k}`, then `autotool tools approve {tool} {k}` (or answer your agent app \
+                     when it asks)."
+                )
+            }
+        })
+        .collect()
 }
 
 /// What a pulled tool's publisher allowed each key, and the command that sets the same here.
@@ -574,6 +624,29 @@ pub fn library(cmd: LibraryCmd, out: &mut impl Write) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pulled_tools_keys_are_told_as_commands_to_run_not_as_an_agents_next_call() {
+        let key = |k: &str| KeyName::parse(k).unwrap();
+        let declared = [key("HELD_KEY"), key("MISSING_KEY"), key("GIVEN_KEY")];
+        let lines = key_lines(
+            "weather",
+            &declared,
+            &[key("GIVEN_KEY")],
+            &[key("HELD_KEY"), key("GIVEN_KEY")],
+        );
+        assert_eq!(
+            lines,
+            [
+                "weather declares HELD_KEY, not given to it here yet: your agent app asks you on \
+                 its first call, or `autotool tools approve weather HELD_KEY` gives it now.",
+                "weather declares MISSING_KEY, which this machine does not hold: `autotool keys \
+                 add MISSING_KEY`, then `autotool tools approve weather MISSING_KEY` (or answer \
+                 your agent app when it asks)."
+            ]
+        );
+        assert!(lines.iter().all(|l| !l.contains("create_tool")));
+    }
 
     #[test]
     fn the_suggested_allow_command_quotes_every_host() {

@@ -22,7 +22,7 @@ use super::reference::{Reference, digest_ok};
 use super::trust::{Trust, write_atomic};
 use crate::home::Home;
 use crate::ledger::Event;
-use crate::library::{CreateRequest, Created, Library};
+use crate::library::{CreateError, CreateRequest, Created, Library};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -466,14 +466,16 @@ async fn pull_as(
         smoke_test: None,
         thoroughness: crate::verify::Thoroughness::default(),
     };
+    let not_created =
+        |e: CreateError| TeamError::Tool(library.secrets().redact(&not_created(&e, &tool)));
     let mut prepared = library
         .prepare(request)
-        .map_err(|e| refuse(TeamError::Tool(e.to_string())))?;
+        .map_err(|e| refuse(not_created(e)))?;
     prepared.carried_baseline = artifact.record.baseline.clone();
     let created = library
         .create(prepared)
         .await
-        .map_err(|e| refuse(TeamError::Tool(library.secrets().redact(&e.to_string()))))?;
+        .map_err(|e| refuse(not_created(e)))?;
     let _ = library.registry.event(
         Some(&tool),
         Event::Pulled,
@@ -502,4 +504,108 @@ async fn pull_as(
         key_hosts,
         unchanged: None,
     })
+}
+
+/// Why a pulled tool was not created, in words for whoever pulled it (on a terminal, or in
+/// the event a followed library leaves). [`CreateError`]'s own text is for an agent, which
+/// repairs its code and calls `create_tool` again; whoever pulls cannot repair a publisher's
+/// code, so it is told what happened here and what to run.
+fn not_created(e: &CreateError, tool: &str) -> String {
+    match e {
+        CreateError::Runtime(why) => format!(
+            "the Python runtime tools run on is not available here ({why}); `autotool runtime \
+             install` builds it and `autotool doctor` says what this machine lacks; then pull \
+             again"
+        ),
+        CreateError::Verify(f) if matches!(f.stage, crate::verify::Stage::Launch) => format!(
+            "this machine could not launch {tool} in the sandbox: {}. `autotool doctor` says \
+             what is missing; then pull again",
+            f.message
+        ),
+        CreateError::Verify(f) => {
+            let raised = crate::verify::traceback_summary(&f.log, crate::version::TOOL_FILE)
+                .map(|r| format!(" (it raised {r})"))
+                .unwrap_or_default();
+            format!(
+                "{tool} did not pass verification on this machine, at {}: {}{raised}. Nothing \
+                 was installed. Tell its publisher; `autotool tools show {tool}` shows the \
+                 version you have, and `autotool doctor` what this machine offers tools",
+                f.stage, f.message
+            )
+        }
+        CreateError::PinHeld(p) => format!(
+            "{tool} is {} at version {}, which nothing replaces until `autotool tools unpin \
+             {tool}`; then pull again",
+            p.pin, p.version
+        ),
+        CreateError::PackagesConsent { phrase, .. } => format!(
+            "{tool} asks to {phrase}, which you have not approved. Nothing was installed: run \
+             `autotool tools approve {tool} --packages`, then pull again"
+        ),
+        CreateError::ReachConsent { phrase, .. } => format!(
+            "{tool} declares that it may {phrase}, which you have not granted. Nothing ran: run \
+             `autotool tools approve {tool} --reach`, then pull again"
+        ),
+        CreateError::Stage(why) | CreateError::Store(why) => {
+            format!("{tool} could not be stored in this home: {why}")
+        }
+        CreateError::Baseline(why) => {
+            format!("{tool}'s baseline could not be read in this home: {why}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pull_that_creates_nothing_says_what_to_run_not_what_an_agent_would_do() {
+        let verify = crate::verify::VerifyFailure {
+            stage: crate::verify::Stage::Initialize,
+            message: "the tool did not start as an MCP server".into(),
+            log: "Traceback (most recent call last):\n  File \"/tool/tool.py\", line 2, in \
+                  <module>\nModuleNotFoundError: No module named 'requests'\n"
+                .into(),
+        };
+        let errors = [
+            CreateError::Runtime(crate::library::RuntimeUnavailable("still building".into())),
+            CreateError::Verify(verify),
+            CreateError::PackagesConsent {
+                tool: "weather".into(),
+                phrase: "install feedparser 6.0.11".into(),
+                digest: "sha256:0".into(),
+            },
+            CreateError::ReachConsent {
+                tool: "weather".into(),
+                phrase: "reach api.example".into(),
+            },
+            CreateError::Baseline("gone".into()),
+        ];
+        for e in &errors {
+            let agent = e.to_string();
+            let user = not_created(e, "weather");
+            for agentish in [
+                "create_tool",
+                "create it again",
+                "create the tool again",
+                "Ask the user",
+                "Repair",
+            ] {
+                assert!(!user.contains(agentish), "{user}");
+            }
+            assert!(
+                user.contains("autotool ") || user.contains("this home"),
+                "{user}"
+            );
+            assert_ne!(user, agent);
+        }
+        let verify = not_created(&errors[1], "weather");
+        assert!(
+            verify.contains("it raised ModuleNotFoundError: No module named 'requests'"),
+            "{verify}"
+        );
+        // Control: the agent's text is what the terminal used to get.
+        assert!(errors[1].to_string().contains("create the tool again"));
+    }
 }

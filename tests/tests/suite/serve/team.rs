@@ -693,6 +693,13 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
         why.contains("cloudy in Oslo") || why.contains("baseline"),
         "{why}"
     );
+    // Said to the person who pulled, not to an agent that would repair the code.
+    assert!(
+        why.contains("did not pass verification on this machine")
+            && !why.contains("create_tool")
+            && !why.contains("create the tool again"),
+        "{why}"
+    );
     eprintln!("carried baseline broken: {}", why.trim());
     craft(&registry, "plain", &plain, v9.as_bytes(), |_| {});
     let r = registry.reference(&format!("{REPO}:plain"));
