@@ -164,6 +164,18 @@ impl App {
             App::Cursor | App::ClaudeDesktop | App::Cline | App::Roo => None,
         }
     }
+
+    /// What the user still does in the app itself before autotool works there, if anything.
+    pub fn setup_note(self) -> Option<&'static str> {
+        match self {
+            App::Gemini => Some(
+                "it lists autotool as Disabled in a folder it does not trust: start gemini in \
+                 your project folder and trust it when asked (kept in \
+                 ~/.gemini/trustedFolders.json); see docs/hosts.md",
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// Setup errors (per-app problems are not errors: they are reported in [`Plan`]).
@@ -496,9 +508,15 @@ pub fn run(
         }
     )?;
     let mut summary = Summary::default();
+    let mut notes = Vec::new();
     for app in apps {
         let title = format!("{:<TITLE_WIDTH$}", app.title());
         let p = plan(app, env, entry, forced);
+        if matches!(p, Plan::Present { .. } | Plan::Change { .. })
+            && let Some(note) = app.setup_note()
+        {
+            notes.push(format!("{}: {note}", app.title()));
+        }
         match &p {
             Plan::NotFound { looked_for } => {
                 summary.not_found += 1;
@@ -603,6 +621,9 @@ pub fn run(
         }
     }
     writeln!(out)?;
+    for note in notes {
+        writeln!(out, "{note}")?;
+    }
     if opts.dry_run {
         writeln!(out, "Dry run: nothing was written.")?;
     } else if summary.registered > 0 {

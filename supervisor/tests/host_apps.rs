@@ -1663,3 +1663,26 @@ fn serve_home_uses_that_home() {
     assert!(!home.path("not-this-one").exists());
     assert!(!home.path(".autotool").exists());
 }
+
+/// Gemini CLI shows a user-level server as Disabled until its folder is trusted: setup says
+/// so wherever it registers (or finds) autotool there, and for no other app.
+#[test]
+fn setup_says_gemini_needs_a_trusted_folder() {
+    let home = Home::new();
+    home.write(".gemini/settings.json", "{}\n");
+    home.write(".cursor/mcp.json", "{}\n");
+    for dry_run in [true, false, false] {
+        let (_, out) = home.run(&[App::Gemini, App::Cursor], dry_run);
+        let said: Vec<&str> = out.lines().filter(|l| l.contains("Disabled")).collect();
+        assert_eq!(said.len(), 1, "{out}");
+        assert!(
+            said[0].starts_with("Gemini CLI: ")
+                && said[0].contains("trust")
+                && said[0].contains("docs/hosts.md"),
+            "{out}"
+        );
+    }
+    // Control: Cursor alone has nothing to add.
+    let (_, out) = home.run(&[App::Cursor], false);
+    assert!(!out.contains("Disabled") && !out.contains("trust"), "{out}");
+}
