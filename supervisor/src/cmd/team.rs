@@ -627,7 +627,7 @@ mod tests {
 
     #[test]
     fn a_pulled_tools_keys_are_told_as_commands_to_run_not_as_an_agents_next_call() {
-        let key = |k: &str| KeyName::parse(k).unwrap();
+        let key = |k: &str| KeyName::parse(k).unwrap_or_else(|e| panic!("{e}"));
         let declared = [key("HELD_KEY"), key("MISSING_KEY"), key("GIVEN_KEY")];
         let lines = key_lines(
             "weather",
