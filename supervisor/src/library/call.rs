@@ -53,9 +53,10 @@ const REFUSALS_KEPT: usize = 16;
 /// Per tool, the destinations its egress proxy refused, each numbered: a call notes the count
 /// before it runs and takes what came after.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Refusals(
-    Arc<std::sync::Mutex<std::collections::BTreeMap<String, (u64, Vec<(u64, String)>)>>>,
-);
+pub(crate) struct Refusals(Arc<std::sync::Mutex<RefusalsByTool>>);
+
+/// Per tool: how many were refused so far, and the last ones kept, each with its number.
+type RefusalsByTool = std::collections::BTreeMap<String, (u64, Vec<(u64, String)>)>;
 
 impl Refusals {
     /// `tool`'s proxy refused `target`.
