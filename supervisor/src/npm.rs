@@ -564,6 +564,48 @@ impl Npm {
     }
 }
 
+impl Npm {
+    /// Remove every npm layer `referenced` does not name (by directory name, `npm-<sha256>`)
+    /// and not touched in the last `grace`, and builds older than that; returns how many.
+    pub fn collect(
+        &self,
+        referenced: &std::collections::BTreeSet<String>,
+        grace: Duration,
+    ) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.layers) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let layer = name
+                .strip_prefix("npm-")
+                .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+            let build = name.starts_with(".npm-build-");
+            if !(layer || build) || referenced.contains(&name) {
+                continue;
+            }
+            let age = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+                .unwrap_or_default();
+            if age < grace {
+                continue;
+            }
+            let _ = open_for_removal(&e.path());
+            if std::fs::remove_dir_all(e.path()).is_ok() {
+                removed += 1;
+                if layer {
+                    tracing::info!("removed the unused npm layer {name}");
+                }
+            }
+        }
+        removed
+    }
+}
+
 /// The last lines of npm's output, for a message.
 fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -681,6 +723,27 @@ mod tests {
             ),
             Some("https://y/".into())
         );
+    }
+
+    #[test]
+    fn unused_npm_layers_are_collected_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path());
+        let npm = Npm::new(&home, 1 << 20, Duration::from_secs(1));
+        let layers = home.layers_dir();
+        let used = format!("npm-{}", "a".repeat(64));
+        let unused = format!("npm-{}", "b".repeat(64));
+        let python = "c".repeat(64);
+        for d in [&used, &unused, &python, &".npm-build-x".to_string()] {
+            std::fs::create_dir_all(layers.join(d).join("node_modules/x")).unwrap();
+        }
+        seal(&layers.join(&unused)).unwrap();
+        let referenced = std::collections::BTreeSet::from([used.clone()]);
+        // Young: kept.
+        assert_eq!(npm.collect(&referenced, Duration::from_secs(3600)), 0);
+        assert_eq!(npm.collect(&referenced, Duration::ZERO), 2);
+        assert!(layers.join(&used).is_dir() && layers.join(&python).is_dir());
+        assert!(!layers.join(&unused).exists() && !layers.join(".npm-build-x").exists());
     }
 
     #[test]

@@ -165,7 +165,14 @@ impl Library {
 
     /// Remove the layers no live tool's version names; returns how many went.
     pub fn collect_layers(&self) -> usize {
-        match self.registry.ledger().layers_in_use() {
+        let npm = match self.npm_layers_in_use() {
+            Ok(used) => self.npm().collect(&used, LAYER_GRACE),
+            Err(e) => {
+                tracing::warn!("reading which npm layers are in use: {e}");
+                0
+            }
+        };
+        npm + match self.registry.ledger().layers_in_use() {
             Ok(used) => self.packages().collect(&used, LAYER_GRACE),
             Err(e) => {
                 // Fail safe: without the record, nothing is removed.
@@ -173,5 +180,29 @@ impl Library {
                 0
             }
         }
+    }
+
+    /// The npm layers (`npm-<sha256>`) some version of a live tool declares in `NPM`. Fails
+    /// (and then nothing is removed) when a version's file cannot be read.
+    fn npm_layers_in_use(&self) -> Result<std::collections::BTreeSet<String>, String> {
+        let mut used = std::collections::BTreeSet::new();
+        for tool in self.registry.current().map_err(|e| e.to_string())? {
+            for v in self
+                .registry
+                .versions(tool.name.as_str())
+                .map_err(|e| e.to_string())?
+            {
+                let file = self.registry.file_of(&v);
+                let code = match std::fs::read_to_string(&file) {
+                    Ok(code) => code,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(format!("{}: {e}", file.display())),
+                };
+                if let Ok(Some(server)) = crate::verify::declarations::npm(&code) {
+                    used.insert(server.layer_name());
+                }
+            }
+        }
+        Ok(used)
     }
 }
