@@ -240,8 +240,23 @@ fn the_memory_server_answers_and_a_planted_npmrc_is_not_read() {
     assert!(!layer.exists());
     std::fs::write(&kept, &original).unwrap();
     let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
-    let (answered, text) = answer(&mut server, "mem__read_graph", json!({}));
-    assert!(answered && text.contains("entities"), "{text}");
+    // The first call installs the layer again (`npm ci` from autotool's cache): on a loaded
+    // machine that can outlast one request's wait, so ask again while serve goes on installing.
+    let mut outcome = None;
+    for _ in 0..4 {
+        match server.call_answering("mem__read_graph", json!({}), never) {
+            Ok((answer, _)) => {
+                outcome = Some(answer);
+                break;
+            }
+            Err(e) => eprintln!("the reinstall is slow here; asking again: {e:#}"),
+        }
+    }
+    let text = match outcome.expect("no answer in four tries") {
+        Ok(r) if !r.is_error => r.text,
+        other => panic!("{other:?}"),
+    };
+    assert!(text.contains("entities"), "{text}");
     finish(server);
     assert!(layer.join("layer.json").is_file());
     // Control: npm run the ordinary way reads it.
