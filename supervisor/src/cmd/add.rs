@@ -77,8 +77,8 @@ fn request(args: &AddArgs) -> anyhow::Result<AddRequest> {
     })
 }
 
-/// Ask on the terminal; No is the default.
-fn ask(question: &str) -> bool {
+/// Ask on the terminal (stderr); No is the default.
+pub(super) fn ask(question: &str) -> bool {
     eprint!("{question} [y/N] ");
     let _ = std::io::stderr().flush();
     let mut line = String::new();

@@ -15,7 +15,7 @@ use crate::host_apps::moved::Moved;
 use crate::host_apps::{self, App, HostEnv, edit, files, undo};
 use crate::library::Library;
 use autotool_policy::reach::DeclaredReach;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 
 /// What an import did.
 #[derive(Debug, Default)]
@@ -23,16 +23,6 @@ pub struct Imported {
     pub moved: usize,
     pub stayed: usize,
     pub failed: usize,
-}
-
-fn ask(question: &str) -> bool {
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    if std::io::stdin().lock().read_line(&mut line).is_err() {
-        return false;
-    }
-    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
 /// `~/x` as the user's path.
@@ -150,7 +140,7 @@ async fn import_app(
                  --dry-run), then run again with --yes"
             );
         }
-        if !ask(&format!(
+        if !super::add::ask(&format!(
             "Move these {} server(s) into autotool?",
             movable.len()
         )) {
