@@ -244,6 +244,91 @@ pub fn python_list<S: AsRef<str>>(items: &[S]) -> String {
     format!("[{}]", inner.join(", "))
 }
 
+/// The most settings an added server may be given.
+pub const MAX_SETTINGS: usize = 32;
+/// The longest setting value.
+pub const MAX_SETTING_VALUE: usize = 4096;
+
+/// Variables a setting may never name, because autotool or the sandbox sets them, or because
+/// they change how the interpreter, the loader or the package managers behave rather than what
+/// the server does (matched without regard to case).
+const RESERVED_SETTINGS: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "PWD",
+    "SHELL",
+    "USER",
+    "LOGNAME",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GLIBC_TUNABLES",
+    "BASH_ENV",
+    "ENV",
+];
+
+/// Prefixes a setting may never start with (without regard to case).
+const RESERVED_PREFIXES: &[&str] = &[
+    "LD_", "PYTHON", "NODE_", "NPM_", "UV_", "PIP_", "AUTOTOOL", "SSL_", "MALLOC_",
+];
+
+/// Why `NAME=VALUE` cannot be a setting of an added server (a variable that is no key: the
+/// file the server keeps its data in, a log level), or `None`. A setting's value is not
+/// secret: it is written in the tool's file and shown; a key's value never is (`--key`).
+pub fn setting_problem(name: &str, value: &str) -> Option<String> {
+    let b = name.as_bytes();
+    let well_formed = !b.is_empty()
+        && b.len() <= 128
+        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
+    if !well_formed {
+        return Some(format!(
+            "{name:?} is not a variable name: letters, digits and `_`, not starting with a digit"
+        ));
+    }
+    let upper = name.to_ascii_uppercase();
+    if RESERVED_SETTINGS.contains(&upper.as_str())
+        || RESERVED_PREFIXES.iter().any(|p| upper.starts_with(p))
+        || upper.ends_with("_API_BASE")
+    {
+        return Some(format!(
+            "{name} is set by autotool or changes how the server's interpreter, loader or \
+             network path work, so it cannot be a setting"
+        ));
+    }
+    if value.len() > MAX_SETTING_VALUE {
+        return Some(format!(
+            "the value of {name} is {} bytes; a setting holds at most {MAX_SETTING_VALUE}",
+            value.len()
+        ));
+    }
+    if value.contains('\0') {
+        return Some(format!("the value of {name} holds a NUL byte"));
+    }
+    None
+}
+
+/// `{"NAME": "VALUE", …}` as a Python dict literal, every string by [`python_literal`].
+pub fn python_dict<K: AsRef<str>, V: AsRef<str>>(items: &[(K, V)]) -> String {
+    let inner: Vec<String> = items
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{}: {}",
+                python_literal(k.as_ref()),
+                python_literal(v.as_ref())
+            )
+        })
+        .collect();
+    format!("{{{}}}", inner.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -401,6 +486,27 @@ mod tests {
             python_literal(&all)
                 .bytes()
                 .all(|b| (b' '..=b'~').contains(&b))
+        );
+    }
+
+    #[test]
+    fn settings_are_plain_variables_autotool_does_not_own() {
+        for ok in [("MEMORY_FILE_PATH", "/home/u/notes/m.json"), ("log_level", ""), ("_X", "1")] {
+            assert_eq!(setting_problem(ok.0, ok.1), None, "{ok:?}");
+        }
+        for bad in [
+            "", "1X", "A-B", "A B", "PATH", "path", "HOME", "LD_PRELOAD", "ld_library_path",
+            "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "NPM_CONFIG_REGISTRY", "UV_INDEX_URL",
+            "HTTPS_PROXY", "https_proxy", "NO_PROXY", "AUTOTOOL_USES_FD", "SSL_CERT_FILE",
+            "OPENAI_API_BASE", "GLIBC_TUNABLES", "TMPDIR",
+        ] {
+            assert!(setting_problem(bad, "x").is_some(), "{bad}");
+        }
+        assert!(setting_problem("X", "a\0b").is_some());
+        assert!(setting_problem("X", &"v".repeat(MAX_SETTING_VALUE + 1)).is_some());
+        assert_eq!(
+            python_dict(&[("A", "1"), ("B", "x\"\n")]),
+            "{\"A\": \"1\", \"B\": \"x\\\"\\x0a\"}"
         );
     }
 }

@@ -37,7 +37,7 @@ pub enum NameError {
     Tool(String),
     #[error(
         "function name {0:?} is not allowed: a name starts with a letter and holds only letters, \
-         digits and `_`, at most {MAX_MOUNTED_NAME} characters; rename the function (or pass \
+         digits, `_` and `-`, at most {MAX_MOUNTED_NAME} characters; rename the function (or pass \
          name=\"...\" to @mcp.tool())"
     )]
     Function(String),
@@ -145,9 +145,11 @@ impl ToolName {
     }
 }
 
-/// A function's name as the tool reports it in `tools/list`: `^[A-Za-z][A-Za-z0-9_]*$` (what a
-/// Python identifier of ASCII letters gives), at most [`MAX_MOUNTED_NAME`] characters; with its
-/// tool's name the mounted name must also fit ([`MountedName::join`]).
+/// A function's name as the tool reports it in `tools/list`: `^[A-Za-z][A-Za-z0-9_-]*$` (what a
+/// Python identifier of ASCII letters gives, and the `-` many servers' names hold:
+/// `get-annotated-message`), at most [`MAX_MOUNTED_NAME`] characters; with its tool's name the
+/// mounted name must also fit ([`MountedName::join`]). What every host accepts in a tool's name
+/// (`^[a-zA-Z0-9_-]{1,64}$`, the strictest of them); no `.`, which some refuse.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct FunctionName(String);
@@ -160,7 +162,9 @@ impl FunctionName {
         let ok = !b.is_empty()
             && b.len() <= MAX_MOUNTED_NAME
             && b[0].is_ascii_alphabetic()
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
+            && b
+                .iter()
+                .all(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-');
         if ok {
             Ok(FunctionName(s.to_string()))
         } else {
@@ -281,11 +285,14 @@ mod tests {
             "Search",
             "a__b",
             "b_",
+            "a-b",
+            "get-annotated-message",
+            "x-",
         ] {
             assert!(FunctionName::parse(ok).is_ok(), "{ok}");
         }
         for bad in [
-            "", "_private", "9lives", "a-b", "v1.2", "a b", "naïve", "a/b", "a\u{0}",
+            "", "_private", "9lives", "-a", "v1.2", "a b", "naïve", "a/b", "a\u{0}",
         ] {
             assert!(FunctionName::parse(bad).is_err(), "{bad}");
         }
@@ -315,7 +322,9 @@ mod tests {
     #[test]
     fn a_mounted_name_splits_into_what_it_was_made_of() {
         let tools = ["a", "ab", "a_b", "x1", "hacker_news", "t2_0"];
-        let functions = ["f", "_", "a__b", "b_", "x_y", "9", "F_1", "__", "_x"];
+        let functions = [
+            "f", "_", "a__b", "b_", "x_y", "9", "F_1", "__", "_x", "a-b", "a-_-b", "-", "z-",
+        ];
         for t in tools {
             for f in functions {
                 let (Ok(tool), Ok(function)) = (ToolName::parse(t), FunctionName::parse(f)) else {

@@ -49,6 +49,8 @@ pub struct AddRequest {
     pub keys: Vec<KeyName>,
     /// Hosts and directories (`--host`, `--read`, `--write`).
     pub reach: DeclaredReach,
+    /// Variables it is given that are no keys (`--env NAME=VALUE`), in the order given.
+    pub settings: Vec<(String, String)>,
     /// Replace an added server of this name with this source's newest version.
     pub upgrade: bool,
     /// The host app it is moved from (`setup --import`).
@@ -76,6 +78,8 @@ pub enum AddError {
     NotResolved(String, String),
     #[error("{0}")]
     Create(String),
+    #[error("--env: {0}")]
+    Setting(String),
     #[error("{0}")]
     Other(String),
 }
@@ -188,6 +192,14 @@ impl Plan {
             "  writes:    {}",
             list(&r.reach.write_dirs, "none")
         ));
+        if !r.settings.is_empty() {
+            let shown: Vec<String> = r
+                .settings
+                .iter()
+                .map(|(k, v)| format!("{k}={}", secrets.redact(v)))
+                .collect();
+            lines.push(format!("  settings:  {}", shown.join(", ")));
+        }
         lines.push(
             "Nothing of the package has run. Once you say yes it is installed read-only, started \
              confined (its own namespaces, Landlock, seccomp, the egress proxy) with only the \
@@ -203,6 +215,40 @@ impl Plan {
 pub struct Added {
     pub origin: AddedVersion,
     pub created: crate::library::Created,
+}
+
+/// Each setting is a plain variable, named once, never a key's name and never holding a key's
+/// value: a setting is written in the tool's file and shown, a key never is.
+fn check_settings(library: &Library, request: &AddRequest) -> Result<(), AddError> {
+    let secrets = library.secrets();
+    let mut seen = std::collections::BTreeSet::new();
+    if request.settings.len() > autotool_policy::added::MAX_SETTINGS {
+        return Err(AddError::Setting(format!(
+            "{} settings given; at most {}",
+            request.settings.len(),
+            autotool_policy::added::MAX_SETTINGS
+        )));
+    }
+    for (name, value) in &request.settings {
+        if let Some(problem) = autotool_policy::added::setting_problem(name, value) {
+            return Err(AddError::Setting(problem));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(AddError::Setting(format!("{name} is given twice")));
+        }
+        if request.keys.iter().any(|k| k.as_str() == name) {
+            return Err(AddError::Setting(format!(
+                "{name} is given both as a key and as a setting: a key is never a setting"
+            )));
+        }
+        if secrets.redact(value) != *value {
+            return Err(AddError::Setting(format!(
+                "the value of {name} holds the value of a stored key; a setting is written in \
+                 the tool's file and shown: give a secret with `--key` instead"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn pin_requirement(req: &Requirement, version: &str) -> Result<Requirement, AddError> {
@@ -223,6 +269,7 @@ fn code_for(request: &AddRequest, requirement: &Requirement) -> String {
         args: &request.args,
         keys: &keys,
         reach: &request.reach,
+        settings: &request.settings,
     })
 }
 
@@ -273,6 +320,7 @@ pub async fn plan(library: &Library, request: AddRequest) -> Result<Plan, AddErr
     if let Some(missing) = request.keys.iter().find(|k| !secrets.has_value(k)) {
         return Err(AddError::NoKeyValue(missing.clone()));
     }
+    check_settings(library, &request)?;
     let current = library
         .registry
         .get(request.name.as_str())
@@ -292,7 +340,12 @@ pub async fn plan(library: &Library, request: AddRequest) -> Result<Plan, AddErr
                 .resolve(name, version.as_deref(), request.entry.as_deref())
                 .await?;
             let keys: Vec<String> = request.keys.iter().map(ToString::to_string).collect();
-            let code = shim::render_npm(&resolved.server(&request.args), &keys, &request.reach);
+            let code = shim::render_npm(
+                &resolved.server(&request.args),
+                &keys,
+                &request.reach,
+                &request.settings,
+            );
             let description = format!(
                 "{} {} from npm: an MCP server added with `autotool add`",
                 resolved.package, resolved.version

@@ -3,7 +3,7 @@
 //! from the user, a config file or a registry is written as a Python literal
 //! ([`autotool_policy::added::python_literal`]), so nothing can end a string and become code.
 
-use autotool_policy::added::{python_list, python_literal};
+use autotool_policy::added::{python_dict, python_list, python_literal};
 use autotool_policy::packages::Requirement;
 use autotool_policy::reach::DeclaredReach;
 
@@ -20,6 +20,8 @@ pub struct Shim<'a> {
     /// Its keys, by name.
     pub keys: &'a [String],
     pub reach: &'a DeclaredReach,
+    /// Variables it is given that are no keys (`--env NAME=VALUE`).
+    pub settings: &'a [(String, String)],
 }
 
 /// The whole file.
@@ -44,6 +46,7 @@ REQUIRED_ENV = {keys}
 REQUIRED_HOSTS = {hosts}
 READ_DIRS = {read}
 WRITE_DIRS = {write}
+SETTINGS = {settings}
 PACKAGE = {package}
 ENTRY = {entry}
 ARGS = {args}
@@ -90,6 +93,7 @@ if __name__ == "__main__":
         hosts = python_list(&shim.reach.hosts),
         read = python_list(&shim.reach.read_dirs),
         write = python_list(&shim.reach.write_dirs),
+        settings = python_dict(shim.settings),
         package = python_literal(&req.name),
         entry = python_literal(shim.entry.unwrap_or("")),
         args = python_list(shim.args),
@@ -103,6 +107,7 @@ pub fn render_npm(
     server: &autotool_policy::added::NpmServer,
     keys: &[String],
     reach: &DeclaredReach,
+    settings: &[(String, String)],
 ) -> String {
     let source = format!("npm:{}@{}", server.package, server.version);
     let npm = format!(
@@ -130,6 +135,7 @@ REQUIRED_ENV = {keys}
 REQUIRED_HOSTS = {hosts}
 READ_DIRS = {read}
 WRITE_DIRS = {write}
+SETTINGS = {settings}
 NPM = {npm}
 
 
@@ -142,6 +148,7 @@ if __name__ == "__main__":
         hosts = python_list(&reach.hosts),
         read = python_list(&reach.read_dirs),
         write = python_list(&reach.write_dirs),
+        settings = python_dict(settings),
     )
 }
 
@@ -159,6 +166,7 @@ mod tests {
             args,
             keys: &["GITHUB_TOKEN".to_string()],
             reach: &reach,
+            settings: &[("LOG_LEVEL".to_string(), "debug\"\nimport os".to_string())],
         })
     }
 
@@ -175,6 +183,7 @@ mod tests {
             "PACKAGE = \"mcp-server-time\"",
             "ENTRY = \"\"",
             "ARGS = [\"--local-timezone\", \"Etc/UTC\"]",
+            "SETTINGS = {\"LOG_LEVEL\": \"debug\\\"\\x0aimport os\"}",
         ] {
             assert!(code.lines().any(|l| l == line), "{line}\n{code}");
         }
@@ -185,6 +194,8 @@ mod tests {
         assert_eq!(packages.len(), 1);
         let reach = crate::verify::declarations::reach(&code).unwrap();
         assert_eq!(reach.hosts, vec!["api.example.com".to_string()]);
+        let settings = crate::verify::declarations::settings(&code).unwrap();
+        assert_eq!(settings.get("LOG_LEVEL").unwrap(), "debug\"\nimport os");
         assert_eq!(reach.write_dirs, vec!["~/out".to_string()]);
     }
 
@@ -208,7 +219,12 @@ mod tests {
             entry: "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js".into(),
             args: vec!["~/notes".into(), "\"}\nimport os".into()],
         };
-        let code = render_npm(&server, &[], &reach);
+        let code = render_npm(
+            &server,
+            &[],
+            &reach,
+            &[("MEMORY_FILE_PATH".into(), "/v/m.json".into())],
+        );
         assert!(!code.lines().any(|l| l == "import os"), "{code}");
         assert_eq!(
             crate::verify::declarations::npm(&code).unwrap(),
@@ -218,5 +234,7 @@ mod tests {
         assert_eq!(reach.write_dirs, vec!["~/notes".to_string()]);
         assert!(crate::verify::required_packages(&code).unwrap().is_empty());
         assert!(crate::verify::required_env(&code).unwrap().is_empty());
+        let settings = crate::verify::declarations::settings(&code).unwrap();
+        assert_eq!(settings.get("MEMORY_FILE_PATH").unwrap(), "/v/m.json");
     }
 }

@@ -1,5 +1,5 @@
 //! `autotool add NAME pypi:PACKAGE[==VERSION]|npm:PACKAGE[@VERSION] [--key K] [--host H] [--read D] [--write D]
-//! [--entry E] [--upgrade] [--yes] [-- ARGS…]`: an MCP server the user already runs, behind
+//! [--env NAME=VALUE] [--entry E] [--upgrade] [--yes] [-- ARGS…]`: an MCP server the user already runs, behind
 //! the sandbox ([`crate::added`]).
 
 use crate::added::{self, AddError, AddRequest};
@@ -36,6 +36,11 @@ pub struct AddArgs {
     /// A directory it may read and write (repeat for more).
     #[arg(long = "write", value_name = "DIR")]
     pub write: Vec<String>,
+    /// A variable it is given that is no key (repeat for more): `MEMORY_FILE_PATH=/home/you/
+    /// notes/memory.json`. Not secret: it is written in the tool's file and shown; give a
+    /// token with `--key`. The value is taken as written (no `~` expansion).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
     /// Which of the package's console scripts starts the server, or `MODULE:FUNCTION`; by
     /// default its only console script (or the one named as the package). For npm: a name of
     /// the package's `bin`, or a script's path inside the package (`dist/index.js`).
@@ -65,6 +70,15 @@ fn request(args: &AddArgs) -> anyhow::Result<AddRequest> {
         .map(|k| KeyName::parse(k).map_err(|e| anyhow::anyhow!("--key {k}: {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let reach = DeclaredReach::parse(&args.hosts, &args.read, &args.write)?;
+    let settings = args
+        .env
+        .iter()
+        .map(|s| {
+            s.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| anyhow::anyhow!("--env {s:?}: write it NAME=VALUE"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(AddRequest {
         name,
         source,
@@ -72,6 +86,7 @@ fn request(args: &AddArgs) -> anyhow::Result<AddRequest> {
         args: args.args.clone(),
         keys,
         reach,
+        settings,
         upgrade: args.upgrade,
         imported_from: None,
     })
@@ -129,6 +144,7 @@ fn report(added: &added::Added, json: bool, out: &mut impl Write) -> anyhow::Res
         let v = serde_json::json!({
             "tool": c.tool.as_str(), "version": c.version, "origin": added.origin.origin(),
             "functions": functions, "unchanged": c.unchanged, "listed": c.listed,
+            "not_relayed": c.not_relayed,
         });
         writeln!(out, "{v}")?;
         return Ok(());
@@ -149,6 +165,14 @@ fn report(added: &added::Added, json: bool, out: &mut impl Write) -> anyhow::Res
         )?;
     }
     writeln!(out, "  functions: {}", functions.join(", "))?;
+    if !c.not_relayed.is_empty() {
+        writeln!(
+            out,
+            "  not relayed: {} (it offers them, but only its functions reach agents; its own \
+             sampling and elicitation requests are refused: docs/added.md)",
+            c.not_relayed.join(", ")
+        )?;
+    }
     writeln!(
         out,
         "Every agent's autotool serve on this home mounts it now; `autotool tools show {}` shows \

@@ -354,7 +354,7 @@ pub enum Cmd {
         #[arg(long)]
         yes: bool,
     },
-    /// Add an MCP server you already run (from PyPI) behind the sandbox.
+    /// Add an MCP server you already run (from PyPI or npm) behind the sandbox.
     ///
     /// `autotool add timesrv pypi:mcp-server-time`: resolves the package (wheels only, every
     /// hash locked), shows what it will install and grant (keys, hosts, directories) and asks

@@ -172,6 +172,7 @@ async fn import_app(
             args: m.args.clone(),
             keys: m.env.iter().map(|(k, _)| k.clone()).collect(),
             reach: DeclaredReach::parse::<String>(&[], &[], &dirs)?,
+            settings: Vec::new(),
             upgrade: false,
             imported_from: Some(app.title().to_string()),
         };

@@ -91,6 +91,9 @@ pub struct Created {
     /// The code and description were byte-identical to the mounted version's: no new version
     /// was made, and this is that version as it was verified.
     pub unchanged: bool,
+    /// What the server said it offers besides tools, which hosts do not get (empty when
+    /// unchanged: nothing was started).
+    pub not_relayed: Vec<String>,
 }
 
 /// A candidate that passed verification and waits, its process running, to be committed
@@ -440,6 +443,7 @@ impl Library {
             tracing::warn!(tool = %name, "recording what the version met: {e}");
         }
         let required_env = verified.required_env.clone();
+        let not_relayed = verified.process.server().not_relayed.clone();
         self.pool
             .adopt(name.as_str(), version.version, grants, verified.process)
             .await;
@@ -465,6 +469,7 @@ impl Library {
             trigger_check,
             packages: prepared.packages.as_ref().map(|p| p.lock.describe()),
             unchanged: false,
+            not_relayed,
         })
     }
 
@@ -528,6 +533,7 @@ impl Library {
             trigger_check: serde_json::json!({"skipped": "unchanged code"}),
             packages: current.packages.as_ref().map(|p| p.lock.describe()),
             unchanged: true,
+            not_relayed: Vec::new(),
         })
     }
 }

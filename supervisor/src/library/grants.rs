@@ -409,16 +409,28 @@ impl Library {
             path: self.home.tool_log(tool),
             redactor: self.secrets().redactor().cloned(),
         });
-        spec.npm = self.npm_run(tool, &spec.tool_dir);
+        let code = std::fs::read_to_string(spec.tool_dir.join(crate::version::TOOL_FILE));
+        if let Ok(code) = &code {
+            spec.npm = self.npm_run(tool, code);
+            // An added server's settings (`--env`): plain variables, never over a key or
+            // anything autotool sets (the verifier refused such a file before it ran).
+            match crate::verify::declarations::settings(code) {
+                Ok(settings) => {
+                    for (name, value) in settings {
+                        spec.env.entry(name).or_insert(value);
+                    }
+                }
+                Err(e) => tracing::warn!(tool, "its SETTINGS cannot be read: {e}"),
+            }
+        }
         spec
     }
 
-    /// How an added npm server in `dir` runs: what its file declares in `NPM`, read
+    /// How an added npm server whose file is `code` runs: what it declares in `NPM`, read
     /// statically, with the layer its lockfile names. `None` for a Python tool (and for a
     /// declaration that cannot be read: the verifier refuses that file with the reason).
-    fn npm_run(&self, tool: &str, dir: &std::path::Path) -> Option<crate::npm::NpmRun> {
-        let code = std::fs::read_to_string(dir.join(crate::version::TOOL_FILE)).ok()?;
-        match crate::verify::declarations::npm(&code) {
+    fn npm_run(&self, tool: &str, code: &str) -> Option<crate::npm::NpmRun> {
+        match crate::verify::declarations::npm(code) {
             Ok(Some(server)) => Some(crate::npm::NpmRun {
                 layer: self.home.layers_dir().join(server.layer_name()),
                 entry: server.entry.clone(),

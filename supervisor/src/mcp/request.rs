@@ -212,11 +212,20 @@ impl Request {
                 })?;
                 let name =
                     ToolName::parse(&a.name).map_err(|e| ParseError::Arguments(e.to_string()))?;
-                // Only `autotool add` writes a file that runs an npm server, after the user's yes.
+                // Only `autotool add` writes a file that runs an npm server, or that gives a
+                // server settings, after the user's yes.
                 if crate::verify::declarations::npm(&a.code).is_ok_and(|n| n.is_some()) {
                     return Err(ParseError::Arguments(
                         "NPM is declared only by the file `autotool add NAME npm:PACKAGE` writes \
                          for a server the user added; an agent's tool is Python: leave NPM out"
+                            .into(),
+                    ));
+                }
+                if crate::verify::declarations::settings(&a.code).is_ok_and(|s| !s.is_empty()) {
+                    return Err(ParseError::Arguments(
+                        "SETTINGS is declared only by the file `autotool add NAME … --env` writes \
+                         for a server the user added; an agent's tool reads its own settings: \
+                         leave SETTINGS out"
                             .into(),
                     ));
                 }

@@ -386,6 +386,10 @@ impl ToolProcess {
                 .and_then(|i| i.capabilities.tools.as_ref())
                 .and_then(|t| t.list_changed)
                 .unwrap_or(false),
+            not_relayed: info
+                .as_ref()
+                .map(|i| answers::not_relayed(&i.capabilities))
+                .unwrap_or_default(),
         };
         tracing::debug!(?pid, ?started_in, sandbox = ?spec.sandbox, "tool process initialised");
         ToolProcess {

@@ -111,6 +111,41 @@ pub struct ServerDetails {
     pub instructions: Option<String>,
     /// The tool says it may send `notifications/tools/list_changed`.
     pub tools_list_changed: bool,
+    /// What it says it offers besides tools, none of which autotool relays to hosts
+    /// ([`not_relayed`]): `resources`, `prompts`, `completions`, `log messages`, ….
+    pub not_relayed: Vec<String>,
+}
+
+/// What a server's capabilities offer besides tools, in words, none of which autotool relays
+/// (only its tools reach hosts, docs/added.md).
+pub fn not_relayed(caps: &rmcp::model::ServerCapabilities) -> Vec<String> {
+    let mut out = Vec::new();
+    if caps.resources.is_some() {
+        out.push("resources".to_string());
+    }
+    if caps.prompts.is_some() {
+        out.push("prompts".to_string());
+    }
+    if caps.completions.is_some() {
+        out.push("completions".to_string());
+    }
+    if caps.logging.is_some() {
+        out.push("log messages".to_string());
+    }
+    if caps.supports_tasks() {
+        out.push("tasks".to_string());
+    }
+    let other = caps
+        .extensions
+        .iter()
+        .flat_map(|e| e.keys())
+        .filter(|k| k.as_str() != rmcp::model::TASKS_EXTENSION_ID)
+        .chain(caps.experimental.iter().flat_map(|e| e.keys()))
+        .count();
+    if other > 0 {
+        out.push(format!("{other} extension(s)"));
+    }
+    out
 }
 
 /// How [`ToolProcess::shutdown`] went.

@@ -23,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 
 const FS: &str = "npm:@modelcontextprotocol/server-filesystem@2026.8.31";
 const MEMORY: &str = "npm:@modelcontextprotocol/server-memory@2026.8.31";
+const EVERYTHING: &str = "npm:@modelcontextprotocol/server-everything@2026.8.31";
 
 /// The loopback registry, killed on drop.
 struct Registry {
@@ -85,13 +86,19 @@ impl Fixture {
     }
 
     fn cli(&self, args: &[&str]) -> (bool, String, String) {
-        let env = [
+        self.cli_with(args, &[])
+    }
+
+    /// [`Self::cli`] with further variables (a key's value, for one).
+    fn cli_with(&self, args: &[&str], vars: &[(&str, &str)]) -> (bool, String, String) {
+        let mut env = vec![
             ("HOME", self.user.path().as_os_str()),
             (
                 "npm_config_registry",
                 std::ffi::OsStr::new(&self.registry.url),
             ),
         ];
+        env.extend(vars.iter().map(|(k, v)| (*k, std::ffi::OsStr::new(*v))));
         let (status, out, err) = self.home.cli_with(args, &env).unwrap();
         (status.success(), out, err)
     }
@@ -273,6 +280,87 @@ fn the_memory_server_answers_and_a_planted_npmrc_is_not_read() {
         planted.is_dir(),
         "control: plain npm used the planted cache"
     );
+}
+
+/// The official server-everything: its functions, whose names hold `-`, are mounted and answer
+/// with each kind of content; what it offers besides tools is named as not relayed; a setting
+/// (`--env`) reaches it and a key's value it prints reaches the agent redacted; a setting that
+/// names what autotool sets is refused, and a setting holding a key's value too (control: the
+/// same server added with a plain setting).
+#[test]
+fn the_everything_server_is_mounted_under_its_own_names_and_says_what_is_not_relayed() {
+    let Some(serve) = strict() else { return };
+    let f = Fixture::new(&[], &[]);
+    const TOKEN: &str = "every-s3cr3t-value-41";
+    let vars = [("EVERY_TOKEN", TOKEN)];
+    for (setting, why) in [
+        ("LD_PRELOAD=/x.so", "cannot be a setting"),
+        ("NODE_OPTIONS=--require=/x.js", "cannot be a setting"),
+        ("COPY=every-s3cr3t-value-41", "holds the value of a stored key"),
+    ] {
+        let (success, out, err) = f.cli_with(
+            &[
+                "add", "every", EVERYTHING, "--key", "EVERY_TOKEN", "--env", setting, "--yes",
+            ],
+            &vars,
+        );
+        assert!(!success && err.contains(why), "{setting}: {out}{err}");
+        assert!(!err.contains(TOKEN), "{err}");
+    }
+    let (_, listed, _) = f.cli(&["tools", "list"]);
+    assert!(!listed.contains("every"), "nothing was added: {listed}");
+    let (success, out, err) = f.cli_with(
+        &[
+            "add",
+            "every",
+            EVERYTHING,
+            "--key",
+            "EVERY_TOKEN",
+            "--env",
+            "EVERY_GREETING=hello from a setting",
+            "--yes",
+        ],
+        &vars,
+    );
+    assert!(success, "{out}{err}");
+    assert!(
+        out.contains("settings:  EVERY_GREETING=hello from a setting"),
+        "the plan shows the setting: {out}"
+    );
+    assert!(
+        out.contains("every__get-annotated-message") && out.contains("every__get-sum"),
+        "{out}"
+    );
+    assert!(
+        out.contains("not relayed: resources, prompts, completions, log messages"),
+        "the add says what is not relayed: {out}"
+    );
+    let mut server = f
+        .serve(serve)
+        .env("EVERY_TOKEN", TOKEN)
+        .start_initialized(&f.home)
+        .unwrap();
+    let (ok, text) = answer(&mut server, "every__get-sum", json!({"a": 2, "b": 3}));
+    assert!(ok && text.contains('5'), "{text}");
+    let (ok, text) = answer(&mut server, "every__echo", json!({"message": "hi there"}));
+    assert!(ok && text.contains("hi there"), "{text}");
+    let (outcome, _) = server
+        .call_answering("every__get-tiny-image", json!({}), never)
+        .unwrap();
+    let image = outcome.unwrap();
+    // Its text, the image, its text again.
+    assert!(!image.is_error && image.blocks == 3, "{image:?}");
+    let (ok, text) = answer(&mut server, "every__get-env", json!({}));
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("hello from a setting"),
+        "the setting reached it: {text}"
+    );
+    assert!(
+        text.contains("[REDACTED:EVERY_TOKEN]") && !text.contains(TOKEN),
+        "the key reached it, and the agent only its name: {text}"
+    );
+    finish(server);
 }
 
 /// A package whose install scripts leave `marker`, and whose bin is a tiny MCP server.
