@@ -491,14 +491,36 @@ mod tests {
 
     #[test]
     fn settings_are_plain_variables_autotool_does_not_own() {
-        for ok in [("MEMORY_FILE_PATH", "/home/u/notes/m.json"), ("log_level", ""), ("_X", "1")] {
+        for ok in [
+            ("MEMORY_FILE_PATH", "/home/u/notes/m.json"),
+            ("log_level", ""),
+            ("_X", "1"),
+        ] {
             assert_eq!(setting_problem(ok.0, ok.1), None, "{ok:?}");
         }
         for bad in [
-            "", "1X", "A-B", "A B", "PATH", "path", "HOME", "LD_PRELOAD", "ld_library_path",
-            "PYTHONPATH", "PYTHONSTARTUP", "NODE_OPTIONS", "NPM_CONFIG_REGISTRY", "UV_INDEX_URL",
-            "HTTPS_PROXY", "https_proxy", "NO_PROXY", "AUTOTOOL_USES_FD", "SSL_CERT_FILE",
-            "OPENAI_API_BASE", "GLIBC_TUNABLES", "TMPDIR",
+            "",
+            "1X",
+            "A-B",
+            "A B",
+            "PATH",
+            "path",
+            "HOME",
+            "LD_PRELOAD",
+            "ld_library_path",
+            "PYTHONPATH",
+            "PYTHONSTARTUP",
+            "NODE_OPTIONS",
+            "NPM_CONFIG_REGISTRY",
+            "UV_INDEX_URL",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "NO_PROXY",
+            "AUTOTOOL_USES_FD",
+            "SSL_CERT_FILE",
+            "OPENAI_API_BASE",
+            "GLIBC_TUNABLES",
+            "TMPDIR",
         ] {
             assert!(setting_problem(bad, "x").is_some(), "{bad}");
         }

@@ -162,8 +162,7 @@ impl FunctionName {
         let ok = !b.is_empty()
             && b.len() <= MAX_MOUNTED_NAME
             && b[0].is_ascii_alphabetic()
-            && b
-                .iter()
+            && b.iter()
                 .all(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-');
         if ok {
             Ok(FunctionName(s.to_string()))

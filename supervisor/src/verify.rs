@@ -596,7 +596,10 @@ async fn check_source_timed(
     // A setting is a plain variable the user gave an added server; a key's name is never one
     // (the key would be shadowed, or its value written in the file).
     let settings = declarations::settings(code).map_err(refused)?;
-    if let Some(clash) = settings.keys().find(|s| keys.iter().any(|k| k.as_str() == *s)) {
+    if let Some(clash) = settings
+        .keys()
+        .find(|s| keys.iter().any(|k| k.as_str() == *s))
+    {
         return Err(VerifyFailure::new(
             Stage::Declarations,
             format!(

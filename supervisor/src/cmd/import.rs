@@ -92,16 +92,16 @@ async fn import_app(
     done: &mut Imported,
 ) -> anyhow::Result<()> {
     let (format, servers) = edit::format_of(app);
-    let edit::Format::Json(dialect) = format else {
-        writeln!(
-            out,
-            "{}: its servers stay (importing from {} is not supported yet)",
-            app.title(),
-            env.show(config)
-        )?;
-        return Ok(());
+    let found = match format {
+        edit::Format::Json(dialect) => host_apps::json::servers_of(text, dialect, servers)?,
+        edit::Format::Toml => host_apps::toml::servers_of(text)?,
+        edit::Format::Yaml => host_apps::yaml::servers_of(text)?,
     };
-    let found = host_apps::json::servers_of(text, dialect, servers)?;
+    let without = |text: &str, name: &str| match format {
+        edit::Format::Json(dialect) => host_apps::json::remove_server(text, dialect, servers, name),
+        edit::Format::Toml => host_apps::toml::remove_server(text, name),
+        edit::Format::Yaml => host_apps::yaml::remove_server(text, name),
+    };
     let is_dir = |a: &str| expand(env, a).is_dir();
     let mut movable = Vec::new();
     for (name, entry) in &found {
@@ -110,7 +110,7 @@ async fn import_app(
         if edit::is_autotool(command, &args) {
             continue;
         }
-        match classify(name, entry, &is_dir) {
+        match classify(name, entry, app.title(), &is_dir) {
             Found::Movable(m) => movable.push(m),
             Found::Stays { name, runs, why } => {
                 done.stayed += 1;
@@ -182,7 +182,7 @@ async fn import_app(
         };
         match added {
             Ok(a) => {
-                after = host_apps::json::remove_server(&after, dialect, servers, &m.name)?;
+                after = without(&after, &m.name)?;
                 all_moved.extend(keys);
                 done.moved += 1;
                 let functions: Vec<String> = a

@@ -150,7 +150,7 @@ fn npx(args: &[String]) -> Result<(ServerSource, Vec<String>), String> {
 
 /// What `setup --import` makes of the server `name` whose entry is `entry`; `is_dir` tells
 /// whether an argument names a directory of the user's.
-pub fn classify(name: &str, entry: &Value, is_dir: &dyn Fn(&str) -> bool) -> Found {
+pub fn classify(name: &str, entry: &Value, app: &str, is_dir: &dyn Fn(&str) -> bool) -> Found {
     let command = entry.get("command").and_then(Value::as_str).unwrap_or("");
     let args = strings(entry.get("args"));
     let runs = std::iter::once(command.to_string())
@@ -197,6 +197,31 @@ pub fn classify(name: &str, entry: &Value, is_dir: &dyn Fn(&str) -> bool) -> Fou
         Ok(p) => p,
         Err(why) => return stays(why),
     };
+    if entry.get("enabled").and_then(Value::as_bool) == Some(false)
+        || entry.get("disabled").and_then(Value::as_bool) == Some(true)
+    {
+        return stays(format!(
+            "it is turned off in {app}; turn it on there and import again, or `autotool add` it"
+        ));
+    }
+    // Variables the app passes from its own environment or keyring (Codex's `env_vars`,
+    // Goose's `env_keys`): their values are not in the config, so there is nothing to move.
+    let passed = strings(entry.get("env_vars"))
+        .into_iter()
+        .chain(strings(entry.get("env_keys")))
+        .collect::<Vec<_>>();
+    if !passed.is_empty() {
+        let keys = passed
+            .iter()
+            .map(|k| format!(" --key {k}"))
+            .collect::<String>();
+        return stays(format!(
+            "{app} gives it {} from outside the config, so autotool cannot move the value: store \
+             each with `autotool keys add NAME`, then `autotool add {} {source}{keys}`",
+            passed.join(", "),
+            tool_name(name).map_or_else(|| name.to_string(), |t| t.to_string())
+        ));
+    }
     let Some(tool) = tool_name(name) else {
         return stays(format!("{name:?} cannot be made a tool name"));
     };
@@ -240,14 +265,14 @@ mod tests {
     use serde_json::json;
 
     fn movable(name: &str, entry: Value) -> Movable {
-        match classify(name, &entry, &|a| a == "/home/u/notes") {
+        match classify(name, &entry, "Claude Code", &|a| a == "/home/u/notes") {
             Found::Movable(m) => m,
             other => panic!("{other:?}"),
         }
     }
 
     fn stays(name: &str, entry: Value) -> String {
-        match classify(name, &entry, &|_| false) {
+        match classify(name, &entry, "Claude Code", &|_| false) {
             Found::Stays { why, .. } => why,
             other => panic!("{other:?}"),
         }
@@ -340,6 +365,29 @@ mod tests {
             )
             .len()
                 > 5
+        );
+        assert!(
+            stays(
+                "off",
+                json!({"command": "uvx", "args": ["x"], "enabled": false})
+            )
+            .contains("turned off in Claude Code")
+        );
+        let passed = stays(
+            "gh-server",
+            json!({"command": "npx", "args": ["-y", "gh"], "env_vars": ["GITHUB_TOKEN"]}),
+        );
+        assert!(
+            passed.contains("GITHUB_TOKEN")
+                && passed.contains("autotool add gh_server npm:gh --key GITHUB_TOKEN"),
+            "{passed}"
+        );
+        assert!(
+            stays(
+                "g",
+                json!({"command": "uvx", "args": ["x"], "env_keys": ["K"]})
+            )
+            .contains("--key K")
         );
     }
 }

@@ -147,6 +147,63 @@ pub fn edit(text: &str, entry: &Entry, env_vars: &[&str], name: &str) -> Result<
 /// rest of the document keeps its comments, order and layout, and is read back to check that
 /// only that entry went.
 pub fn remove(text: &str, name: &str) -> Result<Removal, EditError> {
+    remove_entry(text, name, true)
+}
+
+/// `text` without the server `name`, whatever it runs, for `setup --import` (which moved it);
+/// the rest is kept as [`remove`] keeps it.
+pub fn remove_server(text: &str, name: &str) -> Result<String, EditError> {
+    match remove_entry(text, name, false)? {
+        Removal::Removed { text, .. } => Ok(text),
+        Removal::Absent | Removal::NotOurs { .. } => Ok(text.to_string()),
+    }
+}
+
+/// Each server of `mcp_servers` as `setup --import` reads one
+/// ([`super::import::classify`]): its fields as JSON (`command`, `args`, `env`, `env_vars`,
+/// `url`, …), in the file's order. Pure.
+pub fn servers_of(text: &str) -> Result<Vec<(String, serde_json::Value)>, EditError> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let doc = parse(text)?;
+    let Some(servers) = doc.get("mcp_servers").and_then(Item::as_table_like) else {
+        return Ok(Vec::new());
+    };
+    Ok(servers
+        .iter()
+        .filter_map(|(name, item)| Some((name.to_string(), table_json(item.as_table_like()?))))
+        .collect())
+}
+
+fn table_json(t: &dyn toml_edit::TableLike) -> serde_json::Value {
+    let fields = t
+        .iter()
+        .filter_map(|(k, item)| {
+            let v = match item {
+                Item::Value(v) => value_json(v),
+                other => table_json(other.as_table_like()?),
+            };
+            Some((k.to_string(), v))
+        })
+        .collect();
+    serde_json::Value::Object(fields)
+}
+
+fn value_json(v: &Value) -> serde_json::Value {
+    match v {
+        Value::String(s) => serde_json::Value::String(s.value().clone()),
+        Value::Integer(i) => serde_json::json!(*i.value()),
+        Value::Float(f) => serde_json::json!(*f.value()),
+        Value::Boolean(b) => serde_json::json!(*b.value()),
+        Value::Datetime(d) => serde_json::Value::String(d.value().to_string()),
+        Value::Array(a) => serde_json::Value::Array(a.iter().map(value_json).collect()),
+        Value::InlineTable(t) => table_json(t),
+    }
+}
+
+/// Remove `name`; with `only_ours`, only when it runs autotool.
+fn remove_entry(text: &str, name: &str, only_ours: bool) -> Result<Removal, EditError> {
     let mut doc = parse(text)?;
     let Some(servers) = doc.get_mut("mcp_servers") else {
         return Ok(Removal::Absent);
@@ -175,7 +232,7 @@ pub fn remove(text: &str, name: &str) -> Result<Removal, EditError> {
                 .collect()
         })
         .unwrap_or_default();
-    if !command.is_some_and(|c| super::edit::is_autotool(c, &args)) {
+    if only_ours && !command.is_some_and(|c| super::edit::is_autotool(c, &args)) {
         return Ok(Removal::NotOurs { runs });
     }
     let others: Vec<String> = servers
@@ -288,5 +345,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(err, "`mcp_servers` in it is not a table");
+    }
+
+    #[test]
+    fn import_reads_each_server_and_removes_only_the_one_moved() {
+        let text = "# mine\nmodel = \"o3\"\n\n[mcp_servers.time]\ncommand = \"uvx\"\nargs = [\"mcp-server-time\"] # clock\nenv = { TZ_TOKEN = \"abc\" }\n\n[mcp_servers.autotool]\ncommand = \"/opt/autotool/bin/autotool\"\nargs = [\"serve\"]\n\n[mcp_servers.gh.env]\nGITHUB_TOKEN = \"ghp_x\"\n";
+        let found = servers_of(text).unwrap();
+        let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["time", "autotool", "gh"]);
+        assert_eq!(found[0].1["command"], "uvx");
+        assert_eq!(found[0].1["args"][0], "mcp-server-time");
+        assert_eq!(found[0].1["env"]["TZ_TOKEN"], "abc");
+        assert_eq!(found[2].1["env"]["GITHUB_TOKEN"], "ghp_x");
+        let after = remove_server(text, "time").unwrap();
+        assert!(!after.contains("mcp-server-time"), "{after}");
+        assert!(after.starts_with("# mine\nmodel = \"o3\"\n"), "{after}");
+        assert!(after.contains("[mcp_servers.autotool]") && after.contains("GITHUB_TOKEN"));
+        assert_eq!(remove_server(text, "absent").unwrap(), text);
+        assert!(servers_of("").unwrap().is_empty());
+        assert!(servers_of("a = [").is_err());
     }
 }

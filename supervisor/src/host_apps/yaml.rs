@@ -367,13 +367,148 @@ pub fn remove(text: &str, name: &str) -> Result<Removal, EditError> {
     if json_shaped(text) {
         return json::remove(text, Dialect::Json5, &[EXTENSIONS], name, "cmd");
     }
+    remove_entry(text, name, true)
+}
+
+/// `text` without extension `name`, whatever it runs, for `setup --import` (which moved it):
+/// exactly its lines go.
+pub fn remove_server(text: &str, name: &str) -> Result<String, EditError> {
+    if json_shaped(text) {
+        return json::remove_server(text, Dialect::Json5, &[EXTENSIONS], name);
+    }
+    match remove_entry(text, name, false)? {
+        Removal::Removed { text, .. } => Ok(text),
+        Removal::Absent | Removal::NotOurs { .. } => Ok(text.to_string()),
+    }
+}
+
+/// Each extension Goose starts as a process, as `setup --import` reads one
+/// ([`super::import::classify`]): `{"command", "args", "env", "env_keys", "enabled"}` from
+/// `cmd`, `args`, `envs`, `env_keys` and `enabled`, in the file's order. Goose's own
+/// extensions (`type: builtin` or `platform`) are no servers and are left out. Pure.
+pub fn servers_of(text: &str) -> Result<Vec<(String, Value)>, EditError> {
+    if json_shaped(text) {
+        let all = json::servers_of(text, Dialect::Json5, &[EXTENSIONS])?;
+        return Ok(all
+            .into_iter()
+            .filter(|(_, e)| !builtin(e.get("type").and_then(Value::as_str)))
+            .map(|(name, e)| {
+                let entry = json!({
+                    "command": e.get("cmd"), "args": e.get("args"), "env": e.get("envs"),
+                    "env_keys": e.get("env_keys"), "enabled": e.get("enabled"),
+                    "url": e.get("uri"),
+                });
+                (name, entry)
+            })
+            .collect());
+    }
+    let found = Found::scan(text)?;
+    let mut out = Vec::new();
+    for name in found.names() {
+        let Some(range) = found.entry(&name) else {
+            continue;
+        };
+        let fields = &found.lines[range.start + 1..range.end];
+        let indent = fields.iter().find(|l| l.content()).map_or(0, |l| l.indent);
+        let field = |key: &str| {
+            fields
+                .iter()
+                .find(|l| l.content() && l.indent == indent && l.key() == Some(key))
+                .map(|l| scalar(l.inline_value()))
+        };
+        if builtin(field("type").as_deref()) {
+            continue;
+        }
+        let (cmd, args) = found.command(range.clone());
+        let mut entry = json!({
+            "command": cmd, "args": args,
+            "env": Value::Object(mapping(fields, indent, "envs")),
+            "env_keys": list(fields, indent, "env_keys"),
+            "url": field("uri"),
+        });
+        if let Some(enabled) = field("enabled") {
+            entry["enabled"] = json!(enabled != "false");
+        }
+        out.push((name, entry));
+    }
+    Ok(out)
+}
+
+/// Goose's own extensions, which start no server.
+fn builtin(kind: Option<&str>) -> bool {
+    matches!(
+        kind,
+        Some("builtin" | "platform" | "frontend" | "inline_python")
+    )
+}
+
+/// The mapping under `key` among `fields` (block style, or `{}`/a one-line flow mapping), its
+/// values as strings.
+fn mapping(fields: &[Line<'_>], indent: usize, key: &str) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::new();
+    let Some(at) = fields
+        .iter()
+        .position(|l| l.content() && l.indent == indent && l.key() == Some(key))
+    else {
+        return out;
+    };
+    let inline = fields[at].inline_value();
+    if let Some(inner) = inline.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+        for pair in inner.split(',') {
+            if let Some((k, v)) = pair.split_once(':') {
+                out.insert(scalar(k), Value::String(scalar(v)));
+            }
+        }
+        return out;
+    }
+    for l in fields[at + 1..]
+        .iter()
+        .filter(|l| l.content())
+        .take_while(|l| l.indent > indent)
+    {
+        if let Some(k) = l.key() {
+            out.insert(k.to_string(), Value::String(scalar(l.inline_value())));
+        }
+    }
+    out
+}
+
+/// The list under `key` among `fields` (block style, or a one-line flow list).
+fn list(fields: &[Line<'_>], indent: usize, key: &str) -> Vec<String> {
+    let Some(at) = fields
+        .iter()
+        .position(|l| l.content() && l.indent == indent && l.key() == Some(key))
+    else {
+        return Vec::new();
+    };
+    let inline = fields[at].inline_value();
+    if let Some(inner) = inline.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+        return inner
+            .split(',')
+            .map(scalar)
+            .filter(|a| !a.is_empty())
+            .collect();
+    }
+    fields[at + 1..]
+        .iter()
+        .filter(|l| l.content())
+        .take_while(|l| {
+            l.indent > indent || (l.indent == indent && l.text.trim_start().starts_with('-'))
+        })
+        .filter_map(|l| l.text.trim_start().strip_prefix('-'))
+        .map(scalar)
+        .collect()
+}
+
+/// Remove extension `name`; with `only_ours`, only when it runs autotool.
+fn remove_entry(text: &str, name: &str, only_ours: bool) -> Result<Removal, EditError> {
     let found = Found::scan(text)?;
     let Some(range) = found.entry(name) else {
         return Ok(Removal::Absent);
     };
     let (cmd, args) = found.command(range.clone());
     let runs = describe(cmd.as_deref(), &args);
-    if !cmd.is_some_and(|c| super::edit::is_autotool(&c, &args)) {
+    if only_ours && !cmd.is_some_and(|c| super::edit::is_autotool(&c, &args)) {
         return Ok(Removal::NotOurs { runs });
     }
     let from = found.lines[range.start].start;
@@ -533,5 +668,31 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn import_reads_each_server_goose_starts_and_removes_only_the_one_moved() {
+        let text = "GOOSE_PROVIDER: openai\nextensions:\n  developer:\n    enabled: true\n    type: builtin\n    name: developer\n  timesrv:\n    enabled: true\n    type: stdio\n    cmd: uvx\n    args:\n    - mcp-server-time\n    - --local-timezone=UTC\n    envs:\n      TIME_TOKEN: \"t0k3n-value\"\n    env_keys: []\n    timeout: 300\n  off:\n    enabled: false\n    type: stdio\n    cmd: npx\n    args: [\"-y\", \"@modelcontextprotocol/server-memory\"]\n    envs: {}\n# models\nGOOSE_MODEL: gpt-5\n";
+        let found = servers_of(text).unwrap();
+        let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["timesrv", "off"]);
+        assert_eq!(found[0].1["command"], "uvx");
+        assert_eq!(
+            found[0].1["args"],
+            json!(["mcp-server-time", "--local-timezone=UTC"])
+        );
+        assert_eq!(found[0].1["env"]["TIME_TOKEN"], "t0k3n-value");
+        assert_eq!(found[0].1["enabled"], true);
+        assert_eq!(found[1].1["enabled"], false);
+        assert_eq!(found[1].1["args"][1], "@modelcontextprotocol/server-memory");
+        let after = remove_server(text, "timesrv").unwrap();
+        assert_eq!(
+            after,
+            text.replace(
+                "  timesrv:\n    enabled: true\n    type: stdio\n    cmd: uvx\n    args:\n    - mcp-server-time\n    - --local-timezone=UTC\n    envs:\n      TIME_TOKEN: \"t0k3n-value\"\n    env_keys: []\n    timeout: 300\n",
+                ""
+            )
+        );
+        assert_eq!(remove_server(text, "absent").unwrap(), text);
     }
 }

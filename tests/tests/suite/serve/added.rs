@@ -491,6 +491,115 @@ fn setup_import_moves_an_apps_servers_and_their_token_behind_autotool_and_remove
     assert_eq!(std::fs::read_to_string(&config).unwrap(), DESKTOP);
 }
 
+/// Codex's TOML: a PyPI server with its token in an `env` table, a server whose token Codex
+/// passes from its own environment (`env_vars`), and a comment.
+const CODEX: &str = r#"# my codex settings
+model = "o3"
+
+[mcp_servers.codex_time]
+command = "uvx"
+args = ["mcp-server-time", "--local-timezone", "Etc/UTC"] # the clock
+env = { CLOCK_API_TOKEN = "tok-codex-5e4d3c2b1a09" }
+
+[mcp_servers.gh]
+command = "npx"
+args = ["-y", "@example/gh-server"]
+env_vars = ["GITHUB_TOKEN"]
+"#;
+
+/// Goose's YAML: a built-in extension (no server), a PyPI server with its token in `envs`, and
+/// one that is turned off.
+const GOOSE: &str = "GOOSE_PROVIDER: openai\nextensions:\n  developer:\n    enabled: true\n    type: builtin\n    name: developer\n  goose_time:\n    enabled: true\n    type: stdio\n    name: goose_time\n    cmd: uvx\n    args:\n    - mcp-server-time\n    envs:\n      CLOCK2_API_TOKEN: \"tok-goose-0a1b2c3d4e5f\"\n    timeout: 300\n  idle:\n    enabled: false\n    type: stdio\n    cmd: uvx\n    args: [mcp-server-time]\n    envs: {}\n# models\nGOOSE_MODEL: gpt-5\n";
+
+/// `setup --import` reads Codex's TOML and Goose's YAML as it reads the JSON apps: each server
+/// it can run is moved with its token (out of the file and its backups), each one it cannot is
+/// named with why (a token passed from outside the config, a server turned off), Goose's own
+/// extensions are left alone, and `setup --remove` puts both files back byte for byte.
+#[test]
+fn setup_import_reads_codex_toml_and_goose_yaml_and_remove_undoes_it() {
+    let Some(serve) = strict() else { return };
+    let f = Fixture::new(&[".codex", ".config/goose"]);
+    let codex = f.user.path().join(".codex/config.toml");
+    let goose = f.user.path().join(".config/goose/config.yaml");
+    std::fs::write(&codex, CODEX).unwrap();
+    std::fs::write(&goose, GOOSE).unwrap();
+    let tokens = ["tok-codex-5e4d3c2b1a09", "tok-goose-0a1b2c3d4e5f"];
+    let (success, out, err) = f.cli(&[
+        "setup", "--import", "--app", "codex", "--app", "goose", "--yes",
+    ]);
+    assert!(success, "{out}{err}");
+    for t in tokens {
+        assert!(!out.contains(t) && !err.contains(t), "{out}{err}");
+    }
+    assert!(out.contains("2 moved"), "{out}");
+    assert!(
+        out.contains("gh stays")
+            && out.contains("GITHUB_TOKEN")
+            && out.contains("autotool add gh npm:@example/gh-server --key GITHUB_TOKEN"),
+        "{out}"
+    );
+    assert!(
+        out.contains("idle stays") && out.contains("turned off in Goose"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("developer"),
+        "a built-in extension is no server: {out}"
+    );
+    let codex_now = std::fs::read_to_string(&codex).unwrap();
+    assert!(
+        codex_now.starts_with("# my codex settings\nmodel = \"o3\"\n")
+            && !codex_now.contains("[mcp_servers.codex_time]")
+            && codex_now.contains("[mcp_servers.gh]")
+            && codex_now.contains("[mcp_servers.autotool]"),
+        "{codex_now}"
+    );
+    let goose_now = std::fs::read_to_string(&goose).unwrap();
+    assert!(
+        !goose_now.contains("goose_time:")
+            && goose_now.contains("  developer:")
+            && goose_now.contains("  idle:")
+            && goose_now.contains("GOOSE_MODEL: gpt-5"),
+        "{goose_now}"
+    );
+    // No plain-text copy keeps a token: the files, their backups, autotool's records.
+    let mut places = vec![
+        f.home.path().join("setup/codex.json"),
+        f.home.path().join("setup/goose.json"),
+    ];
+    for dir in [codex.parent().unwrap(), goose.parent().unwrap()] {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            places.push(e.path());
+        }
+    }
+    for p in &places {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        for t in tokens {
+            assert!(!text.contains(t), "{p:?} holds a token: {text}");
+        }
+    }
+    // Control: the backup of Codex's file is the user's, which held the token (masked now).
+    let first = std::fs::read_to_string(codex.with_file_name("config.toml.bak")).unwrap();
+    assert!(
+        first.contains("CLOCK_API_TOKEN") && first.contains("autotool-moved-"),
+        "{first}"
+    );
+    let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
+    for tool in ["codex_time", "goose_time"] {
+        let answer = call(
+            &mut server,
+            &format!("{tool}__get_current_time"),
+            json!({"timezone": "Asia/Tokyo"}),
+        );
+        assert!(answer.contains("Asia/Tokyo"), "{tool}: {answer}");
+    }
+    finish(server);
+    let (success, out, err) = f.cli(&["setup", "--remove", "--app", "codex", "--app", "goose"]);
+    assert!(success, "{out}{err}");
+    assert_eq!(std::fs::read_to_string(&codex).unwrap(), CODEX);
+    assert_eq!(std::fs::read_to_string(&goose).unwrap(), GOOSE);
+}
+
 /// A server whose one function's description is read at start from the file it is given.
 const RUG: &str = r#"import sys
 from mcp.server.mcpserver import MCPServer

@@ -296,11 +296,21 @@ fn the_everything_server_is_mounted_under_its_own_names_and_says_what_is_not_rel
     for (setting, why) in [
         ("LD_PRELOAD=/x.so", "cannot be a setting"),
         ("NODE_OPTIONS=--require=/x.js", "cannot be a setting"),
-        ("COPY=every-s3cr3t-value-41", "holds the value of a stored key"),
+        (
+            "COPY=every-s3cr3t-value-41",
+            "holds the value of a stored key",
+        ),
     ] {
         let (success, out, err) = f.cli_with(
             &[
-                "add", "every", EVERYTHING, "--key", "EVERY_TOKEN", "--env", setting, "--yes",
+                "add",
+                "every",
+                EVERYTHING,
+                "--key",
+                "EVERY_TOKEN",
+                "--env",
+                setting,
+                "--yes",
             ],
             &vars,
         );
