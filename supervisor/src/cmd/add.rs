@@ -168,8 +168,8 @@ fn report(added: &added::Added, json: bool, out: &mut impl Write) -> anyhow::Res
     if !c.not_relayed.is_empty() {
         writeln!(
             out,
-            "  not relayed: {} (it offers them, but only its functions reach agents; its own \
-             sampling and elicitation requests are refused: docs/added.md)",
+            "  not relayed: {} (it offers them; autotool relays its functions, prompts and \
+             resources, and refuses its own sampling and elicitation requests: docs/added.md)",
             c.not_relayed.join(", ")
         )?;
     }

@@ -291,49 +291,7 @@ impl Library {
             return Err(CallError::OffList(self.off_list(tool).unwrap_or_default()));
         }
         let forced = self.unlisted(tool);
-        let python = self
-            .runtime()
-            .await
-            .map_err(|e| CallError::Runtime(std::sync::Arc::new(e)))?;
-        let grants = match grants {
-            Some((version, g)) if version == t.version => g,
-            _ => self.grants(t.subject()),
-        };
-        let keys = grants.keys;
-        if let Some(ask) = grants.packages {
-            return Err(CallError::Packages(format!(
-                "{tool} v{} may not run: the user has not approved its packages ({}); they can \
-                 run `autotool tools approve {tool} --packages`",
-                t.version, ask.phrase
-            )));
-        }
-        if let Some(ask) = grants.reach {
-            return Err(CallError::Reach(format!(
-                "{tool} v{} may not run: the user has not granted what it declares it reaches \
-                 ({}); they can run `autotool tools approve {tool} --reach`",
-                t.version, ask.phrase
-            )));
-        }
-        let reach = self.reach_granted(t.subject());
-        let layer = self.version_layer(&t).await.map_err(CallError::Packages)?;
-        let dir = self.registry.dir_of(&t);
-        let mut spec = self.spec(tool, dir.clone(), python, &keys, layer, reach.as_ref());
-        self.npm_layer(&spec)
-            .await
-            .map_err(|e| CallError::Packages(e.to_string()))?;
-        spec.uses = self.uses_channel(tool, &t.uses);
-        let what = Launchable {
-            version: t.version,
-            grants: self.fingerprint(&keys, reach.as_ref()),
-            spec,
-            pin: Some(PinCheck {
-                file: dir.join(crate::version::TOOL_FILE),
-                code_hash: t.code_hash.clone(),
-                description: t.description.clone(),
-                functions: t.functions.clone(),
-                redactor: self.secrets().redactor().cloned(),
-            }),
-        };
+        let what = self.launchable(tool, &t, grants).await?;
         let started = Instant::now();
         let refused_before = self.refusals.count(tool);
         let outcome = match self.pool.get(tool, &what).await {
@@ -411,6 +369,61 @@ impl Library {
                 })
             }
         }
+    }
+
+    /// How to start (or find running) the mounted version `t` of `tool`: its grants, each
+    /// checked (packages and reach approved), its spec and pin. `grants` are the ones already
+    /// read for this version, if any.
+    pub(super) async fn launchable(
+        &self,
+        tool: &str,
+        t: &Version,
+        grants: Option<(u32, super::Grants)>,
+    ) -> Result<Launchable, CallError> {
+        let python = self
+            .runtime()
+            .await
+            .map_err(|e| CallError::Runtime(std::sync::Arc::new(e)))?;
+        let grants = match grants {
+            Some((version, g)) if version == t.version => g,
+            _ => self.grants(t.subject()),
+        };
+        let keys = grants.keys;
+        if let Some(ask) = grants.packages {
+            return Err(CallError::Packages(format!(
+                "{tool} v{} may not run: the user has not approved its packages ({}); they can \
+                 run `autotool tools approve {tool} --packages`",
+                t.version, ask.phrase
+            )));
+        }
+        if let Some(ask) = grants.reach {
+            return Err(CallError::Reach(format!(
+                "{tool} v{} may not run: the user has not granted what it declares it reaches \
+                 ({}); they can run `autotool tools approve {tool} --reach`",
+                t.version, ask.phrase
+            )));
+        }
+        let reach = self.reach_granted(t.subject());
+        let layer = self.version_layer(t).await.map_err(CallError::Packages)?;
+        let dir = self.registry.dir_of(t);
+        let mut spec = self.spec(tool, dir.clone(), python, &keys, layer, reach.as_ref());
+        self.npm_layer(&spec)
+            .await
+            .map_err(|e| CallError::Packages(e.to_string()))?;
+        spec.uses = self.uses_channel(tool, &t.uses);
+        let what = Launchable {
+            version: t.version,
+            grants: self.fingerprint(&keys, reach.as_ref()),
+            spec,
+            pin: Some(PinCheck {
+                file: dir.join(crate::version::TOOL_FILE),
+                code_hash: t.code_hash.clone(),
+                description: t.description.clone(),
+                functions: t.functions.clone(),
+                redactor: self.secrets().redactor().cloned(),
+            }),
+        };
+        Ok(what)
     }
 
     /// Queue `call` to be recorded, with the lifecycle decision after it, and start the tool's

@@ -408,6 +408,9 @@ impl Library {
                 Some((MountedName::join(&name, &function).ok()?, f.clone()))
             })
             .collect();
+        // Its prompts and resources, listed once and kept beside its code: what hosts are
+        // shown of them is this list ([`super::offers`]).
+        super::offers::keep(&name, &verified.process, &staged.tool_file()).await;
         let version = match self.registry.commit(staged, manifest) {
             Ok(v) => v,
             Err(e) => {

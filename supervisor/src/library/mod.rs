@@ -24,6 +24,7 @@ pub mod call;
 pub mod create;
 pub mod declared_reach;
 pub mod grants;
+pub mod offers;
 pub mod packages;
 pub mod race;
 pub mod reach;

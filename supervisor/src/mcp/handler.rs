@@ -26,7 +26,6 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::json;
 use std::borrow::Cow;
 use std::sync::{Arc, RwLock};
 
@@ -448,8 +447,8 @@ impl ServerHandler for AutotoolServer {
     #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
-            // Prompts and resources: none, but listed (empty, with cache hints) rather than
-            // refused, as clients and the conformance suite expect; reading one is "not found".
+            // Prompts and resources: those the mounted tools offer ([`super::offers`]), listed
+            // (empty, with cache hints, when none does).
             // Logging: declared so `logging/setLevel` (2025 eras) is accepted; autotool sends
             // hosts no log messages (tools' logs go to the serve log).
             ServerCapabilities::builder()
@@ -546,29 +545,46 @@ impl ServerHandler for AutotoolServer {
         Ok(())
     }
 
-    /// There are no resources: every URI is unknown (-32002 for the 2025 eras; rmcp makes it
-    /// -32602 for 2026-07-28, as SEP-2164 asks), with the URI in `data`.
+    /// A resource of a mounted tool, read from it ([`super::offers`]).
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        Err(McpError::resource_not_found(
-            format!("no resource {:?}: autotool serves tools only", request.uri),
-            Some(json!({"uri": request.uri})),
-        ))
+        super::offers::read_resource(self.library(), request).await
     }
 
-    /// There are no prompts: every name is unknown (-32602, as for an unknown tool).
+    /// A prompt of a mounted tool (`<tool>__<prompt>`), got from it ([`super::offers`]).
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        Err(McpError::invalid_params(
-            format!("no prompt {:?}: autotool serves tools only", request.name),
-            None,
-        ))
+        super::offers::get_prompt(self.library(), request).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        Ok(super::offers::list_prompts(self.library()))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        Ok(super::offers::list_resources(self.library()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        Ok(super::offers::list_resource_templates(self.library()))
     }
 
     /// rmcp hands over requests whose params do not fit the method as custom requests: a known

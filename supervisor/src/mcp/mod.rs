@@ -20,6 +20,7 @@ pub mod handler;
 pub mod http;
 pub mod info;
 pub mod listing;
+pub mod offers;
 pub mod render;
 pub mod request;
 pub mod stdio;
@@ -135,6 +136,33 @@ impl ServerHandler for Rendered {
         self.render(answer)
     }
 
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        let answer = self.0.list_prompts(request, context).await;
+        self.render(answer)
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        let answer = self.0.list_resources(request, context).await;
+        self.render(answer)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        let answer = self.0.list_resource_templates(request, context).await;
+        self.render(answer)
+    }
+
     #[allow(deprecated)]
     async fn set_level(
         &self,
@@ -150,8 +178,8 @@ impl ServerHandler for Rendered {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        // autotool serves no resources (reading one is "not found"); an answer is rendered all
-        // the same, binary contents included, should one ever be served.
+        // A tool's resource: rendered (redacted, bounded) as every answer, binary contents
+        // included.
         let answer = self.0.read_resource(request, context).await;
         self.with_renderer(|r| match answer {
             Ok(ReadResourceResponse::Complete(result)) => r
@@ -172,7 +200,7 @@ impl ServerHandler for Rendered {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        // No prompts either; an answer's messages (images among them) are rendered the same.
+        // A tool's prompt: its messages (images among them) rendered as every answer.
         let answer = self.0.get_prompt(request, context).await;
         self.with_renderer(|r| match answer {
             Ok(GetPromptResponse::Complete(result)) => r

@@ -40,6 +40,7 @@ mod answers;
 mod egress;
 mod error;
 mod monitor;
+mod offers;
 mod uses;
 
 pub use answers::{CallOutcome, ServerDetails, ShutdownReport, ToolInfo};
@@ -47,6 +48,7 @@ pub use answers::{CallOutcome, ServerDetails, ShutdownReport, ToolInfo};
 pub(crate) use child::launch_policy;
 pub use egress::EgressSetupError;
 pub use error::{InitFailure, ToolProcError};
+pub use offers::Offers;
 pub use stdio::{STDERR_FILE_CAP, StderrFile};
 pub use uses::{MAX_REQUEST_BYTES, UsesHandler};
 
@@ -390,6 +392,12 @@ impl ToolProcess {
                 .as_ref()
                 .map(|i| answers::not_relayed(&i.capabilities))
                 .unwrap_or_default(),
+            prompts: info
+                .as_ref()
+                .is_some_and(|i| i.capabilities.prompts.is_some()),
+            resources: info
+                .as_ref()
+                .is_some_and(|i| i.capabilities.resources.is_some()),
         };
         tracing::debug!(?pid, ?started_in, sandbox = ?spec.sandbox, "tool process initialised");
         ToolProcess {

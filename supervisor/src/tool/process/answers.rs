@@ -114,17 +114,22 @@ pub struct ServerDetails {
     /// What it says it offers besides tools, none of which autotool relays to hosts
     /// ([`not_relayed`]): `resources`, `prompts`, `completions`, `log messages`, ….
     pub not_relayed: Vec<String>,
+    /// It says it offers prompts, and resources: both are listed and relayed
+    /// ([`super::Offers`]).
+    pub prompts: bool,
+    pub resources: bool,
 }
 
-/// What a server's capabilities offer besides tools, in words, none of which autotool relays
-/// (only its tools reach hosts, docs/added.md).
+/// What a server's capabilities offer besides tools, prompts and resources (which are
+/// relayed), in words: none of it reaches hosts (docs/added.md).
 pub fn not_relayed(caps: &rmcp::model::ServerCapabilities) -> Vec<String> {
     let mut out = Vec::new();
-    if caps.resources.is_some() {
-        out.push("resources".to_string());
-    }
-    if caps.prompts.is_some() {
-        out.push("prompts".to_string());
+    if caps
+        .resources
+        .as_ref()
+        .is_some_and(|r| r.subscribe == Some(true))
+    {
+        out.push("resource subscriptions".to_string());
     }
     if caps.completions.is_some() {
         out.push("completions".to_string());
