@@ -24,7 +24,8 @@
 //! With `--template --control-fd M [--share DIR]…` it starts a template process instead (see
 //! `autotool_launcher::template`): the same stages with a template's plan, then Python with the
 //! SDK imported, forking one tool per request; each child runs these stages itself through the
-//! crate's `cdylib` before the tool's code.
+//! native library this binary carries (built from `native/` by `build.rs`) before the tool's
+//! code.
 
 use std::process::ExitCode;
 

@@ -1,8 +1,9 @@
-//! The native side of a template's fork: the C entry points the template's Python loads (the
-//! launcher crate is also built as a `cdylib`) and calls in each forked child, before a single
-//! line of the tool's code runs.
+//! The native side of a template's fork: what the template's Python calls in each forked child,
+//! before a single line of the tool's code runs, through the C entry point `autotool_confine` of
+//! the launcher's native library (crate `autotool-launcher-native`, which exports [`confine`]
+//! from a `cdylib`; the launcher carries it, see [`crate::template`]).
 //!
-//! [`autotool_confine`] reads the tool's launch policy from a descriptor the template passed on
+//! [`confine`] reads the tool's launch policy from a descriptor the template passed on
 //! unread ([`autotool_policy::fork`]), then runs the launcher's own stages ([`crate::sandbox`], flavor
 //! [`crate::Flavor::Fork`]) in the forked child: a new user namespace nested in the template's,
 //! new network, mount, PID, IPC, UTS and cgroup namespaces, the egress listener, the tool's
@@ -125,8 +126,7 @@ fn perturb_freed(on: bool) {
 ///
 /// # Safety
 /// `out` must point to `cap` writable bytes. The process must be single-threaded.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn autotool_confine(
+pub unsafe fn confine(
     policy_fd: i32,
     report_fd: i32,
     uses_fd: i32,

@@ -73,6 +73,10 @@ pub fn run() -> u8 {
         .collect();
     // SAFETY: prctl(PR_GET_MDWE) only reads state.
     let mdwe = unsafe { libc::prctl(66, 0, 0, 0, 0) } >= 0;
+    // The native library a template loads: carried, and sealed into a memory file here.
+    let native = crate::template::sealed_native()
+        .map(drop)
+        .map_err(|e| e.to_string());
     let mut namespaces = serde_json::Map::new();
     for (name, r) in &ns {
         namespaces.insert((*name).to_string(), outcome(r));
@@ -88,6 +92,7 @@ pub fn run() -> u8 {
         "root": root,
         "user_namespace": outcome(&user_ns),
         "namespaces": namespaces,
+        "native": outcome(&native),
     });
     println!("{report}");
     0

@@ -24,6 +24,16 @@
 //!   stdio, the control socket and the native library, which Python loads from
 //!   `/proc/self/fd`.
 //!
+//! The native library (crate `autotool-launcher-native`: [`crate::native`] behind a C entry
+//! point) is carried inside the launcher ([`NATIVE`], put there by the build script) and handed
+//! to the template as a memory file written once and sealed before the template exists: no
+//! write, resize or mode change can follow, and the file itself cannot be exec'd
+//! (`MFD_NOEXEC_SEAL` where the kernel has it). Python maps it as it maps any library, so no
+//! memory is ever writable and then executable, which the template's MDWE would refuse anyway.
+//! Nothing is read from beside the launcher: copying the launcher alone keeps fast starts.
+//! `--native PATH` loads a library file instead (to try a rebuilt native part); a launcher
+//! holding file capabilities refuses it.
+//!
 //! It then execs `python -I -B -c` [`SCRIPT`], which loads the native confinement
 //! ([`crate::native`]), imports the SDK, serves a throwaway server one session over in-memory
 //! streams (its lazy caches then live in shared pages), puts back the global state that
@@ -49,14 +59,19 @@ use crate::{Flavor, Role, exec, privileges, process, seccomp};
 use autotool_policy::launch::{HOME_MOUNT, PACKAGES_MOUNT, RUNTIME_MOUNT, TOOL_MOUNT};
 use autotool_policy::{LaunchPolicy, Mount, Plan};
 use caps::Capability;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// The template's Python side (run with `-c`; argv: the control and native descriptors).
 pub const SCRIPT: &str = include_str!("template.py");
 
-/// File name of the native confinement library, beside the launcher binary.
-pub const NATIVE_LIBRARY: &str = "libautotool_launcher.so";
+/// The native library (`libautotool_launcher_native.so`, built by `build.rs`), carried by the
+/// launcher. Empty only in the build of that library itself, which needs no copy of itself.
+pub static NATIVE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/native.so"));
+
+/// The name the native library's memory file carries (seen in `/proc/PID/maps`).
+const NATIVE_NAME: &std::ffi::CStr = c"autotool-launcher-native";
 
 /// What a template started by root keeps: its children write `nobody`'s id maps.
 const ROOT_KEEPS: [Capability; 2] = [Capability::CAP_SETUID, Capability::CAP_SETGID];
@@ -124,13 +139,71 @@ impl Template {
     }
 }
 
-/// The native library's default place: beside this launcher.
-fn default_native() -> Result<PathBuf, LaunchError> {
-    let exe = std::env::current_exe().map_err(|source| LaunchError::Io {
-        what: "finding the launcher's own path",
-        source,
-    })?;
-    Ok(exe.parent().unwrap_or(Path::new("/")).join(NATIVE_LIBRARY))
+/// The native library this launcher carries, in a sealed memory file: written once, then
+/// sealed against writes, resizing, mode changes and further seals; not executable where the
+/// kernel can say so (`MFD_NOEXEC_SEAL`, Linux 6.3+). Close-on-exec until the template's plan
+/// keeps it.
+pub fn sealed_native() -> Result<OwnedFd, LaunchError> {
+    if !NATIVE.starts_with(b"\x7fELF") {
+        return Err(LaunchError::Template(
+            "this launcher carries no native library (a build of that library itself); tools \
+             start through the launcher"
+                .into(),
+        ));
+    }
+    let io = |what: &'static str| move |source| LaunchError::Io { what, source };
+    let base = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    let mut seals =
+        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: memfd_create reads the NUL-terminated name and returns a new descriptor or -1.
+    let mut fd = unsafe { libc::memfd_create(NATIVE_NAME.as_ptr(), base | libc::MFD_NOEXEC_SEAL) };
+    if fd < 0 && crate::error::last().raw_os_error() == Some(libc::EINVAL) {
+        // A kernel before 6.3: no exec seal to ask for (the template's seccomp filter refuses
+        // every exec but its own either way).
+        // SAFETY: as above.
+        fd = unsafe { libc::memfd_create(NATIVE_NAME.as_ptr(), base) };
+    } else {
+        seals |= libc::F_SEAL_EXEC;
+    }
+    if fd < 0 {
+        return Err(io("creating the native library's memory file")(
+            crate::error::last(),
+        ));
+    }
+    // SAFETY: `fd` was just returned by memfd_create and is owned by nothing else.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut file = std::fs::File::from(owned);
+    file.write_all(NATIVE)
+        .map_err(io("writing the native library's memory file"))?;
+    // SAFETY: F_ADD_SEALS only changes the seals of the open memory file.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(io("sealing the native library's memory file")(
+            crate::error::last(),
+        ));
+    }
+    // SAFETY: F_GET_SEALS only reads the seals of the open memory file.
+    let held = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+    if held < 0 || held & seals != seals {
+        return Err(LaunchError::Template(format!(
+            "the native library's memory file holds seals {held:#x}, not {seals:#x}"
+        )));
+    }
+    Ok(file.into())
+}
+
+/// The native library named by `--native`: refused to a launcher holding file capabilities
+/// (whoever runs it must not choose what its template maps).
+fn native_file(path: &Path) -> Result<OwnedFd, LaunchError> {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root && crate::privileges::has_build_capabilities(&mut crate::sys::RealSys) {
+        return Err(LaunchError::Usage(
+            "--native is refused to a launcher holding file capabilities".into(),
+        ));
+    }
+    let file = std::fs::File::open(path)
+        .map_err(|e| LaunchError::Template(format!("opening the native library {path:?}: {e}")))?;
+    Ok(file.into())
 }
 
 /// The template's plan: a tool's, turned into a template's (see the module docs).
@@ -209,16 +282,10 @@ pub fn run(policy: &LaunchPolicy, options: Options) -> Result<u8, LaunchError> {
             "descriptor {control_fd} is stdio; pass the control socket on another descriptor"
         )));
     }
-    let native_path = match options.native {
-        Some(p) => p,
-        None => default_native()?,
+    let native = match &options.native {
+        Some(path) => native_file(path)?,
+        None => sealed_native()?,
     };
-    let native: OwnedFd = std::fs::File::open(&native_path)
-        .map_err(|source| LaunchError::OpenSource {
-            path: native_path.clone(),
-            source,
-        })?
-        .into();
     let plan = plan(policy, &options.shares, control_fd, native.as_raw_fd())?;
     let template = Template { native };
     let role = crate::sandbox(&plan, Flavor::Template(&template))?;
@@ -243,6 +310,37 @@ mod tests {
             ino: 2,
             home_link: None,
         });
+    }
+
+    #[test]
+    fn the_native_library_is_carried_and_handed_over_sealed() {
+        use std::io::{Read, Seek};
+        use std::os::unix::fs::PermissionsExt;
+        assert!(NATIVE.starts_with(b"\x7fELF"), "no library carried");
+        assert!(
+            NATIVE.windows(16).any(|w| w == b"autotool_confine"),
+            "the library does not export autotool_confine"
+        );
+        let mut file = std::fs::File::from(sealed_native().unwrap());
+        let mut held = Vec::new();
+        file.rewind().unwrap();
+        file.read_to_end(&mut held).unwrap();
+        assert!(held == NATIVE, "the memory file does not hold the library");
+        // SAFETY: F_GET_SEALS only reads the seals of the open memory file.
+        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+        let want = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+        assert_eq!(seals & want, want, "seals {seals:#x}");
+        file.rewind().unwrap();
+        let err = file.write_all(b"x").unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
+        assert_eq!(
+            file.set_len(1).unwrap_err().raw_os_error(),
+            Some(libc::EPERM)
+        );
+        if seals & libc::F_SEAL_EXEC != 0 {
+            let mode = file.metadata().unwrap().permissions().mode();
+            assert_eq!(mode & 0o111, 0, "an executable memory file: {mode:o}");
+        }
     }
 
     #[test]

@@ -169,9 +169,11 @@ impl App {
     pub fn setup_note(self) -> Option<&'static str> {
         match self {
             App::Gemini => Some(
-                "it lists autotool as Disabled in a folder it does not trust: start gemini in \
-                 your project folder and trust it when asked (kept in \
-                 ~/.gemini/trustedFolders.json); see docs/hosts.md",
+                "it shows autotool as Disabled (\"MCP servers are configured but disabled \
+                 because this folder is untrusted\") until you trust the folder: start gemini \
+                 in your project folder and, at \"Do you trust the files in this folder?\", \
+                 choose \"Trust folder\" (or \"Trust parent folder\"); in a running gemini, \
+                 /permissions trust; kept in ~/.gemini/trustedFolders.json; see docs/hosts.md",
             ),
             _ => None,
         }

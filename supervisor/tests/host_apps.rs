@@ -1665,7 +1665,8 @@ fn serve_home_uses_that_home() {
 }
 
 /// Gemini CLI shows a user-level server as Disabled until its folder is trusted: setup says
-/// so wherever it registers (or finds) autotool there, and for no other app.
+/// so wherever it registers (or finds) autotool there, in the words Gemini CLI's own trust
+/// question and answer use, and for no other app.
 #[test]
 fn setup_says_gemini_needs_a_trusted_folder() {
     let home = Home::new();
@@ -1677,7 +1678,8 @@ fn setup_says_gemini_needs_a_trusted_folder() {
         assert_eq!(said.len(), 1, "{out}");
         assert!(
             said[0].starts_with("Gemini CLI: ")
-                && said[0].contains("trust")
+                && said[0].contains("\"Do you trust the files in this folder?\"")
+                && said[0].contains("\"Trust folder\"")
                 && said[0].contains("docs/hosts.md"),
             "{out}"
         );

@@ -78,6 +78,10 @@ pub struct Probe {
     pub file_capabilities: bool,
     pub user_namespace: Outcome,
     pub namespaces: BTreeMap<String, Outcome>,
+    /// Whether the launcher carries the native library a template loads and can seal it into a
+    /// memory file; absent from a launcher older than this field.
+    #[serde(default)]
+    pub native: Option<Outcome>,
 }
 
 impl Probe {

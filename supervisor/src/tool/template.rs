@@ -8,8 +8,9 @@
 //! for a template with [`fork`]. The first ask for a runtime starts its template
 //! in the background and answers "not yet": that start goes through the launcher as before, and
 //! so does every start while the template is coming up, when it cannot be made (no user
-//! namespaces, the native library missing beside the launcher), or when the tool's policy is not
-//! one it can fork (a runtime other than the template's, a directory it does not share). A
+//! namespaces, a launcher that cannot hand its template the native library it carries), or
+//! when the tool's policy is not one it can fork (a runtime other than the template's, a
+//! directory it does not share). A
 //! template that dies or cannot be made is logged once, and tried again after a back-off that
 //! grows with each failure, up to [`MAX_BACKOFF`]. Nothing changes for the tool: a forked tool
 //! and a launched one get the same policy and the same confinement.
@@ -49,30 +50,6 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
-
-/// The launcher's native library, which a template loads: beside the launcher.
-pub const NATIVE_LIBRARY: &str = "libautotool_launcher.so";
-/// Where the native library of `launcher` is: beside it (a build from the checkout, an install
-/// by `autotool setup --launcher`), else in the `autotool` Python package of the environment
-/// this `autotool` was installed into (the `autotool-mcp` wheel: `<env>/bin/autotool`, and
-/// `<env>/lib/python3.X/site-packages/autotool/`).
-pub fn native_library(launcher: &Path) -> Option<PathBuf> {
-    let beside = launcher.parent()?.join(NATIVE_LIBRARY);
-    if beside.is_file() {
-        return Some(beside);
-    }
-    let exe = std::env::current_exe().ok()?;
-    let lib = exe.parent()?.parent()?.join("lib");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&lib)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
-        .map(|e| e.path().join("site-packages/autotool").join(NATIVE_LIBRARY))
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort();
-    found.pop()
-}
 
 /// Descriptor of the control socket in the template's launcher.
 const CONTROL_FD: i32 = 4;
@@ -414,9 +391,6 @@ fn start(key: &Key, policy: &LaunchPolicy) -> Result<(std::process::Child, Owned
         .arg(&key.shares.tools)
         .arg("--share-exec")
         .arg(&key.shares.layers);
-    if let Some(native) = native_library(&key.launcher) {
-        command.arg("--native").arg(native);
-    }
     command
         .env_clear()
         .stdin(Stdio::null())
@@ -646,20 +620,6 @@ pub fn running() -> Vec<u32> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_native_library_beside_the_launcher_is_found_and_none_where_it_is_missing() {
-        let dir = tempfile::tempdir().unwrap();
-        let launcher = dir.path().join("autotool-launcher");
-        std::fs::write(&launcher, b"").unwrap();
-        // Control: without it, and not in a wheel's layout around this test binary.
-        assert_eq!(native_library(&launcher), None);
-        std::fs::write(dir.path().join(NATIVE_LIBRARY), b"").unwrap();
-        assert_eq!(
-            native_library(&launcher),
-            Some(dir.path().join(NATIVE_LIBRARY))
-        );
-    }
 
     #[test]
     fn the_back_off_doubles_from_one_second_and_stops_at_its_bound() {

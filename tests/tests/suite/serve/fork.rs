@@ -1,9 +1,10 @@
 //! Tools forked from their runtime's template through `serve`: with `fork_tools` on (the
 //! default) serve starts one template per runtime and every confined tool it starts after
 //! that, verification's included, is a descendant of the template, not a launcher of its own;
-//! with it off (the control) each tool has its launcher, a child of serve. A template that
-//! cannot be made (no native library beside the launcher) or that dies leaves tools starting
-//! through the launcher, with the reason logged once; a dead template is started again.
+//! with it off (the control) each tool has its launcher, a child of serve. The launcher carries
+//! the native library its template loads, so a launcher copied alone forks tools too. A template
+//! that cannot be made (its native library missing) or that dies leaves tools starting through
+//! the launcher, with the reason logged once; a dead template is started again.
 
 use super::{assert_serves, create_healthy, start, strict};
 use autotool_tests::serve::{ServeHome, Server, descendants, parent};
@@ -106,20 +107,79 @@ fn tools_are_forked_from_the_template_and_started_by_the_launcher_when_forking_i
 }
 
 #[test]
+fn a_launcher_copied_alone_forks_tools_from_its_template() {
+    let Some(serve) = strict() else { return };
+    if skip_without_template() {
+        return;
+    }
+    // The launcher binary alone in an empty directory: nothing beside it to load.
+    let dir = tempfile::tempdir().unwrap();
+    let lone = dir.path().join("autotool-launcher");
+    std::fs::copy(autotool_tests::locate::launcher().unwrap(), &lone).unwrap();
+    make_readable(dir.path());
+    let beside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(beside, ["autotool-launcher"]);
+    let home = ServeHome::new().unwrap();
+    let mut server = start(
+        &serve
+            .clone()
+            .env("AUTOTOOL_LAUNCHER", &lone.to_string_lossy()),
+        &home,
+    );
+    let template = template_of(&mut server);
+    let idle = descendants(template).len();
+    create_healthy(&mut server);
+    assert_serves(&mut server, true, "a forked start from a lone launcher");
+    let (templates, tools) = launchers(&server);
+    assert_eq!(templates, vec![template], "{}", server.context());
+    assert!(
+        tools.is_empty(),
+        "the lone launcher started the tool itself: {tools:?}{}",
+        server.context()
+    );
+    assert!(
+        descendants(template).len() > idle,
+        "no tool process below the lone launcher's template"
+    );
+    let log = server.stderr();
+    assert!(!log.contains("no tool template"), "{log}");
+    super::finish(server);
+}
+
+#[test]
 fn a_template_that_cannot_be_made_or_dies_leaves_tools_starting_through_the_launcher() {
     let Some(serve) = strict() else { return };
     if skip_without_template() {
         return;
     }
-    // The launcher copied where its native library is not: no template can be made.
+    // A launcher told to load its template's native library from a file that is not there
+    // (`--native`, only for a template start): no template can be made.
     let dir = tempfile::tempdir().unwrap();
-    let lone = dir.path().join("autotool-launcher");
-    std::fs::copy(autotool_tests::locate::launcher().unwrap(), &lone).unwrap();
+    let missing = dir.path().join("libautotool_launcher_native.so");
+    let wrapper = dir.path().join("autotool-launcher");
+    let real = autotool_tests::locate::launcher().unwrap();
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" --template \"*) exec '{}' \"$@\" --native '{}' ;; esac\nexec '{}' \"$@\"\n",
+            real.display(),
+            missing.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     make_readable(dir.path());
     let home = ServeHome::new().unwrap();
     let lone_serve = serve
         .clone()
-        .env("AUTOTOOL_LAUNCHER", &lone.to_string_lossy());
+        .env("AUTOTOOL_LAUNCHER", &wrapper.to_string_lossy());
     let mut server = start(&lone_serve, &home);
     create_healthy(&mut server);
     assert_serves(&mut server, true, "no template");
@@ -132,7 +192,7 @@ fn a_template_that_cannot_be_made_or_dies_leaves_tools_starting_through_the_laun
         1,
         "the reason is not logged exactly once:\n{log}"
     );
-    assert!(log.contains("libautotool_launcher.so"), "{log}");
+    assert!(log.contains("libautotool_launcher_native.so"), "{log}");
     super::finish(server);
 
     // A template killed: its tools die with it, the next start goes through the launcher or a
