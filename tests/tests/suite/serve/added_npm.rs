@@ -283,7 +283,8 @@ fn the_memory_server_answers_and_a_planted_npmrc_is_not_read() {
 }
 
 /// The official server-everything: its functions, whose names hold `-`, are mounted and answer
-/// with each kind of content; what it offers besides tools is named as not relayed; a setting
+/// with each kind of content; its prompts and resources are relayed, redacted; what else it
+/// offers is named as not relayed; a setting
 /// (`--env`) reaches it and a key's value it prints reaches the agent redacted; a setting that
 /// names what autotool sets is refused, and a setting holding a key's value too (control: the
 /// same server added with a plain setting).
@@ -342,7 +343,7 @@ fn the_everything_server_is_mounted_under_its_own_names_and_says_what_is_not_rel
         "{out}"
     );
     assert!(
-        out.contains("not relayed: resources, prompts, completions, log messages"),
+        out.contains("not relayed: resource subscriptions, completions, log messages"),
         "the add says what is not relayed: {out}"
     );
     let mut server = f
@@ -370,6 +371,46 @@ fn the_everything_server_is_mounted_under_its_own_names_and_says_what_is_not_rel
         text.contains("[REDACTED:EVERY_TOKEN]") && !text.contains(TOKEN),
         "the key reached it, and the agent only its name: {text}"
     );
+    // Its prompts and resources are relayed: listed as it listed them when verified, got and
+    // read from it, and redacted as every answer (control: an argument that is no key's value
+    // comes back as given).
+    let prompts = server.request_ok("prompts/list", json!({})).unwrap();
+    let names = prompts["prompts"].to_string();
+    assert!(
+        names.contains("every__simple-prompt") && names.contains("every__args-prompt"),
+        "{prompts}"
+    );
+    let prompt = |server: &mut autotool_tests::serve::Server, city: &str| {
+        let args = json!({"name": "every__args-prompt", "arguments": {"city": city}});
+        server.request_ok("prompts/get", args).unwrap()["messages"].to_string()
+    };
+    let paris = prompt(&mut server, "Paris");
+    assert!(paris.contains("Paris"), "control: {paris}");
+    let echoed = prompt(&mut server, TOKEN);
+    assert!(
+        echoed.contains("[REDACTED:EVERY_TOKEN]") && !echoed.contains(TOKEN),
+        "{echoed}"
+    );
+    let unknown = server
+        .request("prompts/get", json!({"name": "every__no-such-prompt"}))
+        .unwrap();
+    assert!(unknown.is_err(), "{unknown:?}");
+    let resources = server.request_ok("resources/list", json!({})).unwrap();
+    let document = "demo://resource/static/document/architecture.md";
+    assert!(resources.to_string().contains(document), "{resources}");
+    let read = |server: &mut autotool_tests::serve::Server, uri: &str| {
+        server
+            .request("resources/read", json!({"uri": uri}))
+            .unwrap()
+    };
+    let architecture = read(&mut server, document).unwrap().to_string();
+    assert!(architecture.contains("Architecture"), "{architecture}");
+    // A URI its template names, read from it; one nobody offers is not found.
+    let dynamic = read(&mut server, "demo://resource/dynamic/text/7")
+        .unwrap()
+        .to_string();
+    assert!(dynamic.contains("Resource 7"), "{dynamic}");
+    assert!(read(&mut server, "demo://resource/none").is_err());
     finish(server);
 }
 
