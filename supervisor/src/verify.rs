@@ -593,23 +593,8 @@ async fn check_source_timed(
     let pairs = relations::pairs(&declared_relations, &examples).map_err(refused)?;
     let uses = declarations::uses(code).map_err(refused)?;
     declarations::reach(code).map_err(refused)?;
-    // A setting is a plain variable the user gave an added server; a key's name is never one
-    // (the key would be shadowed, or its value written in the file).
-    let settings = declarations::settings(code).map_err(refused)?;
-    if let Some(clash) = settings
-        .keys()
-        .find(|s| keys.iter().any(|k| k.as_str() == *s))
-    {
-        return Err(VerifyFailure::new(
-            Stage::Declarations,
-            format!(
-                "{clash} is declared both in REQUIRED_ENV and in SETTINGS: a key is never a \
-                 setting. {}",
-                declarations::SETTINGS_FORM
-            ),
-            "",
-        ));
-    }
+    // A setting is a plain variable the user gave an added server, never a key's name.
+    declarations::settings_beside(code, &keys).map_err(refused)?;
     // An npm server runs on node from its own layer: Python packages and uses channels are
     // Python's, and would silently not be there.
     if declarations::npm(code).map_err(refused)?.is_some()

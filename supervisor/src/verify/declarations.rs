@@ -36,7 +36,7 @@ mod uses;
 pub use npm::{NPM_FORM, npm};
 pub use packages::{PACKAGES_FORM, required_packages};
 pub use reach::{REACH_FORM, reach};
-pub use settings::{SETTINGS_FORM, settings};
+pub use settings::{SETTINGS_FORM, settings, settings_beside};
 pub use tokens::TokenError;
 use tokens::{Kind, Token, tokenize};
 pub use uses::{MAX_USES, USES_FORM, uses};

@@ -47,6 +47,27 @@ pub fn settings(code: &str) -> Result<BTreeMap<String, String>, DeclarationError
     Ok(out)
 }
 
+/// [`settings`], refused when one is named as a key the file declares too (the key would be
+/// shadowed, or its value written in the file).
+pub fn settings_beside(
+    code: &str,
+    keys: &[autotool_policy::names::KeyName],
+) -> Result<BTreeMap<String, String>, DeclarationError> {
+    let settings = settings(code)?;
+    if let Some(clash) = settings
+        .keys()
+        .find(|s| keys.iter().any(|k| k.as_str() == s.as_str()))
+    {
+        return Err(shape(
+            format!(
+                "{clash} is declared both in REQUIRED_ENV and in SETTINGS: a key is never a setting"
+            ),
+            SETTINGS_FORM,
+        ));
+    }
+    Ok(settings)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -70,5 +91,9 @@ mod tests {
         ] {
             assert!(settings(bad).is_err(), "{bad}");
         }
+        let key = autotool_policy::names::KeyName::parse("MEMORY_FILE_PATH").unwrap();
+        let code = "SETTINGS = {\"MEMORY_FILE_PATH\": \"/v\"}\n";
+        assert!(settings_beside(code, std::slice::from_ref(&key)).is_err());
+        assert!(settings_beside(code, &[]).is_ok());
     }
 }
