@@ -303,7 +303,15 @@ mod tests {
     #[test]
     fn the_same_version_is_the_same_manifest_bytes() {
         let (r, _) = parse_record(&serde_json::to_vec(&record()).unwrap()).unwrap();
-        let build = || manifest(b"{}", b"print(1)\n", &r, "oci://h/r:t", "2026-12-01T00:00:00Z");
+        let build = || {
+            manifest(
+                b"{}",
+                b"print(1)\n",
+                &r,
+                "oci://h/r:t",
+                "2026-12-01T00:00:00Z",
+            )
+        };
         let first = build().unwrap();
         // Each map of annotations has its own random order: twenty builds, one set of bytes.
         for _ in 0..20 {
@@ -321,7 +329,13 @@ mod tests {
         .collect();
         assert!(keys.is_sorted(), "{text}");
         // Control: another time is another manifest.
-        let later = manifest(b"{}", b"print(1)\n", &r, "oci://h/r:t", "2026-12-02T00:00:00Z");
+        let later = manifest(
+            b"{}",
+            b"print(1)\n",
+            &r,
+            "oci://h/r:t",
+            "2026-12-02T00:00:00Z",
+        );
         assert_ne!(later.unwrap(), text.into_bytes());
     }
 

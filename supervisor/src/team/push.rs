@@ -274,7 +274,9 @@ pub async fn push(
     // When the version was made, not when it is pushed: the same version pushed again is the
     // same digest, and followers see no new release.
     let created = crate::ledger::format_ms(made_at);
-    let manifest = artifact::manifest(&config, &code, &record, &reference.to_string(), &created)?;
+    // The repository, not the tag: the same version pushed under two tags is one digest.
+    let source = format!("oci://{}/{}", reference.registry, reference.repository);
+    let manifest = artifact::manifest(&config, &code, &record, &source, &created)?;
     // Everything that leaves, searched before the first byte does.
     let payload = sign::payload(&reference.docker_reference(), &sha256_digest(&manifest));
     check_no_secrets(
