@@ -54,10 +54,7 @@ pub enum TeamError {
     Unsigned(String),
     /// Refused until the user of this machine does what `cure` says.
     #[error("{message}")]
-    Waiting {
-        message: String,
-        cure: retry::Cure,
-    },
+    Waiting { message: String, cure: retry::Cure },
     #[error("{0}")]
     Trust(String),
     #[error("{0}")]

@@ -767,7 +767,10 @@ mod tests {
             (&["autotool", "runtime", "status", "--json"], true),
             (&["autotool", "service", "status", "--json"], true),
             (&["autotool", "config", "--json"], true),
-            (&["autotool", "library", "follow", "oci://h/r", "--json"], true),
+            (
+                &["autotool", "library", "follow", "oci://h/r", "--json"],
+                true,
+            ),
             (&["autotool", "tools", "list"], false),
             (&["autotool", "runtime", "install"], false),
         ] {

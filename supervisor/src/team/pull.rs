@@ -563,16 +563,18 @@ fn not_created(e: &CreateError, tool: &str) -> String {
         }
         CreateError::PinHeld(p) => format!(
             "{tool} is {} at version {}, which nothing replaces until `autotool tools unpin \
-             {tool}`; then pull again",
+             {tool}`; then pull again (a followed library takes it by itself)",
             p.pin, p.version
         ),
         CreateError::PackagesConsent { phrase, .. } => format!(
             "{tool} asks to {phrase}, which you have not approved. Nothing was installed: run \
-             `autotool tools approve {tool} --packages`, then pull again"
+             `autotool tools approve {tool} --packages`, then pull again (a followed library \
+             takes it by itself)"
         ),
         CreateError::ReachConsent { phrase, .. } => format!(
             "{tool} declares that it may {phrase}, which you have not granted. Nothing ran: run \
-             `autotool tools approve {tool} --reach`, then pull again"
+             `autotool tools approve {tool} --reach`, then pull again (a followed library \
+             takes it by itself)"
         ),
         CreateError::Stage(why) | CreateError::Store(why) => {
             format!("{tool} could not be stored in this home: {why}")

@@ -58,8 +58,9 @@ impl Cure {
             Cure::Packages { tool, .. } => format!("`autotool tools approve {tool} --packages`"),
             Cure::Reach { tool, .. } => format!("`autotool tools approve {tool} --reach`"),
             Cure::Unpin { tool } => format!("`autotool tools unpin {tool}`"),
-            Cure::Trust { .. } => "a change to the publishers trusted here (`autotool trust …`)"
-                .to_string(),
+            Cure::Trust { .. } => {
+                "a change to the publishers trusted here (`autotool trust …`)".to_string()
+            }
         }
     }
 }
