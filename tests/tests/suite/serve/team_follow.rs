@@ -6,8 +6,8 @@
 //!   taken once the signature is there, without the tag moving, by one of the two serves: one
 //!   version, not two;
 //! - a release refused because B pinned the tool is taken the round after `tools unpin`; one
-//!   refused for a package set is taken the round after `tools approve --packages`, and
-//!   `library status` shows each;
+//!   refused for a package set is taken the round after `tools approve --packages`; one signed
+//!   by a publisher no longer trusted the round after `trust add`; `library status` shows each;
 //! - `library follow` says what it found: no such tag (exit 1, no serve running), then the
 //!   digest and the two serves (exit 0).
 
@@ -325,10 +325,28 @@ fn a_follower_left_running_takes_every_release_once() {
     eprintln!("taken after the approval: {taken}");
     assert_eq!(taken["pulled"], d3.as_str(), "{taken}");
     assert!(taken["problem"].is_null(), "{taken}");
+
+    // B stops trusting alice: v3 waits for a change to the publishers trusted, and is taken the
+    // round after alice's key is added again.
+    must(&b, &["trust", "remove", "alice"]);
+    let mut server = started(&publishing, &a);
+    create(&mut server, "hello", &hello("v3"));
+    drop(server);
+    let pushed = must_json(&a, &["tools", "push", "hello", &latest, "--json"]);
+    let d4 = pushed["digest"].as_str().unwrap().to_string();
+    let waits = status_when(&b, &latest, |f| f["retry"]["cure"]["kind"] == "trust");
+    eprintln!("waits for a publisher: {waits}");
+    assert!(problem(&waits).contains("trust add"), "{waits}");
+    assert_eq!(waits["retry"]["lasting"], true, "{waits}");
+    let pem = a.path().join("alice.pem");
+    must(&b, &["trust", "add", "alice", pem.to_str().unwrap()]);
+    let taken = status_when(&b, &latest, |f| f["pulled"] == d4.as_str());
+    eprintln!("taken after trust add: {taken}");
+    assert_eq!(taken["pulled"], d4.as_str(), "{taken}");
     let shown = must_json(&b, &["tools", "show", "hello", "--json"]);
     assert_eq!(
         shown["versions"].as_array().unwrap().len(),
-        2,
+        3,
         "each release once: {shown}"
     );
     drop((one, two));
