@@ -58,8 +58,8 @@ fn dir(home: &Home) -> PathBuf {
     home.root().join("team")
 }
 
-/// Hold `$AUTOTOOL_HOME/team/NAME` locked (`flock`) until the returned file is dropped.
-pub(super) fn lock(home: &Home, name: &str) -> Result<std::fs::File, TeamError> {
+/// `$AUTOTOOL_HOME/team/NAME`, opened (made if missing) to be locked.
+fn lock_file(home: &Home, name: &str) -> Result<(std::fs::File, PathBuf), TeamError> {
     let dir = dir(home);
     std::fs::create_dir_all(&dir)
         .map_err(|e| TeamError::Io(format!("creating {}: {e}", dir.display())))?;
@@ -70,6 +70,12 @@ pub(super) fn lock(home: &Home, name: &str) -> Result<std::fs::File, TeamError> 
         .write(true)
         .open(&path)
         .map_err(|e| TeamError::Io(format!("opening {}: {e}", path.display())))?;
+    Ok((file, path))
+}
+
+/// Hold `$AUTOTOOL_HOME/team/NAME` locked (`flock`) until the returned file is dropped.
+pub(super) fn lock(home: &Home, name: &str) -> Result<std::fs::File, TeamError> {
+    let (file, path) = lock_file(home, name)?;
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
         .map_err(|e| TeamError::Io(format!("locking {}: {e}", path.display())))?;
     Ok(file)
@@ -77,16 +83,7 @@ pub(super) fn lock(home: &Home, name: &str) -> Result<std::fs::File, TeamError> 
 
 /// [`lock`] if no one holds it now; `None` when someone does.
 pub(super) fn try_lock(home: &Home, name: &str) -> Result<Option<std::fs::File>, TeamError> {
-    let dir = dir(home);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| TeamError::Io(format!("creating {}: {e}", dir.display())))?;
-    let path = dir.join(name);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| TeamError::Io(format!("opening {}: {e}", path.display())))?;
+    let (file, path) = lock_file(home, name)?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(Some(file)),
         Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
