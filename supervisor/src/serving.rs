@@ -8,7 +8,8 @@
 //! (0600) for as long as it runs; [`granting`] reads the records of the serves still running
 //! (the process is there and started when the record says: a pid reused since does not count),
 //! and when none runs, the settings a serve started now would have (the config file and this
-//! environment). The words it returns say which serve, or which setting, grants.
+//! environment). The words it returns say which serve, or which setting, grants. The record also
+//! says how often the serve looks at the followed team libraries (`library follow` reports it).
 
 use crate::home::Home;
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,11 @@ pub struct Record {
     pub allow_all: bool,
     /// `reach = trusted`: every declared host, unasked.
     pub trusted_hosts: bool,
+    /// How often it looks at the followed team libraries, in ms (`follow_interval`); `None`
+    /// for a serve that follows none (built without the team library, or from before this was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_every_ms: Option<u64>,
 }
 
 /// What is granted without asking, each in words naming what grants it; `None`: asked.
@@ -61,13 +67,19 @@ fn started(pid: u32) -> Option<u64> {
 /// Record what this serve grants without asking, for as long as the returned guard lives.
 /// A record that cannot be written is a warning: the views outside serve then show less than
 /// it grants.
-pub fn register(home: &Home, allow_all: bool, trusted_hosts: bool) -> Option<Registration> {
+pub fn register(
+    home: &Home,
+    allow_all: bool,
+    trusted_hosts: bool,
+    follows: Option<std::time::Duration>,
+) -> Option<Registration> {
     let pid = std::process::id();
     let record = Record {
         pid,
         started: started(pid),
         allow_all,
         trusted_hosts,
+        follow_every_ms: follows.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
     };
     let path = dir(home).join(format!("{pid}.json"));
     let written = crate::home::ensure_dir(&dir(home), 0o700)
@@ -171,7 +183,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::at(dir.path());
         assert!(running(&home).is_empty());
-        let guard = register(&home, true, false).unwrap();
+        let guard = register(&home, true, false, None).unwrap();
         let mine = running(&home);
         assert_eq!(mine.len(), 1);
         assert_eq!(mine[0].pid, std::process::id());
@@ -194,6 +206,7 @@ mod tests {
             started: Some(1),
             allow_all: false,
             trusted_hosts: true,
+            follow_every_ms: None,
         };
         let stale_path = dir.path().join("serving/1.json");
         std::fs::write(&stale_path, serde_json::to_vec(&stale).unwrap()).unwrap();

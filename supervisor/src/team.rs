@@ -16,7 +16,8 @@
 //! - [`publisher`]: who published each version, which signature counts, publisher changes;
 //! - [`push`]: `autotool tools push`;
 //! - [`pull`]: `autotool tools pull`: fetch, check the signature, verify here;
-//! - [`follow`]: `autotool library follow|unfollow|status` and serve's polling of them.
+//! - [`follow`]: `autotool library follow|unfollow|status` and serve's polling of them;
+//! - [`retry`]: when a followed library's refused digest is looked at again.
 
 pub mod artifact;
 pub mod auth;
@@ -26,6 +27,7 @@ pub mod publisher;
 pub mod pull;
 pub mod push;
 pub mod reference;
+pub mod retry;
 pub mod sign;
 pub mod trust;
 
@@ -47,6 +49,12 @@ pub enum TeamError {
     Refused(String),
     #[error("{0}")]
     Signature(String),
+    /// The artifact carries no signature (yet: a follower retries it soon).
+    #[error("{0}")]
+    Unsigned(String),
+    /// Refused until the user of this machine does what `cure` says.
+    #[error("{message}")]
+    Waiting { message: String, cure: retry::Cure },
     #[error("{0}")]
     Trust(String),
     #[error("{0}")]

@@ -112,9 +112,11 @@ impl Registry {
             let l = std::net::TcpListener::bind("127.0.0.1:0")?;
             l.local_addr()?.port()
         };
+        // Deleting a manifest is allowed (a test takes a signature away and puts it back).
         let mut config = format!(
-            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  \
-             filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+            "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: false\nstorage:\n  \
+             delete:\n    enabled: true\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: \
+             127.0.0.1:{port}\n",
             dir.path().join("storage").display()
         );
         if let Some((user, password)) = basic {
@@ -137,12 +139,14 @@ impl Registry {
         }
         let config_path = dir.path().join("config.yml");
         std::fs::write(&config_path, config)?;
+        // The access log (one line a request, in the order they were answered) on stdout.
+        let log = std::fs::File::create(dir.path().join("access.log"))?;
         let child = Command::new(REGISTRY_BIN)
             .arg("serve")
             .arg(&config_path)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
             .spawn()
             .context("starting docker-registry")?;
         let registry = Registry {
@@ -168,6 +172,36 @@ impl Registry {
     /// `oci://127.0.0.1:PORT/<rest>`.
     pub fn reference(&self, rest: &str) -> String {
         format!("oci://127.0.0.1:{}/{rest}", self.port)
+    }
+
+    /// The requests answered so far, oldest first, each as `METHOD PATH` (from the access log).
+    pub fn requests(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
+        log.lines()
+            .filter(|l| l.starts_with("127.0.0.1 "))
+            .filter_map(|l| {
+                let quoted = l.split('"').nth(1)?;
+                let mut parts = quoted.split_whitespace();
+                Some(format!("{} {}", parts.next()?, parts.next()?))
+            })
+            .collect()
+    }
+
+    /// Delete the manifest `digest` of `repo` (and the tags naming it).
+    pub fn delete_manifest(&self, repo: &str, digest: &str) -> Result<()> {
+        let (status, _, body) = self.request(
+            "DELETE",
+            &format!("/v2/{repo}/manifests/{digest}"),
+            &[],
+            &[],
+        )?;
+        if status != 202 {
+            bail!(
+                "deleting a manifest: {status} {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Ok(())
     }
 
     /// The storage directory.

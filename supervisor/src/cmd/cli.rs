@@ -288,7 +288,7 @@ pub enum Cmd {
     #[cfg(feature = "team")]
     Library {
         #[command(subcommand)]
-        cmd: crate::cmd::team::LibraryCmd,
+        cmd: crate::cmd::follow::LibraryCmd,
     },
     /// Add, list, remove and limit the keys tools may be given.
     ///
@@ -621,7 +621,7 @@ fn run(command: Cmd) -> ExitCode {
         #[cfg(feature = "team")]
         Cmd::Trust { cmd } => crate::cmd::team::trust(cmd, &mut stdout),
         #[cfg(feature = "team")]
-        Cmd::Library { cmd } => crate::cmd::team::library(cmd, &mut stdout),
+        Cmd::Library { cmd } => crate::cmd::follow::library(cmd, &mut stdout),
         Cmd::Runtime { cmd } => crate::cmd::runtime::main(cmd, &mut stdout),
         #[cfg(feature = "own-model")]
         Cmd::Run {
@@ -767,6 +767,10 @@ mod tests {
             (&["autotool", "runtime", "status", "--json"], true),
             (&["autotool", "service", "status", "--json"], true),
             (&["autotool", "config", "--json"], true),
+            (
+                &["autotool", "library", "follow", "oci://h/r", "--json"],
+                true,
+            ),
             (&["autotool", "tools", "list"], false),
             (&["autotool", "runtime", "install"], false),
         ] {

@@ -11,6 +11,8 @@ pub mod demo;
 pub mod dirs;
 pub mod doctor;
 pub mod events;
+#[cfg(feature = "team")]
+pub mod follow;
 #[cfg(feature = "own-model")]
 pub mod forge;
 mod generated;

@@ -91,6 +91,7 @@ pub async fn run(config: Config, transport: Transport) -> anyhow::Result<()> {
         &app.home,
         app.settings.allow_all_keys,
         app.settings.reach == autotool_policy::reach::ReachPreset::Trusted,
+        cfg!(feature = "team").then_some(app.settings.follow_interval),
     );
     // Ready before it is needed: a missing runtime is built while hosts already talk to us.
     app.runtime.start();

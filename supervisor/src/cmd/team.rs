@@ -1,5 +1,5 @@
-//! `autotool trust …`, `autotool tools push|pull` and `autotool library …`: the team library's
-//! verbs ([`crate::team`]).
+//! `autotool trust …` and `autotool tools push|pull`: the team library's verbs ([`crate::team`];
+//! `autotool library …` is [`super::follow`]).
 
 use crate::home::Home;
 use crate::library::Library;
@@ -512,113 +512,6 @@ fn publisher_hosts(key_hosts: &std::collections::BTreeMap<String, Vec<String>>) 
             )
         })
         .collect()
-}
-
-#[derive(Debug, Subcommand)]
-pub enum LibraryCmd {
-    /// Follow oci://HOST/REPO[:TAG]: serve pulls its new versions.
-    ///
-    /// Tag `latest` by default. Every running `autotool serve` looks at it every
-    /// `follow_interval` and pulls a new digest as `tools pull` would.
-    Follow {
-        /// oci://HOST[:PORT]/REPO[:TAG].
-        reference: String,
-        /// Speak plain HTTP to a registry that is not on loopback (loopback always is).
-        #[arg(long)]
-        plain_http: bool,
-    },
-    /// Stop following a library (tools pulled from it stay).
-    Unfollow {
-        /// oci://HOST[:PORT]/REPO[:TAG], as followed.
-        reference: String,
-    },
-    /// Each followed library: when last reached, and what was refused.
-    ///
-    /// Also when it was last looked at, the digest its tag names and the digest pulled.
-    Status {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-/// `autotool library …`.
-pub fn library(cmd: LibraryCmd, out: &mut impl Write) -> ExitCode {
-    use crate::team::follow;
-    let result = (|| -> anyhow::Result<()> {
-        let home = Home::from_env()?;
-        match cmd {
-            LibraryCmd::Follow {
-                reference,
-                plain_http,
-            } => {
-                let r = Reference::parse(&reference)?;
-                let shown = follow::canonical(&r)?;
-                if follow::follow(&home, &r, plain_http)? {
-                    writeln!(
-                        out,
-                        "Following {shown}: every running `autotool serve` looks at it within \
-                         the `follow_interval` and pulls what is new (signed by a publisher you \
-                         trust, verified here)."
-                    )?;
-                } else {
-                    writeln!(
-                        out,
-                        "{shown} was already followed; what it refused is tried again next round."
-                    )?;
-                }
-            }
-            LibraryCmd::Unfollow { reference } => {
-                let r = Reference::parse(&reference)?;
-                let shown = follow::canonical(&r)?;
-                if follow::unfollow(&home, &r)? {
-                    writeln!(
-                        out,
-                        "No longer following {shown}; tools pulled from it stay."
-                    )?;
-                } else {
-                    writeln!(out, "{shown} was not followed.")?;
-                }
-            }
-            LibraryCmd::Status { json } => {
-                let list = follow::status(&home)?;
-                if json {
-                    writeln!(out, "{}", serde_json::json!({"following": list}))?;
-                } else if list.is_empty() {
-                    writeln!(
-                        out,
-                        "No library is followed (`autotool library follow oci://…`)."
-                    )?;
-                } else {
-                    for f in list {
-                        writeln!(out, "{}", f.reference)?;
-                        let never = "never".to_string();
-                        writeln!(
-                            out,
-                            "  last reached: {}; last looked: {}",
-                            f.reached_at.as_ref().unwrap_or(&never),
-                            f.checked_at.as_ref().unwrap_or(&never)
-                        )?;
-                        if let Some(d) = &f.digest {
-                            writeln!(out, "  serves: {d}")?;
-                        }
-                        if let Some(d) = &f.pulled {
-                            writeln!(out, "  pulled: {d}")?;
-                        }
-                        if let Some(p) = &f.problem {
-                            // A registry's or a tool's words: kept on this line.
-                            writeln!(out, "  problem: {}", crate::terminal::escape_line(p))?;
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    })();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => super::fail("library", &format!("{e:#}")),
-    }
 }
 
 #[cfg(test)]

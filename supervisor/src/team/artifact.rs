@@ -124,7 +124,16 @@ pub fn manifest(
         .annotations(annotations)
         .build()
         .map_err(|e| TeamError::Io(format!("building the manifest: {e}")))?;
-    serde_json::to_vec(&manifest).map_err(|e| TeamError::Io(format!("writing the manifest: {e}")))
+    canonical_json(&manifest)
+}
+
+/// `value` as JSON with every object's keys in order: the same value is the same bytes, so the
+/// same digest (annotations are a `HashMap`, written in an order that changes every run).
+pub fn canonical_json(value: &impl Serialize) -> Result<Vec<u8>, TeamError> {
+    // `serde_json::Value` keeps objects in a `BTreeMap` (no `preserve_order`): sorted.
+    serde_json::to_value(value)
+        .and_then(|v| serde_json::to_vec(&v))
+        .map_err(|e| TeamError::Io(format!("writing the manifest: {e}")))
 }
 
 /// The manifest's parts, checked: (config descriptor, code descriptor).
@@ -289,6 +298,45 @@ mod tests {
             "schema": 1, "name": "weather", "version": 1, "code_hash": "ab", "pin": "",
             "description": "d", "functions": [], "required_env": [], "runtime_mcp": "mcp==2.3.0",
         })
+    }
+
+    #[test]
+    fn the_same_version_is_the_same_manifest_bytes() {
+        let (r, _) = parse_record(&serde_json::to_vec(&record()).unwrap()).unwrap();
+        let build = || {
+            manifest(
+                b"{}",
+                b"print(1)\n",
+                &r,
+                "oci://h/r:t",
+                "2026-12-01T00:00:00Z",
+            )
+        };
+        let first = build().unwrap();
+        // Each map of annotations has its own random order: twenty builds, one set of bytes.
+        for _ in 0..20 {
+            assert_eq!(build().unwrap(), first);
+        }
+        let text = String::from_utf8(first).unwrap();
+        let keys: Vec<usize> = [
+            "dev.autotool.tool.name",
+            "org.opencontainers.image.created",
+            "org.opencontainers.image.description",
+            "org.opencontainers.image.source",
+        ]
+        .iter()
+        .map(|k| text.find(k).unwrap())
+        .collect();
+        assert!(keys.is_sorted(), "{text}");
+        // Control: another time is another manifest.
+        let later = manifest(
+            b"{}",
+            b"print(1)\n",
+            &r,
+            "oci://h/r:t",
+            "2026-12-02T00:00:00Z",
+        );
+        assert_ne!(later.unwrap(), text.into_bytes());
     }
 
     #[test]

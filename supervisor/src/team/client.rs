@@ -398,7 +398,13 @@ impl Client {
             StatusCode::NOT_FOUND => " (is the repository and tag right?)",
             _ => "",
         };
-        let text = format!("{what}: the registry answered {status}{hint}: {said}");
+        // A `HEAD` is answered with no body: nothing quoted then.
+        let said = if said.trim().is_empty() {
+            String::new()
+        } else {
+            format!(": {said}")
+        };
+        let text = format!("{what}: the registry answered {status}{hint}{said}");
         if status == StatusCode::NOT_FOUND {
             TeamError::NotFound(text)
         } else {

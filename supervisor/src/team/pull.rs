@@ -19,6 +19,7 @@ use super::client::Client;
 use super::publisher::{self, Found, Provenance, Publisher, Signer};
 use super::push::{SIG_ANNOTATION, SIG_ARTIFACT, SIG_LAYER, SIGNER_KEY_ANNOTATION, signature_tag};
 use super::reference::{Reference, digest_ok};
+use super::retry::Cure;
 use super::trust::{Trust, write_atomic};
 use crate::home::Home;
 use crate::ledger::Event;
@@ -130,7 +131,7 @@ pub async fn fetch(
             None
         }
         None => {
-            return Err(TeamError::Signature(format!(
+            return Err(TeamError::Unsigned(format!(
                 "refused: {} is not signed (no signature in the referrers list nor at the tag \
                  {}); ask its publisher to push it with autotool, or `--allow-unsigned` takes \
                  it as a new tool (nobody then vouches for the code)",
@@ -466,8 +467,35 @@ async fn pull_as(
         smoke_test: None,
         thoroughness: crate::verify::Thoroughness::default(),
     };
-    let not_created =
-        |e: CreateError| TeamError::Tool(library.secrets().redact(&not_created(&e, &tool)));
+    let not_created = |e: CreateError| {
+        let message = library.secrets().redact(&not_created(&e, &tool));
+        match &e {
+            CreateError::PackagesConsent { digest, .. } => TeamError::Waiting {
+                message,
+                cure: Cure::Packages {
+                    tool: tool.clone(),
+                    digest: digest.clone(),
+                },
+            },
+            CreateError::ReachConsent { .. } => TeamError::Waiting {
+                message,
+                cure: Cure::Reach {
+                    tool: tool.clone(),
+                    granted: super::retry::reach_stamp(library, &tool),
+                },
+            },
+            CreateError::PinHeld(_) => TeamError::Waiting {
+                message,
+                cure: Cure::Unpin { tool: tool.clone() },
+            },
+            // What this machine lacks for now (a runtime building, a store busy).
+            CreateError::Runtime(_)
+            | CreateError::Stage(_)
+            | CreateError::Store(_)
+            | CreateError::Baseline(_) => TeamError::Io(message),
+            CreateError::Verify(_) => TeamError::Tool(message),
+        }
+    };
     let mut prepared = library
         .prepare(request)
         .map_err(|e| refuse(not_created(e)))?;
@@ -535,16 +563,18 @@ fn not_created(e: &CreateError, tool: &str) -> String {
         }
         CreateError::PinHeld(p) => format!(
             "{tool} is {} at version {}, which nothing replaces until `autotool tools unpin \
-             {tool}`; then pull again",
+             {tool}`; then pull again (a followed library takes it by itself)",
             p.pin, p.version
         ),
         CreateError::PackagesConsent { phrase, .. } => format!(
             "{tool} asks to {phrase}, which you have not approved. Nothing was installed: run \
-             `autotool tools approve {tool} --packages`, then pull again"
+             `autotool tools approve {tool} --packages`, then pull again (a followed library \
+             takes it by itself)"
         ),
         CreateError::ReachConsent { phrase, .. } => format!(
             "{tool} declares that it may {phrase}, which you have not granted. Nothing ran: run \
-             `autotool tools approve {tool} --reach`, then pull again"
+             `autotool tools approve {tool} --reach`, then pull again (a followed library \
+             takes it by itself)"
         ),
         CreateError::Stage(why) | CreateError::Store(why) => {
             format!("{tool} could not be stored in this home: {why}")

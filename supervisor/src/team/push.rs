@@ -1,7 +1,10 @@
 //! `autotool tools push NAME oci://…`: the tool's current version, as verification recorded
 //! it, published as an artifact ([`super::artifact`]) and signed with this machine's key; the
 //! signature stored beside it under cosign's tag (`sha256-<hex>.sig`) with the artifact as its
-//! `subject`, so registries with the OCI 1.1 referrers API list it too. Before anything leaves,
+//! `subject`, so registries with the OCI 1.1 referrers API list it too. The order is the
+//! manifest by digest, its signature, then the tag: the tag never names an unsigned digest. The
+//! artifact is reproducible (its `created` is when the version was made, its JSON written with
+//! keys in order), so pushing the same version again changes nothing. Before anything leaves,
 //! everything pushed (record, code, manifest, signature) is searched for the values of this
 //! home's keys ([`leak`]: every encoding the redactor knows, and hex and base64 at every
 //! alignment): a tool whose artifact would carry one is not pushed.
@@ -49,12 +52,13 @@ pub fn signature_tag(digest: &str) -> String {
     digest.replacen(':', "-", 1) + ".sig"
 }
 
-/// Build the record of `name`'s current version.
+/// Build the record of `name`'s current version, with its code and when the version was made
+/// (unix ms: the artifact's `created`, so the same version pushed again is the same artifact).
 pub fn record(
     home: &Home,
     registry: &Registry,
     name: &str,
-) -> Result<(ToolRecord, Vec<u8>), TeamError> {
+) -> Result<(ToolRecord, Vec<u8>, i64), TeamError> {
     let v = registry
         .get(name)
         .map_err(|e| TeamError::Tool(e.to_string()))?
@@ -116,7 +120,7 @@ pub fn record(
         verdicts,
         runtime_mcp: crate::tool::runtime::RUNTIME_REQUIREMENTS[0].to_string(),
     };
-    Ok((record, code))
+    Ok((record, code, v.created_at))
 }
 
 /// Refuse `blobs` if any holds a value of this home's keys, in any reading [`leak`] searches.
@@ -263,12 +267,16 @@ pub async fn push(
         ));
     }
     let registry = Registry::open(home).map_err(|e| TeamError::Tool(e.to_string()))?;
-    let (record, code) = record(home, &registry, name)?;
+    let (record, code, made_at) = record(home, &registry, name)?;
     let key = Trust::of(home).signing_key()?;
     let config = serde_json::to_vec_pretty(&record)
         .map_err(|e| TeamError::Io(format!("writing the record: {e}")))?;
-    let created = crate::ledger::format_ms(crate::ledger::now_ms());
-    let manifest = artifact::manifest(&config, &code, &record, &reference.to_string(), &created)?;
+    // When the version was made, not when it is pushed: the same version pushed again is the
+    // same digest, and followers see no new release.
+    let created = crate::ledger::format_ms(made_at);
+    // The repository, not the tag: the same version pushed under two tags is one digest.
+    let source = format!("oci://{}/{}", reference.registry, reference.repository);
+    let manifest = artifact::manifest(&config, &code, &record, &source, &created)?;
     // Everything that leaves, searched before the first byte does.
     let payload = sign::payload(&reference.docker_reference(), &sha256_digest(&manifest));
     check_no_secrets(
@@ -287,8 +295,13 @@ pub async fn push(
         .push_blob(&config, "uploading the tool's record")
         .await?;
     client.push_blob(&code, "uploading the tool's code").await?;
-    let digest = client.put_manifest(&tag, &manifest).await?;
+    // Stored by digest, signed, and only then named by the tag: a follower that finds the tag
+    // moved always finds its signature beside it.
+    let digest = client
+        .put_manifest(&sha256_digest(&manifest), &manifest)
+        .await?;
     sign_manifest(&client, reference, &key, &digest, manifest.len() as u64).await?;
+    client.put_manifest(&tag, &manifest).await?;
     let signer = key.public().fingerprint();
     let pinned = reference.pinned(&digest);
     let _ = registry.event(
@@ -355,8 +368,7 @@ pub async fn sign_manifest(
         .subject(subject)
         .build()
         .map_err(|e| TeamError::Io(format!("building the signature manifest: {e}")))?;
-    let bytes = serde_json::to_vec(&manifest)
-        .map_err(|e| TeamError::Io(format!("writing the signature manifest: {e}")))?;
+    let bytes = artifact::canonical_json(&manifest)?;
     client.put_manifest(&signature_tag(digest), &bytes).await
 }
 

@@ -25,6 +25,9 @@
 //!   reach asked on the follower;
 //! - `console`: `autotool console` unreachable from tools; a pending consent approved in a
 //!   real browser;
+//! - `team_follow`: a followed team library left running: pushes signed before tagged and
+//!   reproducible, a refused digest tried again, one pull per home, cures taken at once,
+//!   `library follow`'s checks;
 //! - `library`: `search_tools` ranking by health, the list limit, pinning (a file changed on
 //!   disk, a process reporting other schemas);
 //! - `lifecycle`: a tool placed by hand, removal live, idle stop, strict refusal;
@@ -72,6 +75,7 @@ mod service;
 mod states;
 mod team;
 mod team_auth;
+mod team_follow;
 mod unconfined;
 mod uses;
 mod verdicts;

@@ -31,7 +31,9 @@ pub(super) fn wants_json(cmd: &Cmd) -> bool {
             cmd: crate::cmd::team::TrustCmd::List { json },
         }
         | Cmd::Library {
-            cmd: crate::cmd::team::LibraryCmd::Status { json },
+            cmd:
+                crate::cmd::follow::LibraryCmd::Status { json }
+                | crate::cmd::follow::LibraryCmd::Follow { json, .. },
         } => *json,
         Cmd::Keys {
             cmd: KeysCmd::List { json },

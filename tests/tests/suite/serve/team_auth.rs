@@ -2,7 +2,8 @@
 //! `docker-registry` from `~/.docker/config.json`'s `auths` and from a credential helper
 //! (`docker-credential-NAME get`); the bearer-token challenge flow, a redirect to another host
 //! (followed without the credentials) and a garbage answer, from fake registries on loopback; a
-//! baseline carried by an artifact, owed by the code it comes with.
+//! baseline carried by an artifact, owed by the code it comes with. `library follow` checks the
+//! credentials when it is run (a wrong password is said, exit 1).
 
 use super::team::{craft, registry, run};
 use autotool_tests::oci::{digest, fake};
@@ -69,11 +70,38 @@ fn credentials_come_from_the_docker_config_and_its_helpers() {
         "the password is in the message: {wrong}"
     );
     eprintln!("wrong password: {}", wrong.trim());
+    // `library follow` checks the credentials when it is run, and says what it found.
+    let follow = |home: &ServeHome| {
+        let (ok, out, _) = run(
+            home,
+            &["library", "follow", &reference, "--json"],
+            &[("DOCKER_CONFIG", docker_dir.as_str())],
+        );
+        (ok, serde_json::from_str::<serde_json::Value>(&out).unwrap())
+    };
+    let (ok, found) = follow(&home);
+    eprintln!("library follow, wrong password: {found}");
+    assert!(!ok, "{found}");
+    assert_eq!(found["reached"], false, "{found}");
+    assert_eq!(found["credentials"], "alice", "{found}");
+    let said = found["problem"].as_str().unwrap_or_default();
+    assert!(said.contains("401") && !said.contains("wrong"), "{found}");
+    assert!(!said.ends_with(": "), "an empty quote: {found}");
     write(json!({"auths": {format!("https://{host}/v1/"): {"auth": b64("alice:pa55word")}}}));
     let through = pull(&[]);
     assert!(
         through.contains("is not a tool name"),
         "auths did not get through: {through}"
+    );
+    let (ok, found) = follow(&home);
+    assert!(ok, "{found}");
+    assert_eq!(found["reached"], true, "{found}");
+    assert!(
+        found["digest"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("sha256:"),
+        "{found}"
     );
 
     // A credential helper, as `docker login` with a keychain leaves it.
