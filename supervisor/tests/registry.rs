@@ -247,7 +247,7 @@ fn invalid_names_and_oversized_code_refused() {
     // committed.
     let staged = reg.stage(&tn("functions"), "x = 1\n").unwrap();
     let err = reg
-        .commit(staged, manifest(&["bad-name"], &[]))
+        .commit(staged, manifest(&["bad.name"], &[]))
         .unwrap_err();
     assert!(matches!(err, RegistryError::Name(_)), "{err}");
     assert!(reg.versions("functions").unwrap().is_empty());

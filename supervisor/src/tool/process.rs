@@ -605,11 +605,16 @@ impl ToolProcess {
         };
         match answer {
             Ok(value) => Ok(value),
-            Err(ServiceError::McpError(e)) => Err(ToolProcError::Rejected {
-                operation,
-                code: e.code.0,
-                message: crate::logging::redact_cut_str(&e.message, REJECTED_MESSAGE),
-            }),
+            // An error answered once the process was being stopped is the stop's doing (the
+            // SDK answers requests in flight "Connection closed" when its stdin closes).
+            Err(ServiceError::McpError(e)) => match self.shared.cause() {
+                Some(cause) => Err(self.dead(id, operation, cause).await),
+                None => Err(ToolProcError::Rejected {
+                    operation,
+                    code: e.code.0,
+                    message: crate::logging::redact_cut_str(&e.message, REJECTED_MESSAGE),
+                }),
+            },
             Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 // The pipes closed: the process is going away, or closed its stdout.
                 let cause = match self.shared.cause_within(EXIT_GRACE).await {

@@ -294,15 +294,8 @@ fn the_everything_server_is_mounted_under_its_own_names_and_says_what_is_not_rel
     let f = Fixture::new(&[], &[]);
     const TOKEN: &str = "every-s3cr3t-value-41";
     let vars = [("EVERY_TOKEN", TOKEN)];
-    for (setting, why) in [
-        ("LD_PRELOAD=/x.so", "cannot be a setting"),
-        ("NODE_OPTIONS=--require=/x.js", "cannot be a setting"),
-        (
-            "COPY=every-s3cr3t-value-41",
-            "holds the value of a stored key",
-        ),
-    ] {
-        let (success, out, err) = f.cli_with(
+    let add = |setting: &str| {
+        f.cli_with(
             &[
                 "add",
                 "every",
@@ -314,25 +307,23 @@ fn the_everything_server_is_mounted_under_its_own_names_and_says_what_is_not_rel
                 "--yes",
             ],
             &vars,
-        );
+        )
+    };
+    for (setting, why) in [
+        ("LD_PRELOAD=/x.so", "cannot be a setting"),
+        ("NODE_OPTIONS=--require=/x.js", "cannot be a setting"),
+        (
+            "COPY=every-s3cr3t-value-41",
+            "holds the value of a stored key",
+        ),
+    ] {
+        let (success, out, err) = add(setting);
         assert!(!success && err.contains(why), "{setting}: {out}{err}");
         assert!(!err.contains(TOKEN), "{err}");
     }
     let (_, listed, _) = f.cli(&["tools", "list"]);
     assert!(!listed.contains("every"), "nothing was added: {listed}");
-    let (success, out, err) = f.cli_with(
-        &[
-            "add",
-            "every",
-            EVERYTHING,
-            "--key",
-            "EVERY_TOKEN",
-            "--env",
-            "EVERY_GREETING=hello from a setting",
-            "--yes",
-        ],
-        &vars,
-    );
+    let (success, out, err) = add("EVERY_GREETING=hello from a setting");
     assert!(success, "{out}{err}");
     assert!(
         out.contains("settings:  EVERY_GREETING=hello from a setting"),
@@ -479,4 +470,91 @@ fn a_packages_install_scripts_never_run() {
     let project = tempfile::tempdir().unwrap();
     f.plain_npm(project.path(), &["install", "scripted-server@1.0.0"]);
     assert!(marker.exists(), "control: plain npm ran the install script");
+}
+
+/// A package whose tarball reaches out of the directory it is unpacked in, both ways: a member
+/// named with `..` up to `outside`, and a symlink to `outside` with a member written through it.
+fn traversal_package(dir: &Path, outside: &Path) -> PathBuf {
+    let tarball = dir.join("traversal-server-1.0.0.tgz");
+    let up = "../".repeat(24);
+    let script = r#"
+import io, json, sys, tarfile
+out, up, outside, server = sys.argv[1:5]
+manifest = {"name": "traversal-server", "version": "1.0.0", "bin": {"traversal-server": "server.js"}}
+with tarfile.open(out, "w:gz") as t:
+    def add(name, data):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    add("package/package.json", json.dumps(manifest).encode())
+    add("package/server.js", open(server, "rb").read())
+    add("package/" + up + outside.lstrip("/") + "/dotdot.txt", b"escaped by ..")
+    link = tarfile.TarInfo("package/link")
+    link.type = tarfile.SYMTYPE
+    link.linkname = outside
+    t.addfile(link)
+    add("package/link/through-link.txt", b"escaped through a symlink")
+"#;
+    let server = dir.join("server.js");
+    std::fs::write(&server, SERVER_JS).unwrap();
+    let status = Command::new("python3")
+        .args(["-c", script])
+        .arg(&tarball)
+        .arg(&up)
+        .arg(outside)
+        .arg(&server)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tarball
+}
+
+/// A tarball with a `..` member and a member written through a symlink installs with neither
+/// file leaving the layer (control: Python's `tarfile`, unfiltered, writes both outside).
+#[test]
+fn a_tarball_that_climbs_out_writes_nothing_outside_its_layer() {
+    let Some(serve) = strict() else { return };
+    let build = autotool_tests::host::scratch_dir("autotool-npm-traversal-").unwrap();
+    let outside = build.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let tarball = traversal_package(build.path(), &outside);
+    let f = Fixture::new(&[], &[&tarball]);
+    let (success, out, err) = f.cli(&["add", "climber", "npm:traversal-server@1.0.0", "--yes"]);
+    let escaped: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        escaped.is_empty(),
+        "written outside: {escaped:?}\n{out}{err}"
+    );
+    if success {
+        // Installed without what climbed: it runs, from its layer.
+        let mut server = f.serve(serve).start_initialized(&f.home).unwrap();
+        let (answered, text) = answer(&mut server, "climber__ping", json!({}));
+        assert!(answered && text == "pong", "{text}");
+        finish(server);
+    }
+    // Control: an extractor that follows the names as written puts both files outside.
+    let unpack = build.path().join("unpack/a/b");
+    std::fs::create_dir_all(&unpack).unwrap();
+    let status = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])",
+        ])
+        .arg(&tarball)
+        .arg(&unpack)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(
+        outside.join("dotdot.txt").is_file(),
+        "control: `..` climbed out"
+    );
+    assert!(
+        outside.join("through-link.txt").is_file(),
+        "control: the symlink let a member out"
+    );
 }
