@@ -243,7 +243,8 @@ fn manual(
 /// One entry of `tools list --json`.
 #[derive(Debug, Serialize)]
 struct ListEntry {
-    /// An MCP server added with `autotool add`: `pypi:NAME VERSION`.
+    /// Where it came from ([`crate::provenance::origin`]): `pypi:NAME VERSION` for an added
+    /// server, `REFERENCE @ DIGEST, signed by …` for a pulled one; absent when grown here.
     origin: Option<String>,
     name: String,
     version: u32,
@@ -325,7 +326,7 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         let health = health(registry, name, tv.version)?;
         let state_reason = registry.ledger().state_reason(name)?;
         entries.push(ListEntry {
-            origin: crate::provenance::of(registry.home(), name, &tv.code_hash).map(|a| a.origin()),
+            origin: crate::provenance::origin(registry.home(), name, tv.version, &tv.code_hash),
             health,
             state_reason,
             pinned: pins.remove(name),
@@ -381,7 +382,7 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
             writeln!(out, "  {}", one_line(&e.description, 100))?;
         }
         if let Some(origin) = &e.origin {
-            writeln!(out, "  origin:    {origin} (added with `autotool add`)")?;
+            writeln!(out, "  origin:    {origin}")?;
         }
         writeln!(out, "  functions: {}", or_none(&e.functions))?;
         writeln!(out, "  keys:      {}", or_none(&e.keys))?;

@@ -224,9 +224,9 @@ fn record(library: &Library, name: &str) -> Result<Option<Value>, crate::ledger:
         // Hosts it may reach and why, its directories and their mode, what was refused lately.
         "reach": library.reach_view(&current),
         "packages": packages,
-        // An MCP server added with `autotool add`: its package and version (`pypi:NAME VERSION`).
-        "origin": crate::provenance::of(&library.home, name, &current.code_hash)
-            .map(|a| a.origin()),
+        // Where it came from: an added server's package and version (`pypi:NAME VERSION`), or
+        // a pulled version's reference, digest and publisher; null when grown here.
+        "origin": crate::provenance::origin(&library.home, name, current.version, &current.code_hash),
         "sandbox": sandbox_report(library),
     })))
 }

@@ -298,6 +298,19 @@ fn a_tool_travels_between_two_homes_signed_and_verified_again_and_bad_artifacts_
         shown.contains("pulled") && shown.contains(&digest1) && shown.contains("alice"),
         "{shown}"
     );
+    // `tools list` says where it came from: the reference, the digest and who signed it.
+    let listed: Value = serde_json::from_str(&must(&b, &["tools", "list", "--json"])).unwrap();
+    let origin = listed
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["name"] == "weather"))
+        .map(|e| e["origin"].to_string())
+        .unwrap_or_default();
+    assert!(
+        origin.contains(v1.trim_start_matches("oci://"))
+            && origin.contains(&digest1[..19])
+            && origin.contains("signed by alice"),
+        "{listed}"
+    );
 
     // B's own host is asked for the key, then the call holds it.
     let mut server = serve.start(&b).unwrap();
