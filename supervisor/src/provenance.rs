@@ -1,5 +1,4 @@
-//! Provenance: where a tool's version came from ([`origin`]: added from a registry, or pulled
-//! from a team library). Added servers (`autotool add`) are kept in `$AUTOTOOL_HOME/added.json`, by tool name, one entry
+//! Provenance of added servers (`autotool add`): where each came from: `$AUTOTOOL_HOME/added.json`, by tool name, one entry
 //! per version added. An entry counts only for the version whose code it names (its hash):
 //! a file that merely claims a `SOURCE` is not an added server.
 
@@ -63,34 +62,6 @@ pub fn of(home: &Home, tool: &str, code_hash: &str) -> Option<AddedVersion> {
         .into_iter()
         .rev()
         .find(|v| v.code_hash == code_hash)
-}
-
-/// Where `tool`'s `version` (whose code hash is `code_hash`) came from, in one line: an added
-/// server's package (`pypi:mcp-server-time 2026.10.19`), or a pulled version's reference,
-/// digest and publisher (`oci://host/team/weather:latest @ sha256:1a2b3c4d5e6f, signed by
-/// alice (key …), pinned by digest`); `None` for a version made on this machine.
-pub fn origin(home: &Home, tool: &str, version: u32, code_hash: &str) -> Option<String> {
-    if let Some(added) = of(home, tool, code_hash) {
-        return Some(added.origin());
-    }
-    use crate::team::publisher::{self, Publisher};
-    let publisher = publisher::of_version(home, tool, version, code_hash);
-    let (digest, by) = match &publisher {
-        Publisher::Local => return None,
-        Publisher::Unsigned { digest } => (digest.clone(), "unsigned".to_string()),
-        Publisher::Signed { digest, .. } => (digest.clone(), format!("signed by {publisher}")),
-    };
-    let pulled = crate::team::pull::origins(home).remove(tool);
-    let reference = pulled
-        .as_ref()
-        .map_or("a team library", |o| o.reference.as_str());
-    let short = digest.get(..19).unwrap_or(&digest);
-    let held = if pulled.as_ref().is_some_and(|o| o.pinned) {
-        ", pinned by digest"
-    } else {
-        ""
-    };
-    Some(format!("{reference} @ {short}, {by}{held}"))
 }
 
 /// The latest version added of `tool`, whatever the current version is.

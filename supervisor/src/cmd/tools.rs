@@ -243,7 +243,7 @@ fn manual(
 /// One entry of `tools list --json`.
 #[derive(Debug, Serialize)]
 struct ListEntry {
-    /// Where it came from ([`crate::provenance::origin`]): `pypi:NAME VERSION` for an added
+    /// Where it came from ([`crate::team::publisher::origin`]): `pypi:NAME VERSION` for an added
     /// server, `REFERENCE @ DIGEST, signed by …` for a pulled one; absent when grown here.
     origin: Option<String>,
     name: String,
@@ -326,7 +326,12 @@ fn list(registry: &Registry, json: bool, out: &mut impl Write) -> Result<(), Cli
         let health = health(registry, name, tv.version)?;
         let state_reason = registry.ledger().state_reason(name)?;
         entries.push(ListEntry {
-            origin: crate::provenance::origin(registry.home(), name, tv.version, &tv.code_hash),
+            origin: crate::team::publisher::origin(
+                registry.home(),
+                name,
+                tv.version,
+                &tv.code_hash,
+            ),
             health,
             state_reason,
             pinned: pins.remove(name),

@@ -226,7 +226,7 @@ fn record(library: &Library, name: &str) -> Result<Option<Value>, crate::ledger:
         "packages": packages,
         // Where it came from: an added server's package and version (`pypi:NAME VERSION`), or
         // a pulled version's reference, digest and publisher; null when grown here.
-        "origin": crate::provenance::origin(&library.home, name, current.version, &current.code_hash),
+        "origin": crate::team::publisher::origin(&library.home, name, current.version, &current.code_hash),
         "sandbox": sandbox_report(library),
     })))
 }

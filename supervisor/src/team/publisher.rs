@@ -252,6 +252,33 @@ impl Publisher {
     }
 }
 
+/// Where `tool`'s `version` (whose code hash is `code_hash`) came from, in one line: an added
+/// server's package (`pypi:mcp-server-time 2026.10.19`), or a pulled version's reference,
+/// digest and publisher (`oci://host/team/weather:latest @ sha256:1a2b3c4d5e6f, signed by
+/// alice (key …), pinned by digest`); `None` for a version made on this machine.
+pub fn origin(home: &Home, tool: &str, version: u32, code_hash: &str) -> Option<String> {
+    if let Some(added) = crate::provenance::of(home, tool, code_hash) {
+        return Some(added.origin());
+    }
+    let publisher = of_version(home, tool, version, code_hash);
+    let (digest, by) = match &publisher {
+        Publisher::Local => return None,
+        Publisher::Unsigned { digest } => (digest.clone(), "unsigned".to_string()),
+        Publisher::Signed { digest, .. } => (digest.clone(), format!("signed by {publisher}")),
+    };
+    let pulled = super::pull::origins(home).remove(tool);
+    let reference = pulled
+        .as_ref()
+        .map_or("a team library", |o| o.reference.as_str());
+    let short = digest.get(..19).unwrap_or(&digest);
+    let held = if pulled.as_ref().is_some_and(|o| o.pinned) {
+        ", pinned by digest"
+    } else {
+        ""
+    };
+    Some(format!("{reference} @ {short}, {by}{held}"))
+}
+
 /// Who published `tool`'s `version` (whose code hash is `code_hash`), from `pulled.json`.
 pub fn of_version(home: &Home, tool: &str, version: u32, code_hash: &str) -> Publisher {
     let Some(origin) = super::pull::origins(home).remove(tool) else {
